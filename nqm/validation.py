@@ -1,0 +1,94 @@
+"""Input checks shared by every entry point.
+
+Each check raises a `ValueError` whose message names the parameter, the value received and the
+allowed range (DESIGN.md section 7), so the CLI can print it as one line and the app can show it
+beside the control.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+
+
+def _fmt(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    return repr(value)
+
+
+def check_finite(name: str, value: float) -> float:
+    """Returns `value` as a float if it is a finite real number."""
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a finite number, got {value!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {_fmt(value)}")
+    return value
+
+
+def check_positive(name: str, value: float) -> float:
+    """Returns `value` if it is finite and > 0."""
+    value = check_finite(name, value)
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0, got {_fmt(value)}")
+    return value
+
+
+def check_in_range(name: str, value: float, low: float, high: float, *, closed_high: bool = True,
+                   closed_low: bool = True) -> float:
+    """Returns `value` if it lies in the interval between `low` and `high`."""
+    value = check_finite(name, value)
+    ok_low = value >= low if closed_low else value > low
+    ok_high = value <= high if closed_high else value < high
+    if not (ok_low and ok_high):
+        left = "[" if closed_low else "("
+        right = "]" if closed_high else ")"
+        raise ValueError(f"{name} must be in {left}{low:g}, {high:g}{right}, got {_fmt(value)}")
+    return value
+
+
+def check_positive_int(name: str, value, *, maximum: int | None = None) -> int:
+    """Returns `value` as an int if it is a whole number >= 1 (and <= maximum)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)):
+        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
+    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
+        raise ValueError(f"{name} must be a whole number >= 1, got {_fmt(value)}")
+    value = int(value)
+    if value < 1 or (maximum is not None and value > maximum):
+        upper = f" and <= {maximum}" if maximum is not None else ""
+        raise ValueError(f"{name} must be a whole number >= 1{upper}, got {value}")
+    return value
+
+
+def check_array(name: str, values: Iterable[float], *, positive: bool = True,
+                nonnegative: bool = False) -> np.ndarray:
+    """Returns `values` as a 1-D float64 array that is non-empty, finite and (strictly) positive."""
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a list of numbers") from None
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-D list of numbers, got shape {arr.shape}")
+    if not np.all(np.isfinite(arr)):
+        bad = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValueError(f"{name} must be finite everywhere, got {arr[bad]} at index {bad}")
+    if positive and np.any(arr <= 0):
+        bad = int(np.flatnonzero(arr <= 0)[0])
+        raise ValueError(f"{name} must be > 0 everywhere, got {arr[bad]:g} at index {bad}")
+    if nonnegative and np.any(arr < 0):
+        bad = int(np.flatnonzero(arr < 0)[0])
+        raise ValueError(f"{name} must be >= 0 everywhere, got {arr[bad]:g} at index {bad}")
+    return arr
+
+
+def check_batch_sizes(values: Iterable[int], name: str = "batch_sizes") -> np.ndarray:
+    """Returns sorted unique batch sizes as an int64 array; each must be a whole number >= 1."""
+    values = list(values)
+    if not values:
+        raise ValueError(f"{name} must hold at least one batch size >= 1, got an empty list")
+    out = [check_positive_int(f"{name} entry", v) for v in values]
+    return np.unique(np.asarray(out, dtype=np.int64))
