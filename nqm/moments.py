@@ -99,6 +99,25 @@ class Dynamics:
         stable = self.stable_N if rows is None else self.stable_N[rows]
         return np.where(stable, second @ self.weight_D, np.inf)
 
+    def loss_parts(self, t_N, rows=None):
+        """(E[L], its noise part) after t steps, each (n,); inf where unstable.
+
+        The noise part is the loss of the same run started from theta = 0: the noise injected
+        so far. It never decreases with t (it is a sum of squares of impulse responses), so once
+        it exceeds the target no later step can reach it.
+        """
+        t_N = np.asarray(t_N, dtype=np.int64)
+        phi, chi = self._loss_row(t_N[:, None], rows)
+        d11, d12, d22 = self._take(self.dev, rows)
+        s11, s12, s22 = self._take(self.star, rows)
+        s_e = (s11, s12, s22)[self._loss_index]
+        pp, pc, cc = phi * phi, 2.0 * phi * chi, chi * chi
+        signal = pp * (d11 + s11) + pc * (d12 + s12) + cc * (d22 + s22)
+        noise = s_e - (pp * s11 + pc * s12 + cc * s22)
+        stable = self.stable_N if rows is None else self.stable_N[rows]
+        total = (signal + noise) @ self.weight_D
+        return np.where(stable, total, np.inf), np.where(stable, noise @ self.weight_D, np.inf)
+
     def state(self, t_N, rows=None):
         """Second moments (S11, S12, S22) after t steps, each (n, d): the start of a next segment."""
         t_N = np.asarray(t_N, dtype=np.int64)
@@ -133,7 +152,8 @@ class SGDDynamics(Dynamics):
         zero = np.zeros_like(s11)
         self.r = 1.0 - ah
         with np.errstate(divide="ignore"):
-            self.log_r2 = 2.0 * np.log(np.abs(self.r))
+            # Floored so that 0 * log_r2 stays 0 when r = 0 (e^-700 is 0 to double precision).
+            self.log_r2 = np.maximum(2.0 * np.log(np.abs(self.r)), -700.0)
         super().__init__(weight_D, stable_N, (s11, zero, zero), start)
 
     def _power(self, t_N, rows):
@@ -142,6 +162,25 @@ class SGDDynamics(Dynamics):
             rt = np.where((t_N % 2 == 1) & (r < 0), -1.0, 1.0) * np.abs(r) ** t_N
         zero = np.zeros_like(rt)
         return rt, zero, zero, zero
+
+    def loss_parts(self, t_N, rows=None):
+        # Fast path: with q = r^(2t), signal = sum_i w_i q_i x0_i, noise = sum_i w_i s_i (1 - q_i).
+        t_N = np.asarray(t_N, dtype=np.int64)
+        if not hasattr(self, "_ws11"):
+            self._ws11 = self.star[0] * self.weight_D
+            self._wx0 = (self.dev[0] + self.star[0]) * self.weight_D
+            self._noise_inf = self._ws11.sum(axis=1)
+        log_r2, ws11, wx0 = self._take((self.log_r2, self._ws11, self._wx0), rows)
+        noise_inf = self._noise_inf if rows is None else self._noise_inf[rows]
+        with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+            decay = np.multiply(t_N[:, None], log_r2)
+            # Clamp: exp of very negative numbers returns denormals, 4x slower; e^-700 ~ 1e-304.
+            np.maximum(decay, -700.0, out=decay)
+            np.exp(decay, out=decay)
+            noise = noise_inf - np.einsum("nd,nd->n", decay, ws11)
+            total = noise + np.einsum("nd,nd->n", decay, wx0)
+        stable = self.stable_N if rows is None else self.stable_N[rows]
+        return np.where(stable, total, np.inf), np.where(stable, noise, np.inf)
 
     def loss(self, t_N, rows=None) -> np.ndarray:
         # Fast path: only r^(2t) is needed.
