@@ -21,15 +21,52 @@ LADDER_PER_OCTAVE = 8
 NOT_REACHED = -1
 
 
-def ladder(max_steps: int) -> np.ndarray:
-    """The rungs: 0..DENSE_STEPS, then DENSE_STEPS * 2^(k / LADDER_PER_OCTAVE), capped at max_steps."""
+class Compacting:
+    """Calls `getattr(dyn, method)(t, rows)` on a shrinking set of rows without copying each time.
+
+    Indexing a (N, d) system by a row subset copies it; during a ladder scan the subset shrinks
+    slowly, so the system is compacted only when fewer than `keep` of its rows are still asked
+    for, and otherwise evaluated on all its rows (the unused ones at step 0).
+    """
+
+    def __init__(self, dyn, method: str, keep: float = 0.6):
+        self.original = dyn
+        self.dyn = dyn
+        self.ids = np.arange(dyn.rows)
+        self.method = method
+        self.keep = keep
+
+    def __call__(self, t, rows):
+        rows = np.asarray(rows)
+        unique_sorted = rows.size < 2 or bool(np.all(np.diff(rows) > 0))
+        local = np.searchsorted(self.ids, rows)
+        inside = unique_sorted and bool(np.all(local < self.ids.size)) and bool(
+            np.all(self.ids[np.minimum(local, self.ids.size - 1)] == rows))
+        if not inside:
+            return getattr(self.original, self.method)(t, rows)
+        if rows.size < self.keep * self.ids.size:
+            self.dyn = self.dyn.take(local)
+            self.ids = rows
+            local = np.arange(rows.size)
+        fn = getattr(self.dyn, self.method)
+        if rows.size == self.ids.size:
+            return fn(t)
+        full = np.zeros(self.ids.size, dtype=np.int64)
+        full[local] = t
+        return tuple(o[local] for o in fn(full))
+
+
+def ladder(max_steps: int, dense: int = DENSE_STEPS,
+           per_octave: int = LADDER_PER_OCTAVE) -> np.ndarray:
+    """The rungs: 0..dense, then dense * 2^(k / per_octave), capped at max_steps."""
     max_steps = int(max_steps)
-    dense = np.arange(0, min(DENSE_STEPS, max_steps) + 1, dtype=np.int64)
-    if max_steps <= DENSE_STEPS:
+    dense_steps = dense
+    dense = np.arange(0, min(dense_steps, max_steps) + 1, dtype=np.int64)
+    if max_steps <= dense_steps:
         return dense
-    octaves = np.log2(max_steps / DENSE_STEPS)
-    k = np.arange(1, int(np.ceil(octaves * LADDER_PER_OCTAVE)) + 1)
-    geo = np.unique(np.round(DENSE_STEPS * 2.0 ** (k / LADDER_PER_OCTAVE)).astype(np.int64))
+    octaves = np.log2(max_steps / dense_steps)
+    k = np.arange(1, int(np.ceil(octaves * per_octave)) + 1)
+    geo = np.unique(np.round(dense_steps * 2.0 ** (k / per_octave)).astype(np.int64))
     geo = geo[geo < max_steps]
     return np.concatenate([dense, geo, [max_steps]])
 
@@ -66,21 +103,8 @@ def first_crossing(loss_parts, n_rows: int, target: float, max_steps: int,
         prev = rung
     # Bisection on (lo, hi]: loss(lo) > target >= loss(hi).
     bracket = np.flatnonzero(hi >= 0)
-    zero = bracket[hi[bracket] == 0]
-    steps[zero] = 0
-    bracket = bracket[hi[bracket] > 0]
-    while bracket.size:
-        wide = hi[bracket] - lo[bracket] > 1
-        done = bracket[~wide]
-        steps[done] = hi[done]
-        bracket = bracket[wide]
-        if bracket.size == 0:
-            break
-        mid = (lo[bracket] + hi[bracket]) // 2
-        loss, _ = loss_parts(mid, bracket)
-        below = loss <= target
-        hi[bracket[below]] = mid[below]
-        lo[bracket[~below]] = mid[~below]
+    steps[bracket] = first_crossing_in_brackets(
+        lambda t, idx: loss_parts(t, bracket[idx]), lo[bracket], hi[bracket], target)
     return steps
 
 
@@ -92,4 +116,93 @@ def exhaustive_first_crossing(losses_T: np.ndarray, target: float) -> int:
 
 def steps_to_target(dyn, target: float, max_steps: int) -> np.ndarray:
     """First crossing for every row of a `nqm.moments.Dynamics`; NOT_REACHED where none."""
-    return first_crossing(dyn.loss_parts, dyn.rows, target, max_steps, active=dyn.stable_N)
+    return first_crossing(Compacting(dyn, "loss_parts"), dyn.rows, target, max_steps,
+                          active=dyn.stable_N)
+
+
+def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: float,
+                            max_steps: int, active=None, rungs=None):
+    """For each batch size, the fewest steps to target over N metaparameter rows, and which row.
+
+    The loss of row r at batch size B is `signal_r(t) + noise_r(t) / B` (`signal_noise` is
+    evaluated once at unit batch size), so one ladder scan serves every batch size. A (row, B)
+    pair stops as soon as another row has reached the target at B on an earlier rung: it can no
+    longer be the best. Only the pairs still tied on the first winning rung are bisected.
+
+    Args:
+      signal_noise: callable (t (n,), rows (n,)) -> (signal (n,), noise at B = 1 (n,)).
+      n_rows: N.
+      batch_sizes: (n_B,) batch sizes.
+      target, max_steps: as in `first_crossing`.
+      active: optional bool (N,) rows to consider (e.g. stable ones).
+      rungs: the ladder to scan (default `ladder(max_steps)`).
+
+    Returns:
+      (steps (n_B,) int64 with NOT_REACHED where no row reaches, best_row (n_B,) int64, -1 if none).
+    """
+    batch = np.asarray(batch_sizes, dtype=np.float64)
+    n_b = batch.size
+    rows_all = np.arange(n_rows) if active is None else np.flatnonzero(active)
+    pending = np.zeros((n_rows, n_b), dtype=bool)
+    pending[rows_all] = True
+    lo = np.zeros((n_rows, n_b), dtype=np.int64)
+    hit_rung = np.full(n_b, NOT_REACHED, dtype=np.int64)
+    hit_mask = np.zeros((n_rows, n_b), dtype=bool)
+    prev = 0
+    for rung in ladder(max_steps) if rungs is None else rungs:
+        rows = np.flatnonzero(pending.any(axis=1))
+        if rows.size == 0:
+            break
+        signal, noise = signal_noise(np.full(rows.size, rung, dtype=np.int64), rows)
+        with np.errstate(invalid="ignore"):
+            loss = signal[:, None] + noise[:, None] / batch[None, :]
+            hit = pending[rows] & (loss <= target)
+            dead = (noise[:, None] / batch[None, :] > target) | ~np.isfinite(loss)
+        newly = hit.any(axis=0)
+        hit_rung[newly] = rung
+        hit_mask[rows[:, None], np.arange(n_b)[None, :]] |= hit
+        lo[rows[:, None], np.where(newly)[0][None, :]] = prev
+        still = pending[rows] & ~hit & ~dead
+        still[:, newly] = False      # a winner exists at this rung: the rest are slower
+        pending[rows] = still
+        pending[:, newly] = False
+        prev = rung
+    steps = np.full(n_b, NOT_REACHED, dtype=np.int64)
+    best_row = np.full(n_b, -1, dtype=np.int64)
+    # Bisect every tied pair on its winning rung; keep the smallest.
+    pair_r, pair_b = np.nonzero(hit_mask)
+    pair_lo = lo[pair_r, pair_b]
+    pair_hi = hit_rung[pair_b].copy()
+
+    def pair_loss(t, idx):
+        s, n = signal_noise(t, pair_r[idx])
+        return s + n / batch[pair_b[idx]], n
+
+    result = first_crossing_in_brackets(pair_loss, pair_lo, pair_hi, target)
+    for b_idx in range(n_b):
+        mine = np.flatnonzero(pair_b == b_idx)
+        if mine.size:
+            k = mine[np.argmin(result[mine])]
+            steps[b_idx] = result[k]
+            best_row[b_idx] = pair_r[k]
+    return steps, best_row
+
+
+def first_crossing_in_brackets(loss_parts, lo, hi, target: float) -> np.ndarray:
+    """Bisection to the exact integer crossing in (lo, hi], given loss(lo) > target >= loss(hi).
+
+    Args:
+      loss_parts: callable (t (n,), idx (n,)) -> (loss (n,), anything).
+      lo, hi: int64 (n,); hi == 0 means the target is met at step 0.
+    """
+    lo = np.array(lo, dtype=np.int64)
+    hi = np.array(hi, dtype=np.int64)
+    active = np.flatnonzero(hi - lo > 1)
+    while active.size:
+        mid = (lo[active] + hi[active]) // 2
+        loss, _ = loss_parts(mid, active)
+        below = loss <= target
+        hi[active[below]] = mid[below]
+        lo[active[~below]] = mid[~below]
+        active = active[hi[active] - lo[active] > 1]
+    return hi

@@ -77,6 +77,12 @@ class Dynamics:
     def rows(self) -> int:
         return self.stable_N.shape[0]
 
+    def take(self, rows) -> "Dynamics":
+        """The same system restricted to rows `rows` (rebuilt from the indexed inputs)."""
+        weight, h, sigma2, *per_row, start = self._args
+        return type(self)(weight, h, sigma2[rows], *[p[rows] for p in per_row],
+                          tuple(s[rows] for s in start))
+
     def _power(self, t_N, rows):
         """F^t as four (n, d) arrays (f11, f12, f21, f22)."""
         raise NotImplementedError
@@ -118,6 +124,16 @@ class Dynamics:
         total = (signal + noise) @ self.weight_D
         return np.where(stable, total, np.inf), np.where(stable, noise @ self.weight_D, np.inf)
 
+    def signal_noise(self, t_N, rows=None):
+        """(signal, noise) parts of E[L] after t steps, each (n,): E[L] = signal + noise.
+
+        Built at batch size 1, the loss at batch size B is signal + noise / B (the stationary
+        moments scale as 1 / B and the signal does not depend on B).
+        """
+        total, noise = self.loss_parts(t_N, rows)
+        with np.errstate(invalid="ignore"):
+            return total - noise, noise
+
     def state(self, t_N, rows=None):
         """Second moments (S11, S12, S22) after t steps, each (n, d): the start of a next segment."""
         t_N = np.asarray(t_N, dtype=np.int64)
@@ -139,22 +155,42 @@ class Dynamics:
 
 
 class SGDDynamics(Dynamics):
-    """Plain (preconditioned) SGD: E theta_{t+1}^2 = r^2 E theta_t^2 + a^2 sigma^2, r = 1 - a h."""
+    """Plain (preconditioned) SGD: E theta_{t+1}^2 = r^2 E theta_t^2 + a^2 sigma^2, r = 1 - a h.
+
+    A lean one-state system: with q = r^(2t), E[L](t) = sum_i w_i (s_i + q_i (x_i - s_i)),
+    s_i = a sigma_i^2 / (h_i (2 - a h_i)) the stationary second moment.
+    """
 
     kind = "sgd"
 
     def __init__(self, weight_D, h_D, sigma2_ND, lr_N, start):
+        self._args = (weight_D, h_D, sigma2_ND, lr_N, start)
+        self.weight_D = weight_D
         a = lr_N[:, None]
         ah = a * h_D
-        stable_N = np.all((ah > 0) & (ah < 2.0), axis=1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s11 = a * sigma2_ND / (h_D * (2.0 - ah))  # a^2 sigma^2 / (1 - r^2)
-        zero = np.zeros_like(s11)
+        self.stable_N = np.all((ah > 0) & (ah < 2.0), axis=1)
         self.r = 1.0 - ah
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):
             # Floored so that 0 * log_r2 stays 0 when r = 0 (e^-700 is 0 to double precision).
             self.log_r2 = np.maximum(2.0 * np.log(np.abs(self.r)), -700.0)
-        super().__init__(weight_D, stable_N, (s11, zero, zero), start)
+            self.s11 = a * sigma2_ND / (h_D * (2.0 - ah))  # a^2 sigma^2 / (1 - r^2)
+            self.ws11 = self.s11 * weight_D
+            self.noise_inf_N = self.ws11.sum(axis=1)
+        x0 = start[0]
+        # The default start is one (d,) row broadcast over N: keep it as a vector.
+        self.x0 = x0[0] if x0.ndim == 2 and x0.strides[0] == 0 else x0
+        self.wx0 = self.x0 * weight_D
+        self.stationary_loss_N = np.where(self.stable_N, self.noise_inf_N, np.inf)
+
+    @property
+    def star(self):
+        zero = np.zeros_like(self.s11)
+        return (self.s11, zero, zero)
+
+    @property
+    def dev(self):
+        zero = np.zeros_like(self.s11)
+        return (np.broadcast_to(self.x0, self.s11.shape) - self.s11, zero, zero)
 
     def _power(self, t_N, rows):
         r, = self._take((self.r,), rows)
@@ -163,34 +199,30 @@ class SGDDynamics(Dynamics):
         zero = np.zeros_like(rt)
         return rt, zero, zero, zero
 
+    def _decay(self, t_N, log_r2):
+        q = np.multiply(np.asarray(t_N, dtype=np.float64)[:, None], log_r2)
+        # Clamp: exp of very negative numbers returns denormals, 4x slower; e^-700 ~ 1e-304.
+        np.maximum(q, -700.0, out=q)
+        return np.exp(q, out=q)
+
+    def _signal(self, q, rows):
+        if self.wx0.ndim == 1:
+            return q @ self.wx0
+        wx0 = self.wx0 if rows is None else self.wx0[rows]
+        return np.einsum("nd,nd->n", q, wx0)
+
     def loss_parts(self, t_N, rows=None):
-        # Fast path: with q = r^(2t), signal = sum_i w_i q_i x0_i, noise = sum_i w_i s_i (1 - q_i).
-        t_N = np.asarray(t_N, dtype=np.int64)
-        if not hasattr(self, "_ws11"):
-            self._ws11 = self.star[0] * self.weight_D
-            self._wx0 = (self.dev[0] + self.star[0]) * self.weight_D
-            self._noise_inf = self._ws11.sum(axis=1)
-        log_r2, ws11, wx0 = self._take((self.log_r2, self._ws11, self._wx0), rows)
-        noise_inf = self._noise_inf if rows is None else self._noise_inf[rows]
-        with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-            decay = np.multiply(t_N[:, None], log_r2)
-            # Clamp: exp of very negative numbers returns denormals, 4x slower; e^-700 ~ 1e-304.
-            np.maximum(decay, -700.0, out=decay)
-            np.exp(decay, out=decay)
-            noise = noise_inf - np.einsum("nd,nd->n", decay, ws11)
-            total = noise + np.einsum("nd,nd->n", decay, wx0)
+        log_r2, ws11 = self._take((self.log_r2, self.ws11), rows)
+        noise_inf = self.noise_inf_N if rows is None else self.noise_inf_N[rows]
         stable = self.stable_N if rows is None else self.stable_N[rows]
+        with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+            q = self._decay(t_N, log_r2)
+            noise = noise_inf - np.einsum("nd,nd->n", q, ws11)
+            total = noise + self._signal(q, rows)
         return np.where(stable, total, np.inf), np.where(stable, noise, np.inf)
 
     def loss(self, t_N, rows=None) -> np.ndarray:
-        # Fast path: only r^(2t) is needed.
-        t_N = np.asarray(t_N, dtype=np.int64)
-        log_r2, d11, s11 = self._take((self.log_r2, self.dev[0], self.star[0]), rows)
-        with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-            decay = np.exp(t_N[:, None] * log_r2)
-            second = s11 + decay * d11
-        stable = self.stable_N if rows is None else self.stable_N[rows]
-        return np.where(stable, second @ self.weight_D, np.inf)
+        return self.loss_parts(t_N, rows)[0]
 
 
 class MomentumDynamics(Dynamics):
@@ -205,6 +237,7 @@ class MomentumDynamics(Dynamics):
     kind = "momentum"
 
     def __init__(self, weight_D, h_D, sigma2_ND, lr_N, b_N, start):
+        self._args = (weight_D, h_D, sigma2_ND, lr_N, b_N, start)
         a = lr_N[:, None]
         b = b_N[:, None]
         ah = a * h_D
@@ -254,6 +287,7 @@ class EMADynamics(Dynamics):
     _loss_index = 2
 
     def __init__(self, weight_D, h_D, sigma2_ND, lr_N, g_N, start):
+        self._args = (weight_D, h_D, sigma2_ND, lr_N, g_N, start)
         a = lr_N[:, None]
         g = g_N[:, None]
         ah = a * h_D

@@ -1,0 +1,324 @@
+"""Metaparameters tuned per batch size, and the steps-to-target curve they give.
+
+For each batch size B the tuned steps are S(B) = min over metaparameters z of the first step at
+which E[L] <= target. Equivalently S(B) is the first T at which the lower envelope
+m_B(T) = min_z E[L](T; z, B) reaches the target, which is how it is searched:
+
+1. A grid of learning rates (plain SGD, with the family's preconditioner) is scanned once for
+   all batch sizes (`crossing.best_crossing_per_batch`): a feasible (z, S) per B.
+2. The envelope search brackets S(B) between a T where no z was found (lo) and one where the
+   best z reaches the target (hi), picks the next T by interpolating log m_B(T), and at each T
+   minimises E[L](T; z, B) over z by a compass search that starts from the best z so far
+   (learning rate, momentum or average decay in log coordinates). It stops as soon as a z
+   reaches the target at T.
+3. The reported steps are the exact first crossing of the final z (`crossing.first_crossing`).
+
+Coordinates: SGD z = log a; momentum z = (log(a / (1 - b)), log(1 - b)), so the first axis is the
+effective learning rate, which the noise-dominated regime depends on; averaging
+z = (log a, log(1 - g)).
+
+References:
+  Zhang et al. 2019, section 3: step size (and momentum) tuned per batch size on grids of
+  100 learning rates in logspace(-5, 0.5) (SGD) and logspace(-8, 1) x 20 values of 1 - b in
+  logspace(-5, 0) (momentum). Those grids are this module's floor, checked by the tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from nqm import crossing, validation
+from nqm.curve import CurvePoint, ScalingCurve
+from nqm.moments import dynamics
+from nqm.problem import NQMConfig, Problem, preconditioned
+
+FAMILIES = ("sgd", "momentum", "ema")
+
+
+@dataclass(frozen=True)
+class OptimizerSpec:
+    """An optimizer family to tune: 'sgd', 'momentum' (heavy ball) or 'ema' (SGD + averaging),
+    each with preconditioner H^-precond_power."""
+
+    name: str = "sgd"
+    precond_power: float = 0.0
+
+    def __post_init__(self):
+        if self.name not in FAMILIES:
+            raise ValueError(f"optimizer must be one of {', '.join(FAMILIES)}, got {self.name!r}")
+        validation.check_in_range("precond_power", self.precond_power, 0.0, 1.0)
+
+    @property
+    def dims(self) -> int:
+        return 1 if self.name == "sgd" else 2
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Bounds of the search (closed intervals): learning rate, 1 - momentum, 1 - average decay.
+
+    The learning rate is also capped by stability (a h_max < 2 (1 + b)) whatever these say.
+    """
+
+    learning_rate: tuple[float, float] = (1e-8, 10.0)
+    one_minus_momentum: tuple[float, float] = (1e-5, 1.0)
+    one_minus_ema_decay: tuple[float, float] = (1e-5, 1.0)
+    grid_per_decade: int = 6
+
+    def __post_init__(self):
+        for name, (lo, hi), upper in (("learning_rate", self.learning_rate, np.inf),
+                                      ("one_minus_momentum", self.one_minus_momentum, 1.0),
+                                      ("one_minus_ema_decay", self.one_minus_ema_decay, 1.0)):
+            validation.check_positive(f"{name} lower bound", lo)
+            validation.check_positive(f"{name} upper bound", hi)
+            if lo > hi or hi > upper:
+                raise ValueError(f"{name} bounds must satisfy 0 < low <= high <= {upper:g}, "
+                                 f"got ({lo:g}, {hi:g})")
+        validation.check_positive_int("grid_per_decade", self.grid_per_decade, maximum=100)
+
+
+def metaparameters(spec: OptimizerSpec, z):
+    """(learning_rate, momentum, ema_decay), each (n,), from search coordinates z (n, dims)."""
+    z = np.asarray(z, dtype=float).reshape(-1, spec.dims)
+    zeros = np.zeros(z.shape[0])
+    if spec.name == "sgd":
+        return np.exp(z[:, 0]), zeros, zeros
+    one_minus = np.exp(z[:, 1])
+    rest = -np.expm1(z[:, 1])  # 1 - exp(z1) without cancellation
+    if spec.name == "momentum":
+        return np.exp(z[:, 0] + z[:, 1]), rest, zeros
+    return np.exp(z[:, 0]), zeros, rest
+
+
+def coordinates(spec: OptimizerSpec, learning_rate, momentum=0.0, ema_decay=0.0) -> np.ndarray:
+    """Inverse of `metaparameters`: z (n, dims)."""
+    a = np.atleast_1d(np.asarray(learning_rate, dtype=float))
+    if spec.name == "sgd":
+        return np.log(a)[:, None]
+    if spec.name == "momentum":
+        om = 1.0 - np.broadcast_to(np.asarray(momentum, float), a.shape)
+        return np.stack([np.log(a / om), np.log(om)], axis=1)
+    og = 1.0 - np.broadcast_to(np.asarray(ema_decay, float), a.shape)
+    return np.stack([np.log(a), np.log(og)], axis=1)
+
+
+class _Objective:
+    """E[L](T; z, B) for rows of (z, T, B); inf outside the search space or when unstable."""
+
+    def __init__(self, problem: Problem, spec: OptimizerSpec, space: SearchSpace):
+        self.problem = problem
+        self.spec = spec
+        self.space = space
+        h_eff, _ = preconditioned(problem.curvature_D, problem.noise_D, spec.precond_power)
+        self.h_max = float(h_eff.max())
+        self.evaluations = 0
+
+    def inside(self, a, b, g):
+        sp = self.space
+        ok = (a >= sp.learning_rate[0] * (1 - 1e-12)) & (a <= sp.learning_rate[1] * (1 + 1e-12))
+        if self.spec.name == "momentum":
+            om = 1.0 - b
+            ok &= (om >= sp.one_minus_momentum[0] * (1 - 1e-12)) & (om <= sp.one_minus_momentum[1])
+        if self.spec.name == "ema":
+            og = 1.0 - g
+            ok &= (og >= sp.one_minus_ema_decay[0] * (1 - 1e-12)) & (og <= sp.one_minus_ema_decay[1])
+        return ok & (a * self.h_max < 2.0 * (1.0 + b))
+
+    def __call__(self, z, t, batch):
+        a, b, g = metaparameters(self.spec, z)
+        out = np.full(a.shape[0], np.inf)
+        ok = np.flatnonzero(self.inside(a, b, g))
+        if ok.size:
+            dyn = dynamics(self.problem, batch[ok], a[ok], b[ok], g[ok], self.spec.precond_power)
+            out[ok] = dyn.loss(t[ok])
+            self.evaluations += ok.size
+        return out
+
+
+def _compass(objective, z, f, t, batch, step, target, min_step=2e-3, max_iter=60):
+    """Minimise objective(., t, batch) from z (n, k) by compass search, in place, per row.
+
+    Each iteration tries +-step along every axis; a row that does not improve halves its step.
+    A row stops when its step is below `min_step` or its value is at or below `target` (then the
+    question "can T steps reach the target?" is answered).
+    """
+    n, k = z.shape
+    step = np.full(n, float(step))
+    moves = np.concatenate([np.eye(k), -np.eye(k)])  # (2k, k)
+    for _ in range(max_iter):
+        live = np.flatnonzero((step >= min_step) & (f > target))
+        if live.size == 0:
+            break
+        cand = z[live, None, :] + step[live, None, None] * moves[None, :, :]  # (n, 2k, k)
+        fc = objective(cand.reshape(-1, k), np.repeat(t[live], 2 * k),
+                       np.repeat(batch[live], 2 * k)).reshape(live.size, 2 * k)
+        j = np.argmin(fc, axis=1)
+        best = fc[np.arange(live.size), j]
+        better = best < f[live]
+        rows = live[better]
+        z[rows] = cand[better, j[better]]
+        f[rows] = best[better]
+        step[live[~better]] *= 0.5
+    return z, f
+
+
+def _slide_down(objective, z, t, f, batch, lo, target, probes: int = 12):
+    """For rows where z reaches the target at t, the smallest of t * 2^(-k/4), k = 0..probes, above
+    `lo` from which every probe up to t is at or below the target. Returns (t, loss at t)."""
+    n = t.shape[0]
+    k = np.arange(1, probes + 1)
+    tt = np.maximum((t[:, None] * 2.0 ** (-k[None, :] / 4.0)).astype(np.int64), lo[:, None] + 1)
+    vals = objective(np.repeat(z, probes, axis=0), tt.reshape(-1),
+                     np.repeat(batch, probes)).reshape(n, probes)
+    good = np.cumprod(vals <= target, axis=1).astype(bool)  # contiguous from k = 1
+    depth = good.sum(axis=1)
+    rows = np.flatnonzero(depth > 0)
+    t = t.copy()
+    f = f.copy()
+    t[rows] = tt[rows, depth[rows] - 1]
+    f[rows] = vals[rows, depth[rows] - 1]
+    return t, f
+
+
+def _seeds(spec: OptimizerSpec, z_sgd: np.ndarray, h_max: float) -> list[np.ndarray]:
+    """Starting points for the first envelope step: the SGD winner and momentum/averaging variants."""
+    a = np.exp(z_sgd[:, 0])
+    if spec.name == "sgd":
+        return [z_sgd]
+    seeds = []
+    for keep in (0.0, 0.5, 0.9, 0.99, 0.999):
+        if spec.name == "momentum":
+            # same effective rate a / (1 - b), and the largest stable rate at that b
+            seeds.append(coordinates(spec, a * (1 - keep), keep))
+            seeds.append(coordinates(spec, np.full_like(a, 1.9 * (1 + keep) / h_max), keep))
+        else:
+            seeds.append(coordinates(spec, a, ema_decay=keep))
+            seeds.append(coordinates(spec, np.full_like(a, 1.9 / h_max), ema_decay=keep))
+    return seeds
+
+
+def _edges(spec: OptimizerSpec, space: SearchSpace, a, b, g) -> tuple[str, ...]:
+    out = []
+    tol = 1.02
+    if a <= space.learning_rate[0] * tol or a >= space.learning_rate[1] / tol:
+        out.append("learning_rate")
+    if spec.name == "momentum" and (1 - b) <= space.one_minus_momentum[0] * tol:
+        out.append("momentum")
+    if spec.name == "ema" and (1 - g) <= space.one_minus_ema_decay[0] * tol:
+        out.append("ema_decay")
+    return tuple(out)
+
+
+def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(),
+               batch_sizes=tuple(2 ** k for k in range(2, 22)), max_steps: int = 10 ** 8,
+               space: SearchSpace = SearchSpace()) -> ScalingCurve:
+    """Steps to target at each batch size with the metaparameters tuned per batch size.
+
+    Args:
+      config: the problem (an NQMConfig, or Problem arrays).
+      spec: the optimizer family.
+      batch_sizes: batch sizes (whole numbers >= 1).
+      max_steps: step budget; a batch size that cannot reach the target within it is unreached.
+      space: search bounds.
+
+    Returns:
+      A ScalingCurve (source 'nqm') whose config records problem, optimizer, budget and search.
+    """
+    problem = config.problem() if isinstance(config, NQMConfig) else config
+    batch = validation.check_batch_sizes(batch_sizes).astype(np.float64)
+    max_steps = validation.check_positive_int("max_steps", max_steps, maximum=10 ** 12)
+    objective = _Objective(problem, spec, space)
+    target = problem.target
+    n_b = batch.size
+
+    # 1. SGD learning-rate grid, one ladder scan for all batch sizes.
+    lr_hi = min(space.learning_rate[1], 2.0 / objective.h_max * (1 - 1e-9))
+    lr_lo = min(space.learning_rate[0], lr_hi)
+    n_grid = max(2, int(np.ceil(np.log10(lr_hi / lr_lo) * space.grid_per_decade)) + 1)
+    grid = np.geomspace(lr_lo, lr_hi, n_grid)
+    dyn = dynamics(problem, 1.0, grid, precond_power=spec.precond_power)
+    # A coarse ladder suffices here: this stage only seeds the envelope search.
+    hi, row = crossing.best_crossing_per_batch(
+        crossing.Compacting(dyn, "signal_noise"), grid.size, batch, target, max_steps,
+        active=dyn.stable_N, rungs=crossing.ladder(max_steps, dense=8, per_octave=4))
+    reached = hi >= 0
+    z_sgd = np.log(grid[np.maximum(row, 0)])[:, None]
+    z = coordinates(spec, np.exp(z_sgd[:, 0]))
+
+    # 2. Envelope search, all batch sizes in lockstep.
+    idx = np.flatnonzero(reached & (hi > 0))
+    if idx.size:
+        z_hi = z[idx].copy()
+        T_hi = hi[idx].astype(np.int64)
+        T_lo = np.zeros(idx.size, dtype=np.int64)
+        m_hi = objective(z_hi, T_hi, batch[idx])
+        m_lo = np.full(idx.size, problem.initial_loss())
+        last_side = np.zeros(idx.size, dtype=np.int8)  # +1: hi moved last time, -1: lo moved
+        repeat = np.zeros(idx.size, dtype=bool)        # the same end moved twice in a row
+        first = True
+        while True:
+            open_ = np.flatnonzero(T_hi - T_lo > 1)
+            if open_.size == 0:
+                break
+            lo, hi_ = T_lo[open_], T_hi[open_]
+            # Next T: shrink from hi while no lower bracket is known; then regula falsi on
+            # log m(T), falling back to bisection when the same end moved twice (Illinois-like).
+            g_lo = np.log(np.maximum(m_lo[open_], target) / target)
+            g_hi = np.log(np.maximum(m_hi[open_], 1e-300) / target)
+            frac = np.where(g_lo - g_hi > 0, g_lo / np.maximum(g_lo - g_hi, 1e-300), 0.5)
+            t = lo + np.round(frac * (hi_ - lo)).astype(np.int64)
+            t = np.where(repeat[open_], (lo + hi_) // 2, t)
+            t = np.where(lo == 0, (hi_ * (0.97 if first else 0.9)).astype(np.int64), t)
+            t = np.clip(t, lo + 1, hi_ - 1)
+            bsel = batch[idx[open_]]
+            zs = z_hi[open_].copy()
+            fs = objective(zs, t, bsel)
+            if first:
+                for seed in _seeds(spec, z_sgd[idx[open_]], objective.h_max):
+                    fz = objective(seed, t, bsel)
+                    better = fz < fs
+                    zs[better], fs[better] = seed[better], fz[better]
+            zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else 0.25, target)
+            ok = fs <= target
+            if ok.any():
+                # Slide down: the z found may reach the target well before t.
+                t[ok], fs[ok] = _slide_down(objective, zs[ok], t[ok], fs[ok], bsel[ok],
+                                            np.maximum(lo[ok], 0), target)
+            z_hi[open_[ok]] = zs[ok]
+            T_hi[open_[ok]] = t[ok]
+            m_hi[open_[ok]] = fs[ok]
+            T_lo[open_[~ok]] = t[~ok]
+            m_lo[open_[~ok]] = fs[~ok]
+            side = np.where(ok, 1, -1).astype(np.int8)
+            repeat[open_] = last_side[open_] == side
+            last_side[open_] = side
+            first = False
+        z[idx] = z_hi
+
+    # 3. Exact first crossing of each winner.
+    a, b, g = metaparameters(spec, z)
+    steps = np.full(n_b, crossing.NOT_REACHED, dtype=np.int64)
+    if reached.any():
+        win = np.flatnonzero(reached)
+        dyn = dynamics(problem, batch[win], a[win], b[win], g[win], spec.precond_power)
+        steps[win] = crossing.steps_to_target(dyn, target, max_steps)
+    points = []
+    for i in range(n_b):
+        if steps[i] < 0:
+            points.append(CurvePoint(int(batch[i]), None))
+            continue
+        points.append(CurvePoint(
+            batch_size=int(batch[i]), steps=int(steps[i]), learning_rate=float(a[i]),
+            momentum=float(b[i]) if spec.name == "momentum" else None,
+            ema_decay=float(g[i]) if spec.name == "ema" else None,
+            edge=_edges(spec, space, a[i], b[i], g[i])))
+    cfg = {"optimizer": spec.name, "precond_power": spec.precond_power,
+           "max_steps": max_steps, "target": target,
+           "search": {"learning_rate": list(space.learning_rate),
+                      "one_minus_momentum": list(space.one_minus_momentum),
+                      "one_minus_ema_decay": list(space.one_minus_ema_decay)}}
+    if isinstance(config, NQMConfig):
+        cfg["problem"] = config.to_dict()
+    return ScalingCurve(points=tuple(points), source="nqm", config=cfg)
