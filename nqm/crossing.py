@@ -72,7 +72,7 @@ def ladder(max_steps: int, dense: int = DENSE_STEPS,
 
 
 def first_crossing(loss_parts, n_rows: int, target: float, max_steps: int,
-                   active=None) -> np.ndarray:
+                   active=None, dense: int = DENSE_STEPS) -> np.ndarray:
     """First t in [0, max_steps] with loss(t) <= target, per row; NOT_REACHED (-1) if none.
 
     Args:
@@ -81,6 +81,7 @@ def first_crossing(loss_parts, n_rows: int, target: float, max_steps: int,
       target: the loss to reach.
       max_steps: the step budget.
       active: optional bool (N,) of rows to search (others get NOT_REACHED).
+      dense: every step up to this one is checked (exact first crossing there).
 
     Returns:
       int64 array (N,).
@@ -90,7 +91,7 @@ def first_crossing(loss_parts, n_rows: int, target: float, max_steps: int,
     lo = np.zeros(n_rows, dtype=np.int64)
     hi = np.full(n_rows, NOT_REACHED, dtype=np.int64)
     prev = 0
-    for rung in ladder(max_steps):
+    for rung in ladder(max_steps, dense=dense):
         if pending.size == 0:
             break
         loss, noise = loss_parts(np.full(pending.size, rung, dtype=np.int64), pending)
@@ -114,10 +115,33 @@ def exhaustive_first_crossing(losses_T: np.ndarray, target: float) -> int:
     return int(hits[0]) if hits.size else NOT_REACHED
 
 
-def steps_to_target(dyn, target: float, max_steps: int) -> np.ndarray:
+def steps_to_target(dyn, target: float, max_steps: int, dense: int = DENSE_STEPS) -> np.ndarray:
     """First crossing for every row of a `nqm.moments.Dynamics`; NOT_REACHED where none."""
     return first_crossing(Compacting(dyn, "loss_parts"), dyn.rows, target, max_steps,
-                          active=dyn.stable_N)
+                          active=dyn.stable_N, dense=dense)
+
+
+def certified_steps(dyn, target: float, known_steps, max_steps: int,
+                    dense_limit: int = 2048) -> np.ndarray:
+    """First crossing of each row, given a step `known_steps` at which its loss is <= target.
+
+    The first crossing is at most `known_steps`. Rows whose known step is within `dense_limit`
+    are checked at every step up to it (exact, whatever the curve's oscillations); the others
+    get the ladder search capped by their known step.
+    """
+    known = np.asarray(known_steps, dtype=np.int64)
+    out = np.full(dyn.rows, NOT_REACHED, dtype=np.int64)
+    small = np.flatnonzero((known >= 0) & (known <= dense_limit))
+    large = np.flatnonzero(known > dense_limit)
+    if small.size:
+        top = int(known[small].max())
+        sub = dyn.take(small)
+        out[small] = steps_to_target(sub, target, top, dense=top)
+    if large.size:
+        sub = dyn.take(large)
+        found = steps_to_target(sub, target, max_steps)
+        out[large] = np.where(found >= 0, np.minimum(found, known[large]), known[large])
+    return out
 
 
 def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: float,

@@ -259,6 +259,14 @@ class MomentumDynamics(Dynamics):
     def _seq_rows(self, rows):
         return self.seq if rows is None else self.seq.take(rows)
 
+    def loss_parts(self, t_N, rows=None):
+        if not hasattr(self, "_kernel"):
+            self._kernel = _MomentumLossKernel(self)
+        return self._kernel(np.asarray(t_N, dtype=np.int64), rows)
+
+    def loss(self, t_N, rows=None) -> np.ndarray:
+        return self.loss_parts(t_N, rows)[0]
+
     def _loss_row(self, t_N, rows):
         seq = self._seq_rows(rows)
         a, b = self._take((self.a, self.b), rows)
@@ -274,6 +282,109 @@ class MomentumDynamics(Dynamics):
         h = self.h_D
         return (p_t * (1.0 - a * h - tau) + p_next, -p_t * a * b,
                 p_t * h, p_t * (b - tau) + p_next)
+
+
+class _ElementGroup:
+    """Entries (row, direction) of an (N, d) system that share one closed form, stored flat and
+    sorted by row, with per-entry constants; evaluated for any subset of rows (with repeats)."""
+
+    def __init__(self, mask_ND, **fields):
+        flat = np.flatnonzero(mask_ND)
+        self.row = flat // mask_ND.shape[1]
+        self.start = np.searchsorted(self.row, np.arange(mask_ND.shape[0] + 1))
+        self.fields = {k: np.ascontiguousarray(v[mask_ND]) for k, v in fields.items()}
+
+    def select(self, rows):
+        """(entry indices, position in `rows` of each entry) for rows (n,), or all when None."""
+        if rows is None:
+            return slice(None), self.row
+        lo, hi = self.start[rows], self.start[rows + 1]
+        counts = hi - lo
+        pos = np.repeat(np.arange(rows.size), counts)
+        offsets = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)
+        return np.repeat(lo, counts) + offsets, pos
+
+
+class _MomentumLossKernel:
+    """E[L](t) of heavy-ball momentum, written per entry as s + A p1^2 + B p1 p0 + C p0^2.
+
+    With p0 = p_t and p1 = p_{t+1} (`powers.LucasSequence`), e1^T F^t = (p1 - b p0, -a b p0),
+    so for a deviation D the loss coordinate moves by A = D11, B = -2 b (D11 + a D12),
+    C = b^2 (D11 + 2 a D12 + a^2 D22). Underdamped entries use
+    p_t = b^((t-1)/2) sin(t w) / sin w; overdamped (and b = 0) entries
+    p_t = l1^(t-1) (1 - q^t) / (1 - q); each entry evaluates only its own form. A negative
+    trace flips the sign of p_t p_{t+1} only. The same form with D = -S* gives the noise part.
+    """
+
+    def __init__(self, dyn: "MomentumDynamics"):
+        seq = dyn.seq
+        a, b = dyn.a, dyn.b
+        w = np.broadcast_to(dyn.weight_D, a.shape)
+        d11, d12, d22 = dyn.dev
+        n11, n12, n22 = (-s for s in dyn.star)
+        sign = np.where(seq.negative, -1.0, 1.0)
+
+        def coeffs(x11, x12, x22):
+            return x11, -2.0 * b * (x11 + a * x12), b * b * (x11 + 2.0 * a * x12 + a * a * x22)
+
+        with np.errstate(invalid="ignore", over="ignore"):  # unstable rows: masked below
+            A, B, C = coeffs(d11, d12, d22)
+            An, Bn, Cn = coeffs(n11, n12, n22)
+        self.rows = a.shape[0]
+        self.stable = dyn.stable_N
+        self.base_total = dyn.star[0] @ dyn.weight_D
+        self.base_noise = self.base_total
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            inv_s2 = 1.0 / seq.sin_w ** 2
+            sb = np.exp(seq.log_sqrt_b)
+            cplx = seq.complex_
+            self.cplx = _ElementGroup(
+                cplx, w=seq.w, cos_w=np.cos(seq.w), sin_w=seq.sin_w, log_b=2.0 * seq.log_sqrt_b,
+                A=w * A * b * inv_s2, B=w * sign * B * sb * inv_s2, C=w * C * inv_s2,
+                An=w * An * b * inv_s2, Bn=w * sign * Bn * sb * inv_s2, Cn=w * Cn * inv_s2)
+            log_q = np.maximum(-2.0 * seq.u, -700.0)
+            log_q = np.where(seq.b_zero, -700.0, log_q)
+            self.real = _ElementGroup(
+                ~cplx, log_l1=np.maximum(seq.log_l1, -700.0), log_q=log_q,
+                inv_em1=np.where(log_q < 0, 1.0 / np.expm1(log_q), 0.0),
+                A=w * A, B=w * sign * B, C=w * C, An=w * An, Bn=w * sign * Bn, Cn=w * Cn)
+
+    def __call__(self, t_N, rows=None):
+        n = self.rows if rows is None else rows.size
+        total = np.zeros(n)
+        noise = np.zeros(n)
+        with np.errstate(under="ignore", over="ignore", invalid="ignore"):
+            for group, forms in ((self.cplx, self._complex), (self.real, self._real)):
+                idx, pos = group.select(rows)
+                if group.row.size == 0:
+                    continue
+                f = {k: v[idx] for k, v in group.fields.items()}
+                t = t_N[pos].astype(np.float64)
+                p1p1, p1p0, p0p0 = forms(f, t)
+                total += np.bincount(pos, p1p1 * f["A"] + p1p0 * f["B"] + p0p0 * f["C"], n)
+                noise += np.bincount(pos, p1p1 * f["An"] + p1p0 * f["Bn"] + p0p0 * f["Cn"], n)
+        base_t = self.base_total if rows is None else self.base_total[rows]
+        base_n = self.base_noise if rows is None else self.base_noise[rows]
+        stable = self.stable if rows is None else self.stable[rows]
+        return np.where(stable, base_t + total, np.inf), np.where(stable, base_n + noise, np.inf)
+
+    @staticmethod
+    def _complex(f, t):
+        # b^(t-1) is folded in; the constants carry b / sin^2 w etc.
+        scale = np.exp((t - 1.0) * f["log_b"])
+        tw = t * f["w"]
+        s0, c0 = np.sin(tw), np.cos(tw)
+        s1 = s0 * f["cos_w"] + c0 * f["sin_w"]
+        return scale * s1 * s1, scale * s1 * s0, scale * s0 * s0
+
+    @staticmethod
+    def _real(f, t):
+        lt = t * f["log_l1"]
+        e0 = np.where(f["log_q"] < 0, np.expm1(t * f["log_q"]) * f["inv_em1"], t)
+        e1 = 1.0 + np.exp(f["log_q"]) * e0
+        p1 = np.exp(np.maximum(lt, -700.0)) * e1
+        p0 = np.exp(np.maximum(lt - f["log_l1"], -700.0)) * e0
+        return p1 * p1, p1 * p0, p0 * p0
 
 
 class EMADynamics(Dynamics):
@@ -335,9 +446,9 @@ def dynamics(problem: Problem, batch_size, learning_rate, momentum=0.0, ema_deca
     """
     check_metaparameters(batch_size, learning_rate, momentum, ema_decay)
     batch_N, lr_N, b_N, g_N = _broadcast_rows(batch_size, learning_rate, momentum, ema_decay)
-    if np.any((b_N > 0) & (g_N > 0)):
-        raise ValueError("momentum and ema_decay cannot both be > 0 in one run: iterate averaging "
-                         "is modelled on plain SGD (set momentum to 0 or ema_decay to 0)")
+    if np.any(b_N > 0) and np.any(g_N > 0):
+        raise ValueError("momentum and ema_decay cannot both be > 0 (in one run or in one call): "
+                         "iterate averaging is modelled on plain SGD; set one of them to 0")
     h_eff, c_eff = preconditioned(problem.curvature_D, problem.noise_D, precond_power)
     weight_D = 0.5 * problem.curvature_D
     sigma2_ND = c_eff[None, :] / batch_N[:, None]
@@ -368,9 +479,14 @@ def expected_loss(problem: Problem, steps, batch_size, learning_rate, momentum=0
     Returns:
       Array (N, T) of expected losses; inf for unstable rows.
     """
-    steps = np.atleast_1d(np.asarray(steps))
-    if steps.ndim != 1 or np.any(steps < 0) or not np.all(np.equal(np.mod(steps, 1), 0)):
-        raise ValueError("steps must be whole numbers >= 0")
+    try:
+        steps = np.atleast_1d(np.asarray(steps, dtype=np.float64))
+    except (TypeError, ValueError):
+        raise ValueError(f"steps must be whole numbers >= 0, got {steps!r:.100}") from None
+    bad = ~np.isfinite(steps) | (steps < 0) | (steps != np.round(steps))
+    if steps.ndim != 1 or np.any(bad):
+        first = steps.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]] if np.any(bad) else steps
+        raise ValueError(f"steps must be a 1-D list of whole numbers >= 0, got {first}")
     steps = steps.astype(np.int64)
     dyn = dynamics(problem, batch_size, learning_rate, momentum, ema_decay, precond_power)
     out = np.empty((dyn.rows, steps.shape[0]))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqm import validation
 from nqm.problem import Problem, preconditioned
 
 
@@ -43,6 +44,11 @@ def iterate_losses(problem: Problem, steps: int, batch_size: float, learning_rat
     Returns:
       Array (steps + 1,). The loss is read at theta, or at the average when ema_decay > 0.
     """
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"steps must be a whole number >= 0, got {steps!r}")
+    validation.check_positive("batch_size", batch_size)
+    validation.check_in_range("momentum", momentum, 0.0, 1.0, closed_high=False)
+    validation.check_in_range("ema_decay", ema_decay, 0.0, 1.0, closed_high=False)
     h_eff, c_eff = preconditioned(problem.curvature_D, problem.noise_D, precond_power)
     lrs = np.broadcast_to(np.asarray(learning_rates, dtype=np.float64), (steps,))
     sigma2 = c_eff / float(batch_size)

@@ -188,15 +188,99 @@ def _seeds(spec: OptimizerSpec, z_sgd: np.ndarray, h_max: float) -> list[np.ndar
     if spec.name == "sgd":
         return [z_sgd]
     seeds = []
-    for keep in (0.0, 0.5, 0.9, 0.99, 0.999):
-        if spec.name == "momentum":
-            # same effective rate a / (1 - b), and the largest stable rate at that b
-            seeds.append(coordinates(spec, a * (1 - keep), keep))
-            seeds.append(coordinates(spec, np.full_like(a, 1.9 * (1 + keep) / h_max), keep))
-        else:
-            seeds.append(coordinates(spec, a, ema_decay=keep))
-            seeds.append(coordinates(spec, np.full_like(a, 1.9 / h_max), ema_decay=keep))
+    for keep in (0.0, 0.5, 0.9, 0.95, 0.98, 0.99, 0.999):
+        for frac in (1.0, 1.9):
+            if spec.name == "momentum":
+                # the SGD winner's effective rate a / (1 - b), and near the stable limit at b
+                seeds.append(coordinates(spec, a * (1 - keep), keep))
+                seeds.append(coordinates(spec, np.full_like(a, frac * (1 + keep) / h_max), keep))
+            else:
+                seeds.append(coordinates(spec, a, ema_decay=keep))
+                seeds.append(coordinates(spec, np.full_like(a, frac / h_max), ema_decay=keep))
     return seeds
+
+
+def _cross_seed(objective, spec, z, steps, batch, target):
+    """Tries every batch size's winner at every other batch size, one step below its steps.
+
+    A larger batch only lowers E[L] at fixed metaparameters and t, so a neighbour's winner is
+    often a better start than the local search found; rows improved are returned for re-search.
+    """
+    n = z.shape[0]
+    live = np.flatnonzero(steps > 0)
+    if live.size < 2:
+        return z, np.zeros(n, dtype=bool)
+    cand = np.repeat(z[live][None, :, :], live.size, axis=0).reshape(-1, z.shape[1])
+    rows = np.repeat(live, live.size)
+    vals = objective(cand, np.maximum(steps[rows] - 1, 0), batch[rows]).reshape(live.size, live.size)
+    best = np.argmin(vals, axis=1)
+    improved = vals[np.arange(live.size), best] <= target
+    z = z.copy()
+    z[live[improved]] = z[live][best[improved]]
+    mask = np.zeros(n, dtype=bool)
+    mask[live[improved]] = True
+    return z, mask
+
+
+def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_loss,
+                     seeds_from=None):
+    """Smallest T (per row) at which some z reaches the target, searched from a feasible start.
+
+    Args:
+      z_start: (n, k) coordinates that reach the target within t_start steps.
+      t_start: (n,) int, an upper bracket.
+      batch: (n,) batch sizes.
+      seeds_from: optional (n, 1) SGD winners; extra starting points at the first T.
+
+    Returns:
+      (z (n, k), T (n,)): the best z found and the T it reaches the target in.
+    """
+    z_hi = np.array(z_start, dtype=float)
+    T_hi = np.asarray(t_start, dtype=np.int64).copy()
+    T_lo = np.zeros_like(T_hi)
+    m_hi = objective(z_hi, T_hi, batch)
+    m_lo = np.full(T_hi.size, initial_loss)
+    last_side = np.zeros(T_hi.size, dtype=np.int8)  # +1: hi moved last time, -1: lo moved
+    repeat = np.zeros(T_hi.size, dtype=bool)        # the same end moved twice in a row
+    first = True
+    while True:
+        open_ = np.flatnonzero(T_hi - T_lo > 1)
+        if open_.size == 0:
+            break
+        lo, hi = T_lo[open_], T_hi[open_]
+        # Next T: shrink from hi while no lower bracket is known; then regula falsi on
+        # log m(T), falling back to bisection when the same end moved twice (Illinois-like).
+        g_lo = np.log(np.maximum(m_lo[open_], target) / target)
+        g_hi = np.log(np.maximum(m_hi[open_], 1e-300) / target)
+        frac = np.where(g_lo - g_hi > 0, g_lo / np.maximum(g_lo - g_hi, 1e-300), 0.5)
+        t = lo + np.round(frac * (hi - lo)).astype(np.int64)
+        t = np.where(repeat[open_], (lo + hi) // 2, t)
+        t = np.where(lo == 0, (hi * (0.97 if first else 0.9)).astype(np.int64), t)
+        t = np.clip(t, lo + 1, hi - 1)
+        bsel = batch[open_]
+        zs = z_hi[open_].copy()
+        fs = objective(zs, t, bsel)
+        if first and seeds_from is not None:
+            for seed in _seeds(spec, seeds_from[open_], objective.h_max):
+                fz = objective(seed, t, bsel)
+                better = fz < fs
+                zs[better], fs[better] = seed[better], fz[better]
+        zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else 0.25, target)
+        ok = fs <= target
+        if ok.any():
+            # Slide down: the z found may reach the target well before t.
+            t[ok], fs[ok] = _slide_down(objective, zs[ok], t[ok], fs[ok], bsel[ok], lo[ok],
+                                        target)
+        z_hi[open_[ok]] = zs[ok]
+        T_hi[open_[ok]] = t[ok]
+        m_hi[open_[ok]] = fs[ok]
+        T_lo[open_[~ok]] = t[~ok]
+        m_lo[open_[~ok]] = fs[~ok]
+        side = np.where(ok, 1, -1).astype(np.int8)
+        repeat[open_] = last_side[open_] == side
+        last_side[open_] = side
+        first = False
+    return z_hi, T_hi
 
 
 def _edges(spec: OptimizerSpec, space: SearchSpace, a, b, g) -> tuple[str, ...]:
@@ -247,55 +331,18 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     z_sgd = np.log(grid[np.maximum(row, 0)])[:, None]
     z = coordinates(spec, np.exp(z_sgd[:, 0]))
 
-    # 2. Envelope search, all batch sizes in lockstep.
+    # 2. Envelope search, all batch sizes in lockstep; then every winner tried at every B.
     idx = np.flatnonzero(reached & (hi > 0))
     if idx.size:
-        z_hi = z[idx].copy()
-        T_hi = hi[idx].astype(np.int64)
-        T_lo = np.zeros(idx.size, dtype=np.int64)
-        m_hi = objective(z_hi, T_hi, batch[idx])
-        m_lo = np.full(idx.size, problem.initial_loss())
-        last_side = np.zeros(idx.size, dtype=np.int8)  # +1: hi moved last time, -1: lo moved
-        repeat = np.zeros(idx.size, dtype=bool)        # the same end moved twice in a row
-        first = True
-        while True:
-            open_ = np.flatnonzero(T_hi - T_lo > 1)
-            if open_.size == 0:
-                break
-            lo, hi_ = T_lo[open_], T_hi[open_]
-            # Next T: shrink from hi while no lower bracket is known; then regula falsi on
-            # log m(T), falling back to bisection when the same end moved twice (Illinois-like).
-            g_lo = np.log(np.maximum(m_lo[open_], target) / target)
-            g_hi = np.log(np.maximum(m_hi[open_], 1e-300) / target)
-            frac = np.where(g_lo - g_hi > 0, g_lo / np.maximum(g_lo - g_hi, 1e-300), 0.5)
-            t = lo + np.round(frac * (hi_ - lo)).astype(np.int64)
-            t = np.where(repeat[open_], (lo + hi_) // 2, t)
-            t = np.where(lo == 0, (hi_ * (0.97 if first else 0.9)).astype(np.int64), t)
-            t = np.clip(t, lo + 1, hi_ - 1)
-            bsel = batch[idx[open_]]
-            zs = z_hi[open_].copy()
-            fs = objective(zs, t, bsel)
-            if first:
-                for seed in _seeds(spec, z_sgd[idx[open_]], objective.h_max):
-                    fz = objective(seed, t, bsel)
-                    better = fz < fs
-                    zs[better], fs[better] = seed[better], fz[better]
-            zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else 0.25, target)
-            ok = fs <= target
-            if ok.any():
-                # Slide down: the z found may reach the target well before t.
-                t[ok], fs[ok] = _slide_down(objective, zs[ok], t[ok], fs[ok], bsel[ok],
-                                            np.maximum(lo[ok], 0), target)
-            z_hi[open_[ok]] = zs[ok]
-            T_hi[open_[ok]] = t[ok]
-            m_hi[open_[ok]] = fs[ok]
-            T_lo[open_[~ok]] = t[~ok]
-            m_lo[open_[~ok]] = fs[~ok]
-            side = np.where(ok, 1, -1).astype(np.int8)
-            repeat[open_] = last_side[open_] == side
-            last_side[open_] = side
-            first = False
-        z[idx] = z_hi
+        z_idx, t_idx = _envelope_search(objective, spec, z[idx], hi[idx], batch[idx], target,
+                                        problem.initial_loss(), seeds_from=z_sgd[idx])
+        z_x, improved = _cross_seed(objective, spec, z_idx, t_idx, batch[idx], target)
+        if improved.any():
+            z_idx[improved], t_idx[improved] = _envelope_search(
+                objective, spec, z_x[improved], t_idx[improved], batch[idx[improved]], target,
+                problem.initial_loss())
+        z[idx] = z_idx
+        hi[idx] = t_idx
 
     # 3. Exact first crossing of each winner.
     a, b, g = metaparameters(spec, z)
@@ -303,7 +350,17 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     if reached.any():
         win = np.flatnonzero(reached)
         dyn = dynamics(problem, batch[win], a[win], b[win], g[win], spec.precond_power)
-        steps[win] = crossing.steps_to_target(dyn, target, max_steps)
+        steps[win] = crossing.certified_steps(dyn, target, hi[win], max_steps)
+        # A larger batch only lowers E[L] at the same metaparameters and step: carry a smaller
+        # batch's winner forward wherever it beats the local one.
+        for j in range(1, n_b):
+            i = j - 1
+            if steps[i] < 0 or (0 <= steps[j] <= steps[i]):
+                continue
+            carried = dynamics(problem, batch[j], a[i], b[i], g[i], spec.precond_power)
+            s = crossing.certified_steps(carried, target, [steps[i]], max_steps)[0]
+            if s >= 0 and (steps[j] < 0 or s < steps[j]):
+                steps[j], a[j], b[j], g[j] = s, a[i], b[i], g[i]
     points = []
     for i in range(n_b):
         if steps[i] < 0:

@@ -1,0 +1,186 @@
+"""`python -m nqm curve`: the tuned steps-to-target curve of the exact NQM, as a table, JSON or CSV.
+
+All logic lives in the library (`nqm.tuning`, `nqm.scaling`, `nqm.noise_scale`); this module
+only parses flags, calls it and prints. Bad input prints one line `error: ...` and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+import time
+
+import numpy as np
+
+from nqm import noise_scale, validation
+from nqm.curve import to_json
+from nqm.problem import NOISE_MODELS, NQMConfig
+from nqm.scaling import Thresholds, analyse_curve
+from nqm.tuning import FAMILIES, OptimizerSpec, SearchSpace, tune_curve
+
+DEFAULT_BATCH_SIZES = "4:2097152"
+
+
+def parse_batch_sizes(text: str) -> list[int]:
+    """'4,8,16' -> [4, 8, 16]; '4:64' -> powers of two times 4 up to 64: [4, 8, 16, 32, 64]."""
+    text = text.strip()
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 2:
+            raise ValueError(f"batch-sizes range must be LOW:HIGH, got {text!r}")
+        try:
+            low, high = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise ValueError(f"batch-sizes range must be two whole numbers LOW:HIGH, got {text!r}") from None
+        if low < 1 or high < low:
+            raise ValueError(f"batch-sizes range must satisfy 1 <= LOW <= HIGH, got {text!r}")
+        out = []
+        b = low
+        while b <= high:
+            out.append(b)
+            b *= 2
+        return out
+    items = [s for s in text.split(",") if s.strip()]
+    if not items:
+        raise ValueError("batch-sizes must list at least one batch size >= 1, got an empty list")
+    try:
+        values = [int(s) for s in items]
+    except ValueError:
+        raise ValueError(f"batch-sizes must be whole numbers >= 1 separated by commas, got {text!r}") from None
+    return [int(v) for v in validation.check_batch_sizes(values, "batch-sizes")]
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as one line `error: ...` and exit status 2."""
+
+    def error(self, message):
+        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m nqm", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    c = sub.add_parser("curve", help="tuned steps to target at each batch size")
+    c.add_argument("--optimizer", choices=FAMILIES, default="sgd",
+                   help="sgd, heavy-ball momentum, or SGD with iterate averaging (ema)")
+    c.add_argument("--precond-power", type=float, default=0.0,
+                   help="p in [0, 1]: preconditioner H^-p (0 SGD, 0.5 Adam-like, 1 K-FAC-like)")
+    c.add_argument("--dim", type=int, default=10_000, help="dimensions d (default 10000)")
+    c.add_argument("--spectrum-exponent", type=float, default=1.0, help="a in h_i = i^-a")
+    c.add_argument("--noise", choices=NOISE_MODELS, default="curvature",
+                   help="c_i = h_i (curvature), i^-b (power) or constant")
+    c.add_argument("--noise-exponent", type=float, default=1.0, help="b in c_i = i^-b")
+    c.add_argument("--noise-scale", type=float, default=1.0, help="factor on c_i")
+    c.add_argument("--init-second-moment", type=float, default=1.0, help="E theta_i^2 at step 0")
+    c.add_argument("--target", type=float, default=0.01, help="loss to reach (default 0.01)")
+    c.add_argument("--batch-sizes", default=DEFAULT_BATCH_SIZES,
+                   help="comma list (4,8,16) or LOW:HIGH powers of two (default 4:2097152)")
+    c.add_argument("--max-steps", type=int, default=10 ** 8, help="step budget (default 1e8)")
+    c.add_argument("--lr-range", default="1e-8,10", help="learning-rate search bounds LOW,HIGH")
+    c.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    return parser
+
+
+def _range(text: str, name: str) -> tuple[float, float]:
+    try:
+        lo, hi = (float(x) for x in text.split(","))
+    except ValueError:
+        raise ValueError(f"{name} must be two numbers LOW,HIGH, got {text!r}") from None
+    return lo, hi
+
+
+def run_curve(args) -> dict:
+    """Tunes the curve described by parsed `args`; returns the DESIGN.md section 6 JSON object."""
+    config = NQMConfig(dim=args.dim, spectrum_exponent=args.spectrum_exponent, noise=args.noise,
+                       noise_exponent=args.noise_exponent, noise_scale=args.noise_scale,
+                       init_second_moment=args.init_second_moment, target=args.target)
+    problem = config.problem()
+    spec = OptimizerSpec(args.optimizer, args.precond_power)
+    space = SearchSpace(learning_rate=_range(args.lr_range, "lr-range"))
+    batch_sizes = parse_batch_sizes(args.batch_sizes)
+    validation.check_positive_int("max-steps", args.max_steps, maximum=10 ** 12)
+    if problem.initial_loss() <= problem.target:
+        raise ValueError(f"target {problem.target:g} is at or above the initial loss "
+                         f"{problem.initial_loss():g}: nothing to train")
+    start = time.perf_counter()
+    curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space)
+    seconds = time.perf_counter() - start
+    analysis = analyse_curve(curve, Thresholds())
+    b_simple, b_noise = noise_scale.initial_noise_scale(problem)
+    out = {"config": {"problem": config.to_dict(), **curve.config, "seconds": round(seconds, 3)},
+           "points": [p.to_dict() for p in curve.points]}
+    out.update(analysis.to_dict())
+    out["efficiency"] = analysis.efficiency
+    out["regime"] = list(analysis.regimes)
+    out["noise_scale"] = {"b_simple": float(b_simple), "b_noise": float(b_noise)}
+    out["lower_bound"] = problem.lower_bound_steps(curve.batch_sizes)
+    return out
+
+
+COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "ema_decay", "efficiency",
+           "regime", "lower_bound", "edge")
+
+
+def _rows(result: dict):
+    for i, p in enumerate(result["points"]):
+        yield {"batch_size": p["batch_size"], "steps": p["steps"],
+               "learning_rate": p["learning_rate"], "momentum": p.get("momentum"),
+               "ema_decay": p.get("ema_decay"), "efficiency": result["efficiency"][i],
+               "regime": result["regime"][i], "lower_bound": result["lower_bound"][i],
+               "edge": "+".join(p.get("edge", []))}
+
+
+def _fmt(v) -> str:
+    if v is None or (isinstance(v, float) and not np.isfinite(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v)
+
+
+def format_table(result: dict) -> str:
+    cols = [c for c in COLUMNS if any(r[c] not in (None, "") for r in _rows(result))]
+    body = [[_fmt(r[c]) for c in cols] for r in _rows(result)]
+    widths = [max(len(c), *(len(row[i]) for row in body)) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(cols, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(row, widths)) for row in body]
+    fit, reg, ns = result["fit"], result["regimes"], result["noise_scale"]
+    lines.append("")
+    lines.append(f"fit S(B) = S_min (1 + B_crit / B): S_min = {_fmt(fit['s_min'])}, "
+                 f"B_crit = {_fmt(fit['b_crit'])}, R^2 (log S) = {_fmt(fit['r2'])}")
+    lines.append(f"perfect scaling (within {reg['perfect_threshold']:g}x) up to B = "
+                 f"{_fmt(reg['cbs20'])}; maximal data parallelism (within "
+                 f"{reg['maximal_threshold']:g}x of the fewest steps) from B = "
+                 f"{_fmt(reg['maximal_from'])}")
+    lines.append(f"noise scale at the start: B_simple = {_fmt(ns['b_simple'])}, "
+                 f"B_noise = {_fmt(ns['b_noise'])}")
+    lines.append(f"tuned in {result['config']['seconds']:.2f} s")
+    return "\n".join(lines)
+
+
+def format_csv(result: dict) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for r in _rows(result):
+        writer.writerow({k: ("" if v is None else v) for k, v in r.items()})
+    return buf.getvalue()
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        result = run_curve(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(to_json(result, indent=1))
+    elif args.format == "csv":
+        print(format_csv(result), end="")
+    else:
+        print(format_table(result))
+    return 0
