@@ -6,10 +6,11 @@ takes the first rung at or below the target, and bisects the interval before it 
 integer. A row stops early, as unreachable, once the noise part of its loss (non-decreasing in t,
 see `Dynamics.loss_parts`) exceeds the target, or when it is unstable.
 
-Exactness: the step returned is the first crossing unless the curve dips below the target and
-comes back above it *between two rungs* before the rung found; momentum oscillations do that
-only early, where the ladder is dense. `exhaustive_first_crossing` checks every step and is the
-reference the tests compare against.
+Exactness: a non-increasing curve (plain SGD started above its stationary moments) has one
+crossing, which ladder and bisection find exactly. A curve that can oscillate (momentum,
+averaging) is checked at every step up to `CERTIFY_DENSE`; beyond that, a dip below the target
+that comes back above it *between two rungs* (9% apart) can be missed, and a later crossing is
+returned. `exhaustive_first_crossing` checks every step and is the tests' reference.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 DENSE_STEPS = 64
+CERTIFY_DENSE = 2048
 LADDER_PER_OCTAVE = 8
 NOT_REACHED = -1
 
@@ -67,7 +69,7 @@ def ladder(max_steps: int, dense: int = DENSE_STEPS,
     octaves = np.log2(max_steps / dense_steps)
     k = np.arange(1, int(np.ceil(octaves * per_octave)) + 1)
     geo = np.unique(np.round(dense_steps * 2.0 ** (k / per_octave)).astype(np.int64))
-    geo = geo[geo < max_steps]
+    geo = geo[(geo > dense_steps) & (geo < max_steps)]
     return np.concatenate([dense, geo, [max_steps]])
 
 
@@ -115,14 +117,22 @@ def exhaustive_first_crossing(losses_T: np.ndarray, target: float) -> int:
     return int(hits[0]) if hits.size else NOT_REACHED
 
 
-def steps_to_target(dyn, target: float, max_steps: int, dense: int = DENSE_STEPS) -> np.ndarray:
-    """First crossing for every row of a `nqm.moments.Dynamics`; NOT_REACHED where none."""
+def steps_to_target(dyn, target: float, max_steps: int, dense: int | None = None) -> np.ndarray:
+    """First crossing for every row of a `nqm.moments.Dynamics`; NOT_REACHED where none.
+
+    Args:
+      dense: every step up to this one is checked. Default: `DENSE_STEPS` when every row's loss
+        is non-increasing (`dyn.monotone_N`: SGD started above its stationary moments, where a
+        ladder and bisection are exact), else `CERTIFY_DENSE`.
+    """
+    if dense is None:
+        dense = DENSE_STEPS if bool(np.all(dyn.monotone_N[dyn.stable_N])) else CERTIFY_DENSE
     return first_crossing(Compacting(dyn, "loss_parts"), dyn.rows, target, max_steps,
                           active=dyn.stable_N, dense=dense)
 
 
 def certified_steps(dyn, target: float, known_steps, max_steps: int,
-                    dense_limit: int = 2048) -> np.ndarray:
+                    dense_limit: int = CERTIFY_DENSE) -> np.ndarray:
     """First crossing of each row, given a step `known_steps` at which its loss is <= target.
 
     The first crossing is at most `known_steps`. Rows whose known step is within `dense_limit`
@@ -139,7 +149,7 @@ def certified_steps(dyn, target: float, known_steps, max_steps: int,
         out[small] = steps_to_target(sub, target, top, dense=top)
     if large.size:
         sub = dyn.take(large)
-        found = steps_to_target(sub, target, max_steps)
+        found = steps_to_target(sub, target, max_steps, dense=DENSE_STEPS)
         out[large] = np.where(found >= 0, np.minimum(found, known[large]), known[large])
     return out
 

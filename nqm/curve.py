@@ -76,16 +76,26 @@ class CurvePoint:
 
     @classmethod
     def from_dict(cls, d: dict) -> "CurvePoint":
-        try:
-            batch_size = int(d["batch_size"])
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"curve point needs an integer batch_size, got {d!r:.200}") from None
+        """Reads a point written by `to_dict`; raises ValueError naming any bad field."""
+        if not isinstance(d, dict):
+            raise ValueError(f"a curve point must be a JSON object with a batch_size, got {d!r:.80}")
+        batch_size = _whole(d.get("batch_size"), "batch_size", minimum=1)
         steps = d.get("steps")
         if steps is not None:
-            steps = int(steps)
+            steps = _whole(steps, "steps", minimum=0)
         return cls(batch_size=batch_size, steps=steps, learning_rate=d.get("learning_rate"),
                    momentum=d.get("momentum"), ema_decay=d.get("ema_decay"),
                    edge=tuple(d.get("edge", ())), trials=tuple(d.get("trials", ())))
+
+
+def _whole(value, name: str, minimum: int) -> int:
+    """value as an int if it is a whole number >= minimum (2.0 is fine, 2.5 is not)."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+    if ok:
+        ok = math.isfinite(float(value)) and float(value) == int(value) and int(value) >= minimum
+    if not ok:
+        raise ValueError(f"curve point {name} must be a whole number >= {minimum}, got {value!r:.80}")
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -124,5 +134,7 @@ class ScalingCurve:
     def from_dict(cls, d: dict) -> "ScalingCurve":
         if not isinstance(d, dict) or not isinstance(d.get("points"), list):
             raise ValueError("a curve must be a JSON object with a 'points' list")
+        if not isinstance(d.get("config", {}) or {}, dict):
+            raise ValueError(f"a curve's config must be a JSON object, got {d.get('config')!r:.80}")
         return cls(points=tuple(CurvePoint.from_dict(p) for p in d["points"]),
                    source=str(d.get("source", "nqm")), config=dict(d.get("config") or {}))

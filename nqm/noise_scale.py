@@ -109,11 +109,6 @@ def noise_scale_trajectory(problem: Problem, steps, batch_size, learning_rate, m
         raise ValueError(f"steps must be whole numbers >= 0, got {np.asarray(steps)!r}")
     steps_T = steps_T.astype(np.int64)
     dyn = dynamics(problem, batch_size, learning_rate, momentum, ema_decay, precond_power)
-    if np.any(np.asarray(momentum) > 0) and np.any(np.asarray(ema_decay) > 0):
-        # `nqm.moments.dynamics` builds one family for all rows: given momentum rows and
-        # averaging rows together it silently drops the momentum.
-        raise ValueError("momentum and ema_decay rows cannot be mixed in one call: pass the "
-                         "momentum rows and the ema_decay rows separately")
     n = dyn.rows
     b_simple_NT = np.empty((n, steps_T.shape[0]))
     b_noise_NT = np.empty((n, steps_T.shape[0]))

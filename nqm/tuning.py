@@ -164,12 +164,12 @@ def _compass(objective, z, f, t, batch, step, target, min_step=2e-3, max_iter=60
     return z, f
 
 
-def _slide_down(objective, z, t, f, batch, lo, target, probes: int = 12):
-    """For rows where z reaches the target at t, the smallest of t * 2^(-k/4), k = 0..probes, above
+def _slide_down(objective, z, t, f, batch, lo, target, probes: int = 6):
+    """For rows where z reaches the target at t, the smallest of t * 2^(-k/3), k = 0..probes, above
     `lo` from which every probe up to t is at or below the target. Returns (t, loss at t)."""
     n = t.shape[0]
     k = np.arange(1, probes + 1)
-    tt = np.maximum((t[:, None] * 2.0 ** (-k[None, :] / 4.0)).astype(np.int64), lo[:, None] + 1)
+    tt = np.maximum((t[:, None] * 2.0 ** (-k[None, :] / 3.0)).astype(np.int64), lo[:, None] + 1)
     vals = objective(np.repeat(z, probes, axis=0), tt.reshape(-1),
                      np.repeat(batch, probes)).reshape(n, probes)
     good = np.cumprod(vals <= target, axis=1).astype(bool)  # contiguous from k = 1

@@ -76,17 +76,11 @@ def test_closed_form_equals_recurrence_every_step(problem, name):
     assert abs(ref[-1] / ref[0] - 1) > 0.3
 
 
-EXPANDED_SQUARE_BUG = (
-    "MomentumDynamics.loss_parts (_MomentumLossKernel, uncommitted) expands (p_{t+1} - b p_t)^2 "
-    "into A p1^2 + B p1 p0 + C p0^2: near critical damping p_t ~ t b^(t/2) is large while "
-    "p_{t+1} - b p_t is O(1), so the monomials cancel and the relative error grows like "
-    "eps p_t^2 S*/S_t (5.7e-7 at b = 0.9999, B = 1; HEAD's Dynamics.loss: 6e-10)")
 
 
 @pytest.mark.parametrize("b, batch_size", [
     (0.81, 1), (0.9, 100), (0.99, 1), (0.99, 100),
-    pytest.param(0.9999, 1, marks=pytest.mark.xfail(reason=EXPANDED_SQUARE_BUG, strict=True, raises=AssertionError)),
-    pytest.param(0.9999, 100, marks=pytest.mark.xfail(reason=EXPANDED_SQUARE_BUG, strict=True, raises=AssertionError)),
+    (0.9999, 1), (0.9999, 100),
 ])
 def test_closed_form_near_critical_damping(b, batch_size):
     """Every direction within 1e-4 of critical damping a h = (1 - sqrt b)^2 (and one exactly on it)."""
@@ -230,9 +224,6 @@ def test_unstable_learning_rate_gives_inf_never_nan(problem, kw):
     assert np.isposinf(total[0]) and not np.isnan(noise[0])
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "Dynamics.signal_noise returns signal = total - noise = inf - inf = NaN for an unstable row, "
-    "so signal + noise / B is NaN, not inf (its docstring promises E[L] = signal + noise)"))
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.parametrize("kw", [UNSTABLE[1], UNSTABLE[3], UNSTABLE[5]])
 def test_signal_noise_of_unstable_row_is_not_nan(problem, kw):

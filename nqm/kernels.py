@@ -1,0 +1,172 @@
+"""Compiled loops for the engine's hot path: E[L](t) summed over all directions, one row at a time.
+
+Plain SGD needs no kernel (numpy's vectorised exp serves it, see `moments.SGDDynamics`).
+Each kernel evaluates, for rows n (metaparameters and a step t each) and every direction i, the
+closed form of `nqm.moments` and sums 1/2 h_i (second moment) over i, without building (N, d)
+temporaries: numpy's per-operation passes over memory cost more than the arithmetic here, and
+the trigonometric functions dominate what is left. Loops over rows run in parallel.
+
+Every kernel returns `total` (the expected loss) and `noise` (the loss of the same run started
+from zero second moments: the noise injected so far). Rows must be stable (the callers mask the
+others); t = 0 returns the start exactly.
+
+Inputs shared by all kernels (d directions, n rows):
+  h_D, c_D: effective curvature and noise (after preconditioning), (d,).
+  w_D: loss weights 1/2 h_i with the true curvature, (d,).
+  s11_MD, s12_MD, s22_MD: start second moments, (M, d); row n uses start row `start_n[n]`.
+  lr_n, inv_batch_n: step size and 1 / B, (n,).
+  t_n: steps, int64 (n,).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+
+_JIT = dict(parallel=True, cache=True, fastmath=False)
+
+
+@numba.njit(cache=True)
+def _quad(phi, chi, x11, x12, x22):
+    return phi * phi * x11 + 2.0 * phi * chi * x12 + chi * chi * x22
+
+
+@numba.njit(**_JIT)
+def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+    """Heavy-ball momentum, state (theta, v); see `moments.MomentumDynamics` for the forms.
+
+    With P_t = |p_t| the Lucas sequence of |tau| (tau = 1 - a h + b), e1^T F^t = (phi, chi) with
+    phi = sign^t (P_{t+1} - sign b P_t) and chi = -a b sign^(t-1) P_t. phi is formed without
+    cancellation: underdamped P_{t+1} - s b P_t = rho^t (sin(tw) (cos w - s rho) / sin w + cos(tw)),
+    rho = sqrt(b); overdamped l1^(t-1) (l1 + E_t (l2 - s b)), E_t = (1 - q^t) / (1 - q), q = l2 / l1.
+    """
+    n = lr_n.shape[0]
+    d = h_D.shape[0]
+    total = np.zeros(n)
+    noise = np.zeros(n)
+    for k in numba.prange(n):
+        a = lr_n[k]
+        b = b_n[k]
+        t = t_n[k]
+        m = start_n[k]
+        acc_t = 0.0
+        acc_n = 0.0
+        if t == 0:
+            for i in range(d):
+                acc_t += w_D[i] * s11_MD[m, i]
+            total[k] = acc_t
+            continue
+        rho = math.sqrt(b)
+        log_rho = math.log(rho) if b > 0.0 else 0.0
+        for i in range(d):
+            h = h_D[i]
+            ah = a * h
+            tau = 1.0 - ah + b
+            sgn = 1.0 if tau >= 0.0 else -1.0
+            u = a * c_D[i] * inv_batch_n[k] * (1.0 + b) / (h * (1.0 - b) * (2.0 * (1.0 + b) - ah))
+            st11 = u
+            st12 = -u * h / (1.0 + b)
+            st22 = 2.0 * u * h / ((1.0 + b) * a)
+            if b == 0.0:
+                tau_abs = abs(tau)
+                p_t = tau_abs ** (t - 1)
+                phi_mag = tau_abs * p_t
+            else:
+                gap = (1.0 - rho) ** 2 - ah if tau >= 0.0 else ah - (1.0 + rho) ** 2
+                half = math.sqrt(abs(gap) / (4.0 * rho))
+                if gap < 0.0:
+                    hc = min(half, 1.0)
+                    w = 2.0 * math.asin(hc)
+                    sin_w = 2.0 * hc * math.sqrt(max(1.0 - hc * hc, 0.0))
+                    cos_w = 1.0 - 2.0 * hc * hc
+                    s0 = math.sin(t * w)
+                    c0 = math.cos(t * w)
+                    scale = math.exp(max((t - 1) * log_rho, -700.0))
+                    p_t = scale * s0 / sin_w
+                    phi_mag = scale * rho * (s0 * (cos_w - sgn * rho) / sin_w + c0)
+                else:
+                    y = half + math.sqrt(1.0 + half * half)
+                    l1 = rho * y * y
+                    l2 = rho / (y * y)
+                    log_q = -4.0 * math.log(y)
+                    if log_q < 0.0:
+                        e_t = math.expm1(max(t * log_q, -700.0)) / math.expm1(log_q)
+                    else:
+                        e_t = float(t)
+                    lt = math.exp(max((t - 1) * math.log(l1), -700.0))
+                    p_t = lt * e_t
+                    phi_mag = lt * (l1 + e_t * (l2 - sgn * b))
+            chi_mag = a * b * p_t
+            # phi chi = sign^(2t-1) phi_mag (-chi_mag) = -sgn phi_mag chi_mag
+            phi = phi_mag
+            chi = -sgn * chi_mag
+            dev = _quad(phi, chi, s11_MD[m, i] - st11, s12_MD[m, i] - st12, s22_MD[m, i] - st22)
+            inj = _quad(phi, chi, -st11, -st12, -st22)
+            acc_t += w_D[i] * (st11 + dev)
+            acc_n += w_D[i] * (st11 + inj)
+        total[k] = acc_t
+        noise[k] = acc_n
+    return total, noise
+
+
+@numba.njit(cache=True)
+def _divided_power(r, g, t):
+    """(r^t - g^t) / (r - g) for real r, g in (-1, 1], g >= 0, integer t >= 1, stable at r ~ g."""
+    if r >= 0.0:
+        big = max(r, g)
+        small = min(r, g)
+        if big == 0.0:
+            return 1.0 if t == 1 else 0.0
+        q = small / big
+        lead = math.exp(max((t - 1) * math.log(big), -700.0))
+        if q == 1.0:
+            return t * lead
+        if q == 0.0:
+            return lead
+        log_q = math.log(q)
+        return lead * math.expm1(max(t * log_q, -700.0)) / math.expm1(log_q)
+    # opposite signs: no cancellation in r - g
+    rt = abs(r) ** t
+    if t % 2 == 1:
+        rt = -rt
+    return (rt - g ** t) / (r - g)
+
+
+@numba.njit(**_JIT)
+def ema_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
+    """SGD read at the moving average, state (theta, avg); see `moments.EMADynamics`."""
+    n = lr_n.shape[0]
+    d = h_D.shape[0]
+    total = np.zeros(n)
+    noise = np.zeros(n)
+    for k in numba.prange(n):
+        a = lr_n[k]
+        g = g_n[k]
+        t = t_n[k]
+        m = start_n[k]
+        acc_t = 0.0
+        acc_n = 0.0
+        if t == 0:
+            for i in range(d):
+                acc_t += w_D[i] * s22_MD[m, i]
+            total[k] = acc_t
+            continue
+        gt = g ** t
+        for i in range(d):
+            h = h_D[i]
+            ah = a * h
+            r = 1.0 - ah
+            s_tt = a * c_D[i] * inv_batch_n[k] / (h * (2.0 - ah))
+            s_ta = (1.0 - g) * s_tt / (1.0 - g * r)
+            s_aa = (2.0 * g * (1.0 - g) * r * s_ta + (1.0 - g) ** 2 * s_tt) / (1.0 - g * g)
+            phi = (1.0 - g) * r * _divided_power(r, g, t)
+            chi = gt
+            dev = _quad(phi, chi, s11_MD[m, i] - s_tt, s12_MD[m, i] - s_ta, s22_MD[m, i] - s_aa)
+            inj = _quad(phi, chi, -s_tt, -s_ta, -s_aa)
+            acc_t += w_D[i] * (s_aa + dev)
+            acc_n += w_D[i] * (s_aa + inj)
+        total[k] = acc_t
+        noise[k] = acc_n
+    return total, noise
