@@ -64,7 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     c = sub.add_parser("curve", help="tuned steps to target at each batch size")
     c.add_argument("--optimizer", choices=FAMILIES, default="sgd",
-                   help="sgd, heavy-ball momentum, or SGD with iterate averaging (ema)")
+                   help="sgd, heavy-ball momentum, SGD with iterate averaging (ema), or SGD with "
+                        "a piecewise-constant schedule tuned per batch size (schedule)")
+    c.add_argument("--pieces", type=int, default=10,
+                   help="equal pieces of a tuned schedule (--optimizer schedule; default 10)")
     c.add_argument("--precond-power", type=float, default=0.0,
                    help="p in [0, 1]: preconditioner H^-p (0 SGD, 0.5 Adam-like, 1 K-FAC-like)")
     c.add_argument("--dim", type=int, default=10_000, help="dimensions d (default 10000)")
@@ -97,7 +100,7 @@ def run_curve(args) -> dict:
                        noise_exponent=args.noise_exponent, noise_scale=args.noise_scale,
                        init_second_moment=args.init_second_moment, target=args.target)
     problem = config.problem()
-    spec = OptimizerSpec(args.optimizer, args.precond_power)
+    spec = OptimizerSpec(args.optimizer, args.precond_power, args.pieces)
     space = SearchSpace(learning_rate=_range(args.lr_range, "lr-range"))
     batch_sizes = parse_batch_sizes(args.batch_sizes)
     validation.check_positive_int("max-steps", args.max_steps, maximum=10 ** 12)

@@ -46,6 +46,7 @@ class CurvePoint:
       learning_rate, momentum, ema_decay: the metaparameters that achieved `steps` (None if
         unreached or not used).
       edge: names of metaparameters whose best value sits on the edge of the searched range.
+      schedule: step sizes of the equal pieces of a piecewise-constant schedule (else empty).
       trials: optional records of every trial behind this point (measured curves).
     """
 
@@ -55,6 +56,7 @@ class CurvePoint:
     momentum: float | None = None
     ema_decay: float | None = None
     edge: tuple[str, ...] = ()
+    schedule: tuple[float, ...] = ()
     trials: tuple[dict, ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -70,6 +72,8 @@ class CurvePoint:
             out["ema_decay"] = self.ema_decay
         if self.edge:
             out["edge"] = list(self.edge)
+        if self.schedule:
+            out["schedule"] = list(self.schedule)
         if self.trials:
             out["trials"] = list(self.trials)
         return out
@@ -85,7 +89,8 @@ class CurvePoint:
             steps = _whole(steps, "steps", minimum=0)
         return cls(batch_size=batch_size, steps=steps, learning_rate=d.get("learning_rate"),
                    momentum=d.get("momentum"), ema_decay=d.get("ema_decay"),
-                   edge=tuple(d.get("edge", ())), trials=tuple(d.get("trials", ())))
+                   edge=tuple(d.get("edge", ())), schedule=tuple(d.get("schedule", ())),
+                   trials=tuple(d.get("trials", ())))
 
 
 def _whole(value, name: str, minimum: int) -> int:

@@ -29,30 +29,33 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nqm import crossing, validation
+from nqm import crossing, schedule_tuning, validation
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.moments import dynamics
 from nqm.problem import NQMConfig, Problem, preconditioned
 
-FAMILIES = ("sgd", "momentum", "ema")
+FAMILIES = ("sgd", "momentum", "ema", "schedule")
 
 
 @dataclass(frozen=True)
 class OptimizerSpec:
-    """An optimizer family to tune: 'sgd', 'momentum' (heavy ball) or 'ema' (SGD + averaging),
-    each with preconditioner H^-precond_power."""
+    """An optimizer family to tune: 'sgd', 'momentum' (heavy ball), 'ema' (SGD + averaging) or
+    'schedule' (SGD with `pieces` equal pieces of tuned step sizes), each with preconditioner
+    H^-precond_power."""
 
     name: str = "sgd"
     precond_power: float = 0.0
+    pieces: int = 10
 
     def __post_init__(self):
         if self.name not in FAMILIES:
             raise ValueError(f"optimizer must be one of {', '.join(FAMILIES)}, got {self.name!r}")
         validation.check_in_range("precond_power", self.precond_power, 0.0, 1.0)
+        validation.check_positive_int("pieces", self.pieces, maximum=100)
 
     @property
     def dims(self) -> int:
-        return 1 if self.name == "sgd" else 2
+        return 1 if self.name in ("sgd", "schedule") else 2
 
 
 @dataclass(frozen=True)
@@ -313,6 +316,8 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     problem = config.problem() if isinstance(config, NQMConfig) else config
     batch = validation.check_batch_sizes(batch_sizes).astype(np.float64)
     max_steps = validation.check_positive_int("max_steps", max_steps, maximum=10 ** 12)
+    if spec.name == "schedule":
+        return _tune_schedule_curve(config, problem, spec, batch, max_steps, space)
     objective = _Objective(problem, spec, space)
     target = problem.target
     n_b = batch.size
@@ -376,6 +381,32 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
            "search": {"learning_rate": list(space.learning_rate),
                       "one_minus_momentum": list(space.one_minus_momentum),
                       "one_minus_ema_decay": list(space.one_minus_ema_decay)}}
+    if isinstance(config, NQMConfig):
+        cfg["problem"] = config.to_dict()
+    return ScalingCurve(points=tuple(points), source="nqm", config=cfg)
+
+
+def _tune_schedule_curve(config, problem: Problem, spec: OptimizerSpec, batch: np.ndarray,
+                         max_steps: int, space: SearchSpace) -> ScalingCurve:
+    """The constant-step-size curve, then K-piece schedules tuned from it per batch size."""
+    constant = tune_curve(problem, OptimizerSpec("sgd", spec.precond_power), batch, max_steps,
+                          space)
+    h_eff, _ = preconditioned(problem.curvature_D, problem.noise_D, spec.precond_power)
+    lr_bounds = (space.learning_rate[0],
+                 min(space.learning_rate[1], 2.0 / float(h_eff.max()) * (1 - 1e-9)))
+    points = []
+    for p in constant.points:
+        if p.steps is None:
+            points.append(p)
+            continue
+        steps, lrs = schedule_tuning.tune_schedule(problem, p.batch_size, spec.pieces,
+                                                   p.learning_rate, p.steps, lr_bounds,
+                                                   spec.precond_power)
+        edge = ("learning_rate",) if np.any(lrs <= lr_bounds[0] * 1.02) else ()
+        points.append(CurvePoint(batch_size=p.batch_size, steps=int(steps),
+                                 learning_rate=float(lrs[0]), edge=edge,
+                                 schedule=tuple(float(x) for x in lrs)))
+    cfg = dict(constant.config, optimizer="schedule", pieces=spec.pieces)
     if isinstance(config, NQMConfig):
         cfg["problem"] = config.to_dict()
     return ScalingCurve(points=tuple(points), source="nqm", config=cfg)
