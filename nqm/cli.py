@@ -83,7 +83,51 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-steps", type=int, default=10 ** 8, help="step budget (default 1e8)")
     c.add_argument("--lr-range", default="1e-8,10", help="learning-rate search bounds LOW,HIGH")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    m = sub.add_parser("compare", help="several optimizers side by side on one problem",
+                       parents=[_problem_flags()], conflict_handler="resolve")
+    m.add_argument("--optimizers", default="sgd,momentum,sgd@0.5,ema,schedule",
+                   help="comma list of NAME or NAME@p (p: preconditioning power), e.g. "
+                        "sgd,momentum,sgd@0.5,ema,schedule")
+    m.add_argument("--pieces", type=int, default=10, help="pieces of a tuned schedule")
+    m.add_argument("--format", choices=("table", "json"), default="table")
     return parser
+
+
+def _problem_flags() -> argparse.ArgumentParser:
+    """The problem and budget flags shared by `curve` and `compare`."""
+    p = _Parser(add_help=False)
+    p.add_argument("--dim", type=int, default=10_000)
+    p.add_argument("--spectrum-exponent", type=float, default=1.0)
+    p.add_argument("--noise", choices=NOISE_MODELS, default="curvature")
+    p.add_argument("--noise-exponent", type=float, default=1.0)
+    p.add_argument("--noise-scale", type=float, default=1.0)
+    p.add_argument("--init-second-moment", type=float, default=1.0)
+    p.add_argument("--target", type=float, default=0.01)
+    p.add_argument("--batch-sizes", default=DEFAULT_BATCH_SIZES)
+    p.add_argument("--max-steps", type=int, default=10 ** 8)
+    p.add_argument("--lr-range", default="1e-8,10")
+    return p
+
+
+def parse_optimizers(text: str) -> list[tuple[str, float]]:
+    """'sgd,momentum,sgd@0.5' -> [('sgd', 0.0), ('momentum', 0.0), ('sgd', 0.5)]."""
+    out = []
+    for token in (t.strip() for t in text.split(",")):
+        if not token:
+            continue
+        name, _, power = token.partition("@")
+        if name not in FAMILIES:
+            raise ValueError(f"optimizers: unknown optimizer {name!r}; choose from "
+                             f"{', '.join(FAMILIES)} (optionally NAME@p)")
+        try:
+            p = float(power) if power else 0.0
+        except ValueError:
+            raise ValueError(f"optimizers: preconditioning power in {token!r} must be a number "
+                             "in [0, 1]") from None
+        out.append((name, p))
+    if not out:
+        raise ValueError("optimizers must name at least one optimizer")
+    return out
 
 
 def _range(text: str, name: str) -> tuple[float, float]:
@@ -92,6 +136,42 @@ def _range(text: str, name: str) -> tuple[float, float]:
     except ValueError:
         raise ValueError(f"{name} must be two numbers LOW,HIGH, got {text!r}") from None
     return lo, hi
+
+
+def run_compare(args) -> dict:
+    """Tunes one curve per optimizer in `args.optimizers`; returns {label: curve JSON object}."""
+    results = {}
+    for name, power in parse_optimizers(args.optimizers):
+        args.optimizer, args.precond_power = name, power
+        label = name if power == 0 else f"{name}@{power:g}"
+        results[label] = run_curve(args)
+    return results
+
+
+def format_compare(results: dict) -> str:
+    labels = list(results)
+    first = results[labels[0]]
+    header = ["batch_size"] + [f"{k} steps" for k in labels]
+    body = []
+    for i, p in enumerate(first["points"]):
+        body.append([str(p["batch_size"])] + [_fmt(results[k]["points"][i]["steps"]) for k in labels])
+    summary = [("lr @ smallest B", lambda r: r["points"][0]["learning_rate"]),
+               ("lr @ largest B", lambda r: r["points"][-1]["learning_rate"]),
+               ("S_min (fit)", lambda r: r["fit"]["s_min"]),
+               ("B_crit (fit)", lambda r: r["fit"]["b_crit"]),
+               ("cbs20", lambda r: r["regimes"]["cbs20"]),
+               ("maximal from", lambda r: r["regimes"]["maximal_from"]),
+               ("seconds", lambda r: r["config"]["seconds"])]
+    for name, fn in summary:
+        body.append([name] + [_fmt(fn(results[k])) for k in labels])
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths))]
+    n = len(first["points"])
+    for j, row in enumerate(body):
+        if j == n:
+            lines.append("")
+        lines.append("  ".join(v.rjust(w) for v, w in zip(row, widths)))
+    return "\n".join(lines)
 
 
 def run_curve(args) -> dict:
@@ -176,10 +256,13 @@ def main(argv=None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        result = run_curve(args)
+        result = run_compare(args) if args.command == "compare" else run_curve(args)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    if args.command == "compare":
+        print(to_json(result, indent=1) if args.format == "json" else format_compare(result))
+        return 0
     if args.format == "json":
         print(to_json(result, indent=1))
     elif args.format == "csv":

@@ -74,7 +74,7 @@ def ladder(max_steps: int, dense: int = DENSE_STEPS,
 
 
 def first_crossing(loss_parts, n_rows: int, target: float, max_steps: int,
-                   active=None, dense: int = DENSE_STEPS) -> np.ndarray:
+                   active=None, dense: int = DENSE_STEPS, start: int = 0) -> np.ndarray:
     """First t in [0, max_steps] with loss(t) <= target, per row; NOT_REACHED (-1) if none.
 
     Args:
@@ -84,6 +84,7 @@ def first_crossing(loss_parts, n_rows: int, target: float, max_steps: int,
       max_steps: the step budget.
       active: optional bool (N,) of rows to search (others get NOT_REACHED).
       dense: every step up to this one is checked (exact first crossing there).
+      start: the search begins at this step (the caller knows every earlier loss > target).
 
     Returns:
       int64 array (N,).
@@ -92,8 +93,10 @@ def first_crossing(loss_parts, n_rows: int, target: float, max_steps: int,
     pending = np.arange(n_rows) if active is None else np.flatnonzero(active)
     lo = np.zeros(n_rows, dtype=np.int64)
     hi = np.full(n_rows, NOT_REACHED, dtype=np.int64)
-    prev = 0
-    for rung in ladder(max_steps, dense=dense):
+    prev = start
+    lo[:] = start
+    rungs = ladder(max_steps, dense=dense)
+    for rung in rungs[rungs >= start]:
         if pending.size == 0:
             break
         loss, noise = loss_parts(np.full(pending.size, rung, dtype=np.int64), pending)
@@ -117,18 +120,32 @@ def exhaustive_first_crossing(losses_T: np.ndarray, target: float) -> int:
     return int(hits[0]) if hits.size else NOT_REACHED
 
 
-def steps_to_target(dyn, target: float, max_steps: int, dense: int | None = None) -> np.ndarray:
+def steps_to_target(dyn, target: float, max_steps: int) -> np.ndarray:
     """First crossing for every row of a `nqm.moments.Dynamics`; NOT_REACHED where none.
 
-    Args:
-      dense: every step up to this one is checked. Default: `DENSE_STEPS` when every row's loss
-        is non-increasing (`dyn.monotone_N`: SGD started above its stationary moments, where a
-        ladder and bisection are exact), else `CERTIFY_DENSE`.
+    Rows whose loss is non-increasing (`dyn.monotone_N`: SGD started above its stationary
+    moments) are searched by ladder and bisection, exact. The others are checked at every step
+    up to `CERTIFY_DENSE` (the one-step recurrence, `Dynamics.trajectory`), then by the ladder.
     """
-    if dense is None:
-        dense = DENSE_STEPS if bool(np.all(dyn.monotone_N[dyn.stable_N])) else CERTIFY_DENSE
-    return first_crossing(Compacting(dyn, "loss_parts"), dyn.rows, target, max_steps,
-                          active=dyn.stable_N, dense=dense)
+    max_steps = int(max_steps)
+    out = np.full(dyn.rows, NOT_REACHED, dtype=np.int64)
+    monotone = dyn.stable_N & dyn.monotone_N
+    if monotone.any():
+        out[monotone] = first_crossing(Compacting(dyn, "loss_parts"), dyn.rows, target,
+                                       max_steps, active=monotone)[monotone]
+    rest = np.flatnonzero(dyn.stable_N & ~monotone)
+    horizon = min(CERTIFY_DENSE, max_steps)
+    later = np.zeros(dyn.rows, dtype=bool)
+    for row in rest:
+        hits = np.flatnonzero(dyn.trajectory(int(row), horizon) <= target)
+        if hits.size:
+            out[row] = hits[0]
+        elif max_steps > horizon:
+            later[row] = True
+    if later.any():
+        out[later] = first_crossing(Compacting(dyn, "loss_parts"), dyn.rows, target, max_steps,
+                                    active=later, start=horizon)[later]
+    return out
 
 
 def certified_steps(dyn, target: float, known_steps, max_steps: int,
@@ -136,20 +153,19 @@ def certified_steps(dyn, target: float, known_steps, max_steps: int,
     """First crossing of each row, given a step `known_steps` at which its loss is <= target.
 
     The first crossing is at most `known_steps`. Rows whose known step is within `dense_limit`
-    are checked at every step up to it (exact, whatever the curve's oscillations); the others
-    get the ladder search capped by their known step.
+    are checked at every step up to it (the recurrence: exact whatever the oscillations); the
+    others get the ladder search capped by their known step.
     """
     known = np.asarray(known_steps, dtype=np.int64)
     out = np.full(dyn.rows, NOT_REACHED, dtype=np.int64)
-    small = np.flatnonzero((known >= 0) & (known <= dense_limit))
+    for row in np.flatnonzero((known >= 0) & (known <= dense_limit)):
+        hits = np.flatnonzero(dyn.trajectory(int(row), int(known[row])) <= target)
+        out[row] = hits[0] if hits.size else known[row]
     large = np.flatnonzero(known > dense_limit)
-    if small.size:
-        top = int(known[small].max())
-        sub = dyn.take(small)
-        out[small] = steps_to_target(sub, target, top, dense=top)
     if large.size:
         sub = dyn.take(large)
-        found = steps_to_target(sub, target, max_steps, dense=DENSE_STEPS)
+        found = first_crossing(Compacting(sub, "loss_parts"), sub.rows, target, max_steps,
+                               active=sub.stable_N)
         out[large] = np.where(found >= 0, np.minimum(found, known[large]), known[large])
     return out
 

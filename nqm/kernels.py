@@ -4,7 +4,8 @@ Plain SGD needs no kernel (numpy's vectorised exp serves it, see `moments.SGDDyn
 Each kernel evaluates, for rows n (metaparameters and a step t each) and every direction i, the
 closed form of `nqm.moments` and sums 1/2 h_i (second moment) over i, without building (N, d)
 temporaries: numpy's per-operation passes over memory cost more than the arithmetic here, and
-the trigonometric functions dominate what is left. Loops over rows run in parallel.
+the trigonometric functions dominate what is left. The loops are serial: on a 2-core machine
+that is also running other work, numba's parallel launch cost milliseconds a call.
 
 Every kernel returns `total` (the expected loss) and `noise` (the loss of the same run started
 from zero second moments: the noise injected so far). Rows must be stable (the callers mask the
@@ -25,7 +26,7 @@ import math
 import numba
 import numpy as np
 
-_JIT = dict(parallel=True, cache=True, fastmath=False)
+_JIT = dict(parallel=False, cache=True, fastmath=False)
 
 
 @numba.njit(cache=True)
@@ -58,15 +59,22 @@ def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv
                 acc_t += w_D[i] * s11_MD[m, i]
             total[k] = acc_t
             continue
+        # per-row constants, hoisted out of the loop over directions
         rho = math.sqrt(b)
         log_rho = math.log(rho) if b > 0.0 else 0.0
+        scale = math.exp(max((t - 1) * log_rho, -700.0))   # rho^(t-1), complex branch
+        u_fac = a * inv_batch_n[k] * (1.0 + b) / (1.0 - b)
+        two_1b = 2.0 * (1.0 + b)
+        inv_4rho = 1.0 / (4.0 * rho) if b > 0.0 else 0.0
+        lo_edge = (1.0 - rho) ** 2
+        hi_edge = (1.0 + rho) ** 2
+        ab = a * b
         for i in range(d):
             h = h_D[i]
             ah = a * h
             tau = 1.0 - ah + b
             sgn = 1.0 if tau >= 0.0 else -1.0
-            u = a * c_D[i] * inv_batch_n[k] * (1.0 + b) / (h * (1.0 - b) * (2.0 * (1.0 + b) - ah))
-            st11 = u
+            u = u_fac * c_D[i] / (h * (two_1b - ah))
             st12 = -u * h / (1.0 + b)
             st22 = 2.0 * u * h / ((1.0 + b) * a)
             if b == 0.0:
@@ -74,8 +82,8 @@ def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv
                 p_t = tau_abs ** (t - 1)
                 phi_mag = tau_abs * p_t
             else:
-                gap = (1.0 - rho) ** 2 - ah if tau >= 0.0 else ah - (1.0 + rho) ** 2
-                half = math.sqrt(abs(gap) / (4.0 * rho))
+                gap = lo_edge - ah if tau >= 0.0 else ah - hi_edge
+                half = math.sqrt(abs(gap) * inv_4rho)
                 if gap < 0.0:
                     hc = min(half, 1.0)
                     w = 2.0 * math.asin(hc)
@@ -83,14 +91,14 @@ def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv
                     cos_w = 1.0 - 2.0 * hc * hc
                     s0 = math.sin(t * w)
                     c0 = math.cos(t * w)
-                    scale = math.exp(max((t - 1) * log_rho, -700.0))
                     p_t = scale * s0 / sin_w
                     phi_mag = scale * rho * (s0 * (cos_w - sgn * rho) / sin_w + c0)
                 else:
                     y = half + math.sqrt(1.0 + half * half)
-                    l1 = rho * y * y
-                    l2 = rho / (y * y)
-                    log_q = -4.0 * math.log(y)
+                    y2 = y * y
+                    l1 = rho * y2
+                    l2 = rho / y2
+                    log_q = -2.0 * math.log(y2)
                     if log_q < 0.0:
                         e_t = math.expm1(max(t * log_q, -700.0)) / math.expm1(log_q)
                     else:
@@ -98,14 +106,16 @@ def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv
                     lt = math.exp(max((t - 1) * math.log(l1), -700.0))
                     p_t = lt * e_t
                     phi_mag = lt * (l1 + e_t * (l2 - sgn * b))
-            chi_mag = a * b * p_t
-            # phi chi = sign^(2t-1) phi_mag (-chi_mag) = -sgn phi_mag chi_mag
+            # phi chi = sign^(2t-1) phi_mag (-a b P_t) = -sgn a b phi_mag P_t
             phi = phi_mag
-            chi = -sgn * chi_mag
-            dev = _quad(phi, chi, s11_MD[m, i] - st11, s12_MD[m, i] - st12, s22_MD[m, i] - st22)
-            inj = _quad(phi, chi, -st11, -st12, -st22)
-            acc_t += w_D[i] * (st11 + dev)
-            acc_n += w_D[i] * (st11 + inj)
+            chi = -sgn * ab * p_t
+            pp = phi * phi
+            pc = 2.0 * phi * chi
+            cc = chi * chi
+            moved = pp * u + pc * st12 + cc * st22       # the quadratic form of S*
+            start = pp * s11_MD[m, i] + pc * s12_MD[m, i] + cc * s22_MD[m, i]
+            acc_t += w_D[i] * (u - moved + start)
+            acc_n += w_D[i] * (u - moved)
         total[k] = acc_t
         noise[k] = acc_n
     return total, noise
@@ -170,3 +180,37 @@ def ema_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batc
         total[k] = acc_t
         noise[k] = acc_n
     return total, noise
+
+
+@numba.njit(cache=True)
+def trajectory(f11_D, f12_D, f21_D, f22_D, g1_D, g2_D, sigma2_D, s11_D, s12_D, s22_D, w_D,
+               loss_index, steps):
+    """E[L](t) for t = 0..steps by iterating S <- F S F^T + sigma^2 g g^T per direction.
+
+    Used to check every step of a short stretch (certifying a first crossing): one multiply-add
+    pass per step instead of the closed form's trigonometry. Rounding grows like steps * eps.
+
+    Args:
+      f11_D .. f22_D: the 2x2 map F per direction; g1_D, g2_D: the noise direction; sigma2_D:
+        noise variance c / B; s11_D .. s22_D: start; w_D: loss weights; loss_index: 0 reads
+        S11, 2 reads S22.
+
+    Returns:
+      float64 (steps + 1,).
+    """
+    out = np.zeros(steps + 1)
+    for i in range(f11_D.shape[0]):
+        a11, a12, a21, a22 = f11_D[i], f12_D[i], f21_D[i], f22_D[i]
+        n11 = sigma2_D[i] * g1_D[i] * g1_D[i]
+        n12 = sigma2_D[i] * g1_D[i] * g2_D[i]
+        n22 = sigma2_D[i] * g2_D[i] * g2_D[i]
+        x11, x12, x22 = s11_D[i], s12_D[i], s22_D[i]
+        w = w_D[i]
+        out[0] += w * (x11 if loss_index == 0 else x22)
+        for t in range(1, steps + 1):
+            y11 = a11 * a11 * x11 + 2.0 * a11 * a12 * x12 + a12 * a12 * x22 + n11
+            y12 = a11 * a21 * x11 + (a11 * a22 + a12 * a21) * x12 + a12 * a22 * x22 + n12
+            y22 = a21 * a21 * x11 + 2.0 * a21 * a22 * x12 + a22 * a22 * x22 + n22
+            x11, x12, x22 = y11, y12, y22
+            out[t] += w * (x11 if loss_index == 0 else x22)
+    return out

@@ -190,6 +190,28 @@ class Dynamics:
         """E[L] of a second-moment state (S11, S12, S22), shape (n,)."""
         return state[self._loss_index] @ self.weight_D
 
+    def _step_map(self, row: int):
+        """(F entries, noise direction g) of one step for one row, each (d,)."""
+        raise NotImplementedError
+
+    def trajectory(self, row: int, steps: int) -> np.ndarray:
+        """E[L](t) for t = 0..steps of one row, by iterating the one-step recurrence (compiled).
+
+        Returns inf everywhere for an unstable row; float64 (steps + 1,).
+        """
+        if not self.stable_N[row]:
+            return np.full(steps + 1, np.inf)
+        (f11, f12, f21, f22), (g1, g2) = self._step_map(row)
+        d = self.h_D.shape[0]
+        f11, f12, f21, f22, g1, g2 = (np.ascontiguousarray(np.broadcast_to(x, (d,)), dtype=float)
+                                      for x in (f11, f12, f21, f22, g1, g2))
+        s11, s12, s22 = (s[self.start_index_N[row]] for s in self.start)
+        sigma2 = self.c_D * self.inv_batch_N[row]
+        out = kernels.trajectory(f11, f12, f21, f22, g1, g2, sigma2, s11, s12, s22,
+                                 self.weight_D, self._loss_index, int(steps))
+        out[0] = self.loss(np.array([0]), np.array([row]))[0]
+        return out
+
     def _rows_ah(self, idx):
         return self.lr_N[idx][:, None] * self.h_D
 
@@ -246,6 +268,10 @@ class SGDDynamics(Dynamics):
         zero = np.zeros_like(s11)
         return (s11, zero, zero)
 
+    def _step_map(self, row):
+        a = self.lr_N[row]
+        return (1.0 - a * self.h_D, 0.0, 0.0, 0.0), (-a, 0.0)
+
     def _power(self, t_n, idx):
         rt = signed_power(1.0 - self._rows_ah(idx), t_n)
         zero = np.zeros_like(rt)
@@ -281,6 +307,10 @@ class MomentumDynamics(Dynamics):
         u = (a * self.c_D * self.inv_batch_N[idx][:, None] * (1.0 + b)
              / (h * (1.0 - b) * (2.0 * (1.0 + b) - a * h)))
         return (u, -u * h / (1.0 + b), 2.0 * u * h / ((1.0 + b) * a))
+
+    def _step_map(self, row):
+        a, b = self.lr_N[row], self.param_N[row]
+        return (1.0 - a * self.h_D, -a * b, self.h_D, b), (-a, 1.0)
 
     def _power(self, t_n, idx):
         a = self.lr_N[idx][:, None]
@@ -328,6 +358,11 @@ class EMADynamics(Dynamics):
         s_ta = (1.0 - g) * s_tt / (1.0 - g * r)
         s_aa = (2.0 * g * (1.0 - g) * r * s_ta + (1.0 - g) ** 2 * s_tt) / (1.0 - g * g)
         return (s_tt, s_ta, s_aa)
+
+    def _step_map(self, row):
+        a, g = self.lr_N[row], self.param_N[row]
+        r = 1.0 - a * self.h_D
+        return (r, 0.0, (1.0 - g) * r, g), (-a, -(1.0 - g) * a)
 
     def _power(self, t_n, idx):
         g = self.param_N[idx][:, None]

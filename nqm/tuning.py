@@ -35,6 +35,7 @@ from nqm.moments import dynamics
 from nqm.problem import NQMConfig, Problem, preconditioned
 
 FAMILIES = ("sgd", "momentum", "ema", "schedule")
+GRID_FLOOR = 1e-5  # lowest learning rate of the seeding grid (Zhang et al.'s SGD grid starts here)
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,7 @@ class _Objective:
         return out
 
 
-def _compass(objective, z, f, t, batch, step, target, min_step=2e-3, max_iter=60):
+def _compass(objective, z, f, t, batch, step, target, min_step=1e-3, max_iter=60):
     """Minimise objective(., t, batch) from z (n, k) by compass search, in place, per row.
 
     Each iteration tries +-step along every axis; a row that does not improve halves its step.
@@ -148,7 +149,7 @@ def _compass(objective, z, f, t, batch, step, target, min_step=2e-3, max_iter=60
     question "can T steps reach the target?" is answered).
     """
     n, k = z.shape
-    step = np.full(n, float(step))
+    step = np.broadcast_to(np.asarray(step, dtype=float), (n,)).copy()
     moves = np.concatenate([np.eye(k), -np.eye(k)])  # (2k, k)
     for _ in range(max_iter):
         live = np.flatnonzero((step >= min_step) & (f > target))
@@ -203,23 +204,28 @@ def _seeds(spec: OptimizerSpec, z_sgd: np.ndarray, h_max: float) -> list[np.ndar
     return seeds
 
 
-def _cross_seed(objective, spec, z, steps, batch, target):
-    """Tries every batch size's winner at every other batch size, one step below its steps.
+def _cross_seed(objective, spec, z, steps, batch, target, reach: int = 2):
+    """Tries the winners of the `reach` nearest batch sizes on each side, one step below the
+    local steps.
 
-    A larger batch only lowers E[L] at fixed metaparameters and t, so a neighbour's winner is
-    often a better start than the local search found; rows improved are returned for re-search.
+    A larger batch only lowers E[L] at fixed metaparameters and t, and the best metaparameters
+    move smoothly with B, so a neighbour's winner is often a better start than the local search
+    found. Returns (z with improved rows replaced, improved mask).
     """
     n = z.shape[0]
     live = np.flatnonzero(steps > 0)
     if live.size < 2:
         return z, np.zeros(n, dtype=bool)
-    cand = np.repeat(z[live][None, :, :], live.size, axis=0).reshape(-1, z.shape[1])
-    rows = np.repeat(live, live.size)
-    vals = objective(cand, np.maximum(steps[rows] - 1, 0), batch[rows]).reshape(live.size, live.size)
+    offsets = [o for o in range(-reach, reach + 1) if o != 0]
+    pos = np.arange(live.size)
+    src = np.clip(pos[:, None] + np.array(offsets)[None, :], 0, live.size - 1)  # (L, 2 reach)
+    rows = np.repeat(live, len(offsets))
+    cand = z[live[src.reshape(-1)]]
+    vals = objective(cand, np.maximum(steps[rows] - 1, 0), batch[rows]).reshape(live.size, -1)
     best = np.argmin(vals, axis=1)
-    improved = vals[np.arange(live.size), best] <= target
+    improved = vals[pos, best] <= target
     z = z.copy()
-    z[live[improved]] = z[live][best[improved]]
+    z[live[improved]] = z[live[src[pos, best]][improved]]
     mask = np.zeros(n, dtype=bool)
     mask[live[improved]] = True
     return z, mask
@@ -270,10 +276,11 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
                 zs[better], fs[better] = seed[better], fz[better]
         zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else 0.25, target)
         ok = fs <= target
-        if ok.any():
+        slide = ok & (lo == 0)
+        if slide.any():
             # Slide down: the z found may reach the target well before t.
-            t[ok], fs[ok] = _slide_down(objective, zs[ok], t[ok], fs[ok], bsel[ok], lo[ok],
-                                        target)
+            t[slide], fs[slide] = _slide_down(objective, zs[slide], t[slide], fs[slide],
+                                              bsel[slide], lo[slide], target)
         z_hi[open_[ok]] = zs[ok]
         T_hi[open_[ok]] = t[ok]
         m_hi[open_[ok]] = fs[ok]
@@ -324,7 +331,9 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
 
     # 1. SGD learning-rate grid, one ladder scan for all batch sizes.
     lr_hi = min(space.learning_rate[1], 2.0 / objective.h_max * (1 - 1e-9))
-    lr_lo = min(space.learning_rate[0], lr_hi)
+    # The grid only seeds the search; it starts at the paper's SGD floor (the search itself
+    # goes down to the space's lower bound).
+    lr_lo = min(max(space.learning_rate[0], GRID_FLOOR), lr_hi)
     n_grid = max(2, int(np.ceil(np.log10(lr_hi / lr_lo) * space.grid_per_decade)) + 1)
     grid = np.geomspace(lr_lo, lr_hi, n_grid)
     dyn = dynamics(problem, 1.0, grid, precond_power=spec.precond_power)
