@@ -180,8 +180,14 @@ def run_curve(args) -> dict:
                        noise_exponent=args.noise_exponent, noise_scale=args.noise_scale,
                        init_second_moment=args.init_second_moment, target=args.target)
     problem = config.problem()
-    spec = OptimizerSpec(args.optimizer, args.precond_power, args.pieces)
-    space = SearchSpace(learning_rate=_range(args.lr_range, "lr-range"))
+    try:
+        spec = OptimizerSpec(args.optimizer, args.precond_power, args.pieces)
+    except ValueError as err:
+        raise ValueError(f"--precond-power / --pieces: {err}") from None
+    try:
+        space = SearchSpace(learning_rate=_range(args.lr_range, "lr-range"))
+    except ValueError as err:
+        raise ValueError(f"--lr-range: {err}") from None
     batch_sizes = parse_batch_sizes(args.batch_sizes)
     validation.check_positive_int("max-steps", args.max_steps, maximum=10 ** 12)
     if problem.initial_loss() <= problem.target:

@@ -36,6 +36,7 @@ from nqm.problem import NQMConfig, Problem, preconditioned
 
 FAMILIES = ("sgd", "momentum", "ema", "schedule")
 GRID_FLOOR = 1e-5  # lowest learning rate of the seeding grid (Zhang et al.'s SGD grid starts here)
+SEED_BUDGET = 10 ** 8  # step budget of the seeding grid, whatever the caller's budget
 
 
 @dataclass(frozen=True)
@@ -329,7 +330,10 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     target = problem.target
     n_b = batch.size
 
-    # 1. SGD learning-rate grid, one ladder scan for all batch sizes.
+    # 1. SGD learning-rate grid, one ladder scan for all batch sizes. Its budget is at least
+    # SEED_BUDGET: the tuned family may reach the target well within max_steps where SGD does
+    # not, and it needs a feasible start to search from. The budget is applied at the end.
+    seed_budget = max(max_steps, SEED_BUDGET)
     lr_hi = min(space.learning_rate[1], 2.0 / objective.h_max * (1 - 1e-9))
     # The grid only seeds the search; it starts at the paper's SGD floor (the search itself
     # goes down to the space's lower bound).
@@ -339,8 +343,8 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     dyn = dynamics(problem, 1.0, grid, precond_power=spec.precond_power)
     # A coarse ladder suffices here: this stage only seeds the envelope search.
     hi, row = crossing.best_crossing_per_batch(
-        crossing.Compacting(dyn, "signal_noise"), grid.size, batch, target, max_steps,
-        active=dyn.stable_N, rungs=crossing.ladder(max_steps, dense=8, per_octave=4))
+        crossing.Compacting(dyn, "signal_noise"), grid.size, batch, target, seed_budget,
+        active=dyn.stable_N, rungs=crossing.ladder(seed_budget, dense=8, per_octave=4))
     reached = hi >= 0
     z_sgd = np.log(grid[np.maximum(row, 0)])[:, None]
     z = coordinates(spec, np.exp(z_sgd[:, 0]))
@@ -364,7 +368,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     if reached.any():
         win = np.flatnonzero(reached)
         dyn = dynamics(problem, batch[win], a[win], b[win], g[win], spec.precond_power)
-        steps[win] = crossing.certified_steps(dyn, target, hi[win], max_steps)
+        steps[win] = crossing.certified_steps(dyn, target, hi[win], seed_budget)
         # A larger batch only lowers E[L] at the same metaparameters and step: carry a smaller
         # batch's winner forward wherever it beats the local one.
         for j in range(1, n_b):
@@ -372,9 +376,10 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
             if steps[i] < 0 or (0 <= steps[j] <= steps[i]):
                 continue
             carried = dynamics(problem, batch[j], a[i], b[i], g[i], spec.precond_power)
-            s = crossing.certified_steps(carried, target, [steps[i]], max_steps)[0]
+            s = crossing.certified_steps(carried, target, [steps[i]], seed_budget)[0]
             if s >= 0 and (steps[j] < 0 or s < steps[j]):
                 steps[j], a[j], b[j], g[j] = s, a[i], b[i], g[i]
+    steps[steps > max_steps] = crossing.NOT_REACHED   # the budget: over it is not reached
     points = []
     for i in range(n_b):
         if steps[i] < 0:
@@ -398,8 +403,8 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
 def _tune_schedule_curve(config, problem: Problem, spec: OptimizerSpec, batch: np.ndarray,
                          max_steps: int, space: SearchSpace) -> ScalingCurve:
     """The constant-step-size curve, then K-piece schedules tuned from it per batch size."""
-    constant = tune_curve(problem, OptimizerSpec("sgd", spec.precond_power), batch, max_steps,
-                          space)
+    constant = tune_curve(problem, OptimizerSpec("sgd", spec.precond_power), batch,
+                          max(max_steps, SEED_BUDGET), space)
     h_eff, _ = preconditioned(problem.curvature_D, problem.noise_D, spec.precond_power)
     lr_bounds = (space.learning_rate[0],
                  min(space.learning_rate[1], 2.0 / float(h_eff.max()) * (1 - 1e-9)))
@@ -411,6 +416,9 @@ def _tune_schedule_curve(config, problem: Problem, spec: OptimizerSpec, batch: n
         steps, lrs = schedule_tuning.tune_schedule(problem, p.batch_size, spec.pieces,
                                                    p.learning_rate, p.steps, lr_bounds,
                                                    spec.precond_power)
+        if steps > max_steps:
+            points.append(CurvePoint(p.batch_size, None))
+            continue
         edge = ("learning_rate",) if np.any(lrs <= lr_bounds[0] * 1.02) else ()
         points.append(CurvePoint(batch_size=p.batch_size, steps=int(steps),
                                  learning_rate=float(lrs[0]), edge=edge,
