@@ -158,6 +158,14 @@ def certified_steps(dyn, target: float, known_steps, max_steps: int,
     """
     known = np.asarray(known_steps, dtype=np.int64)
     out = np.full(dyn.rows, NOT_REACHED, dtype=np.int64)
+    # Non-increasing rows: one crossing, so bisection on (0, known] is exact.
+    mono = np.flatnonzero((known >= 0) & dyn.stable_N & dyn.monotone_N)
+    if mono.size:
+        out[mono] = first_crossing_in_brackets(
+            lambda t, idx: dyn.loss_parts(t, mono[idx]), np.full(mono.size, -1),
+            known[mono], target)
+        known = known.copy()
+        known[mono] = NOT_REACHED           # done: skip the searches below
     for row in np.flatnonzero((known >= 0) & (known <= dense_limit)):
         hits = np.flatnonzero(dyn.trajectory(int(row), int(known[row])) <= target)
         out[row] = hits[0] if hits.size else known[row]

@@ -8,15 +8,15 @@ the trigonometric functions dominate what is left. The loops are serial: on a 2-
 that is also running other work, numba's parallel launch cost milliseconds a call.
 
 Every kernel returns `total` (the expected loss) and `noise` (the loss of the same run started
-from zero second moments: the noise injected so far). Rows must be stable (the callers mask the
-others); t = 0 returns the start exactly.
+from zero second moments: the noise injected so far). Rows must be stable and have t >= 1 (the
+callers mask unstable rows and answer t = 0 with the start itself).
 
 Inputs shared by all kernels (d directions, n rows):
   h_D, c_D: effective curvature and noise (after preconditioning), (d,).
   w_D: loss weights 1/2 h_i with the true curvature, (d,).
   s11_MD, s12_MD, s22_MD: start second moments, (M, d); row n uses start row `start_n[n]`.
   lr_n, inv_batch_n: step size and 1 / B, (n,).
-  t_n: steps, int64 (n,).
+  t_n: steps >= 1, int64 (n,).
 """
 
 from __future__ import annotations
@@ -54,11 +54,6 @@ def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv
         m = start_n[k]
         acc_t = 0.0
         acc_n = 0.0
-        if t == 0:
-            for i in range(d):
-                acc_t += w_D[i] * s11_MD[m, i]
-            total[k] = acc_t
-            continue
         # per-row constants, hoisted out of the loop over directions
         rho = math.sqrt(b)
         log_rho = math.log(rho) if b > 0.0 else 0.0
@@ -158,11 +153,6 @@ def ema_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batc
         m = start_n[k]
         acc_t = 0.0
         acc_n = 0.0
-        if t == 0:
-            for i in range(d):
-                acc_t += w_D[i] * s22_MD[m, i]
-            total[k] = acc_t
-            continue
         gt = g ** t
         for i in range(d):
             h = h_D[i]

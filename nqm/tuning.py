@@ -146,9 +146,11 @@ class _Objective:
 def _compass(objective, z, f, t, batch, step, target, min_step=1e-3, max_iter=60):
     """Minimise objective(., t, batch) from z (n, k) by compass search, in place, per row.
 
-    Each iteration tries +-step along every axis; a row that does not improve halves its step.
-    A row stops when its step is below `min_step` or its value is at or below `target` (then the
-    question "can T steps reach the target?" is answered).
+    Each iteration tries +-step along every axis, then the vertex of the parabolas through those
+    points (a diagonal Newton step, when every axis curves upward). The best point moves the row;
+    the step then follows the Newton step's length, or halves when nothing improved. A row stops
+    when its step is below `min_step` or its value is at or below `target` (then the question
+    "can T steps reach the target?" is answered).
     """
     n, k = z.shape
     step = np.broadcast_to(np.asarray(step, dtype=float), (n,)).copy()
@@ -157,16 +159,35 @@ def _compass(objective, z, f, t, batch, step, target, min_step=1e-3, max_iter=60
         live = np.flatnonzero((step >= min_step) & (f > target))
         if live.size == 0:
             break
-        cand = z[live, None, :] + step[live, None, None] * moves[None, :, :]  # (n, 2k, k)
+        s = step[live]
+        cand = z[live, None, :] + s[:, None, None] * moves[None, :, :]  # (n, 2k, k)
         fc = objective(cand.reshape(-1, k), np.repeat(t[live], 2 * k),
                        np.repeat(batch[live], 2 * k)).reshape(live.size, 2 * k)
+        f0 = f[live]
+        plus, minus = fc[:, :k], fc[:, k:]
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            curv = plus + minus - 2.0 * f0[:, None]
+            offset = s[:, None] * (minus - plus) / (2.0 * curv)
+        usable = np.all(np.isfinite(offset) & (curv > 0), axis=1)
+        offset = np.clip(np.where(usable[:, None], offset, 0.0), -2.0 * s[:, None], 2.0 * s[:, None])
+        newton = z[live] + offset
+        fn = np.full(live.size, np.inf)
+        if usable.any():
+            fn[usable] = objective(newton[usable], t[live[usable]], batch[live[usable]])
         j = np.argmin(fc, axis=1)
         best = fc[np.arange(live.size), j]
-        better = best < f[live]
+        best_z = cand[np.arange(live.size), j]
+        take_newton = fn < best
+        best = np.where(take_newton, fn, best)
+        best_z = np.where(take_newton[:, None], newton, best_z)
+        better = best < f0
         rows = live[better]
-        z[rows] = cand[better, j[better]]
+        z[rows] = best_z[better]
         f[rows] = best[better]
-        step[live[~better]] *= 0.5
+        # Newton moves set the next step to their length (at least a quarter of the old one).
+        length = np.max(np.abs(offset), axis=1)
+        step[live] = np.where(take_newton & better, np.maximum(length, 0.25 * s),
+                              np.where(better, s, 0.5 * s))
     return z, f
 
 
@@ -347,7 +368,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     # A coarse ladder suffices here: this stage only seeds the envelope search.
     hi, row = crossing.best_crossing_per_batch(
         crossing.Compacting(dyn, "signal_noise"), grid.size, batch, target, seed_budget,
-        active=dyn.stable_N, rungs=crossing.ladder(seed_budget, dense=8, per_octave=4))
+        active=dyn.stable_N, rungs=crossing.ladder(seed_budget, dense=8, per_octave=2))
     reached = hi >= 0
     z_sgd = np.log(grid[np.maximum(row, 0)])[:, None]
     z = coordinates(spec, np.exp(z_sgd[:, 0]))

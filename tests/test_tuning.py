@@ -377,7 +377,7 @@ def test_learning_rate_lower_bound_is_flagged_or_unreached(small_curve):
     """A lower bound above the free optimum: flagged where the target is still reachable, and
     'not reached' where even the smallest allowed step size has a stationary loss above it."""
     free = small_curve("sgd")
-    assert free.points[3].learning_rate < 1.7  # B = 256
+    assert free.points[3].learning_rate < 1.8  # B = 256: the floor below binds
     floor = tune_quietly(SMALL, OptimizerSpec("sgd"), [4, 256],
                          space=SearchSpace(learning_rate=(1.8, 10.0)))
     p4, p256 = floor.points
