@@ -130,6 +130,10 @@ def main():
     print(f"default problem: d = {problem.dim}, target {problem.target}, "
           f"{len(BATCH_SIZES)} batch sizes 4 .. 2^21")
 
+    # Warm-up on a tiny problem: loads the compiled kernels from numba's cache (or compiles
+    # them on a fresh checkout), a one-off cost per process that is reported separately.
+    _, t_warm = timed(tune_curve, NQMConfig(dim=50), OptimizerSpec("momentum"), [4, 64], 10 ** 6)
+    print(f"warm-up (kernel load or compile, once per process): {t_warm:5.2f} s")
     sgd_curve, t_sgd = timed(tune_curve, config, OptimizerSpec("sgd"), BATCH_SIZES, max_steps)
     mom_curve, t_mom = timed(tune_curve, config, OptimizerSpec("momentum"), BATCH_SIZES, max_steps)
     print(f"tuned SGD curve:      {t_sgd:7.2f} s")
