@@ -1,0 +1,92 @@
+"""What the app's NQM explorer shows, as plain tables: tuned curves, their analysis, references.
+
+Pure functions of plain values (usable as cache keys); `nqm.charts` draws the tables and
+`app.py` only parses the controls and calls these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from nqm.noise_scale import noise_scale_trajectory
+from nqm.problem import NQMConfig
+from nqm.scaling import Analysis, analyse_curve
+from nqm.tuning import OptimizerSpec, tune_curve
+
+OPTIMIZER_LABELS = {"sgd": "SGD", "momentum": "momentum", "ema": "EMA (averaging)",
+                    "schedule": "schedule (10 pieces)"}
+
+
+@dataclass(frozen=True)
+class Exploration:
+    """Tables for one problem and several optimizers.
+
+    Attributes:
+      points: one row per (optimizer, batch size): steps (NaN if not reached), learning_rate,
+        momentum, effective_lr = a / (1 - b), regime, perfect (S(B0) B0 / B of that optimizer).
+      summary: one row per optimizer: s_min, b_crit, r2, cbs20, maximal_from, seconds.
+      lower_bound: batch_size, steps of the estimator bound sum(c/h) / (2 target B).
+      analyses: optimizer label -> nqm.scaling.Analysis.
+    """
+
+    points: pd.DataFrame
+    summary: pd.DataFrame
+    lower_bound: pd.DataFrame
+    analyses: dict
+
+
+def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_power: float,
+            batch_sizes: tuple[int, ...], max_steps: int = 10 ** 8) -> Exploration:
+    """Tunes each optimizer on `config` and tabulates the curves (raises ValueError on bad input)."""
+    import time
+
+    problem = config.problem()
+    if problem.initial_loss() <= problem.target:
+        raise ValueError(f"target {problem.target:g} must be below the initial loss "
+                         f"{problem.initial_loss():.4g}")
+    if not optimizers:
+        raise ValueError("choose at least one optimizer")
+    rows, summary, analyses = [], [], {}
+    for name in optimizers:
+        start = time.perf_counter()
+        curve = tune_curve(problem, OptimizerSpec(name, precond_power), batch_sizes, max_steps)
+        seconds = time.perf_counter() - start
+        label = OPTIMIZER_LABELS[name] + (f", p = {precond_power:g}" if precond_power else "")
+        analysis: Analysis = analyse_curve(curve)
+        analyses[label] = analysis
+        steps = curve.steps
+        base = steps[0] * curve.batch_sizes[0] if np.isfinite(steps[0]) else np.nan
+        for i, p in enumerate(curve.points):
+            b = p.momentum or 0.0
+            rows.append({"optimizer": label, "batch_size": p.batch_size, "steps": steps[i],
+                         "learning_rate": p.learning_rate, "momentum": p.momentum,
+                         "effective_lr": None if p.learning_rate is None else p.learning_rate / (1 - b),
+                         "regime": analysis.regimes[i], "perfect": base / p.batch_size,
+                         "edge": "+".join(p.edge)})
+        summary.append({"optimizer": label, "s_min": analysis.fit.s_min,
+                        "b_crit": analysis.fit.b_crit, "r2": analysis.fit.r2,
+                        "cbs20": analysis.cbs20, "maximal_from": analysis.maximal_from,
+                        "seconds": seconds})
+    bs = np.asarray(batch_sizes, dtype=float)
+    lower = pd.DataFrame({"batch_size": bs, "steps": problem.lower_bound_steps(bs)})
+    return Exploration(pd.DataFrame(rows), pd.DataFrame(summary), lower, analyses)
+
+
+def noise_scale_along(config: NQMConfig, batch_size: int, learning_rate: float,
+                      momentum: float = 0.0, precond_power: float = 0.0,
+                      steps: int = 0, points: int = 60) -> pd.DataFrame:
+    """B_simple, B_noise and E[L] along the expected trajectory of one run, at `points` steps
+    spaced geometrically up to `steps`."""
+    from nqm.moments import expected_loss
+
+    problem = config.problem()
+    ts = np.unique(np.concatenate([[0], np.geomspace(1, max(steps, 1), points).astype(np.int64)]))
+    b_simple, b_noise = noise_scale_trajectory(problem, ts, batch_size, learning_rate,
+                                               momentum=momentum, precond_power=precond_power)
+    loss = expected_loss(problem, ts, batch_size, learning_rate, momentum=momentum,
+                         precond_power=precond_power)[0]
+    return pd.DataFrame({"step": ts, "b_simple": b_simple[0], "b_noise": b_noise[0],
+                         "loss": loss})
