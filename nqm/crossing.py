@@ -152,9 +152,9 @@ def certified_steps(dyn, target: float, known_steps, max_steps: int,
                     dense_limit: int = CERTIFY_DENSE) -> np.ndarray:
     """First crossing of each row, given a step `known_steps` at which its loss is <= target.
 
-    The first crossing is at most `known_steps`. Non-increasing rows are bisected; the others
-    are checked at every step up to `dense_limit` (the recurrence: exact whatever the
-    oscillations), then by the ladder up to their known step.
+    The first crossing is at most `known_steps`. Non-increasing rows are bisected. Rows whose
+    known step is within `dense_limit` are checked at every step up to it (the recurrence: exact
+    whatever the oscillations); the others get the ladder search capped by their known step.
     """
     known = np.asarray(known_steps, dtype=np.int64)
     out = np.full(dyn.rows, NOT_REACHED, dtype=np.int64)
@@ -166,21 +166,14 @@ def certified_steps(dyn, target: float, known_steps, max_steps: int,
             known[mono], target)
         known = known.copy()
         known[mono] = NOT_REACHED           # done: skip the searches below
-    later = []
-    for row in np.flatnonzero(known >= 0):
-        hits = np.flatnonzero(dyn.trajectory(int(row), int(min(known[row], dense_limit)))
-                              <= target)
-        if hits.size:
-            out[row] = hits[0]
-        elif known[row] <= dense_limit:
-            out[row] = known[row]
-        else:
-            later.append(row)
-    if later:
-        large = np.array(later)
+    for row in np.flatnonzero((known >= 0) & (known <= dense_limit)):
+        hits = np.flatnonzero(dyn.trajectory(int(row), int(known[row])) <= target)
+        out[row] = hits[0] if hits.size else known[row]
+    large = np.flatnonzero(known > dense_limit)
+    if large.size:
         sub = dyn.take(large)
         found = first_crossing(Compacting(sub, "loss_parts"), sub.rows, target,
-                               int(known[large].max()), active=sub.stable_N, start=dense_limit)
+                               int(known[large].max()), active=sub.stable_N)
         out[large] = np.where(found >= 0, np.minimum(found, known[large]), known[large])
     return out
 
