@@ -18,9 +18,17 @@ st.set_page_config(page_title="batchscope", layout="wide")
 
 
 @st.cache_data(show_spinner="Tuning the NQM...")
-def cached_exploration(config: NQMConfig, optimizers: tuple, precond_power: float,
+def cached_exploration(config: NQMConfig, optimizers: tuple, precond_powers: tuple,
                        batch_sizes: tuple):
-    return explorer.explore(config, optimizers, precond_power, batch_sizes)
+    return explorer.explore(config, optimizers, precond_powers, batch_sizes)
+
+
+def apply_preset():
+    """Sets the controls of the chosen preset (runs before the widgets are drawn again)."""
+    controls, _ = explorer.PRESETS[st.session_state["preset"]]
+    for key, value in controls.items():
+        st.session_state[key] = value
+    st.session_state["shown_preset"] = st.session_state["preset"]
 
 
 @st.cache_data
@@ -32,6 +40,9 @@ def cached_noise(config: NQMConfig, batch_size: int, lr: float, momentum: float,
 st.title("batchscope: how far does a bigger batch speed up training?")
 
 with st.sidebar:
+    st.header("Classic findings")
+    preset = st.selectbox("preset", list(explorer.PRESETS), key="preset")
+    st.button("show this finding", on_click=apply_preset, key="apply_preset")
     st.header("Problem")
     dim = st.select_slider("dimensions d", options=[100, 300, 1000, 3000, 10000], value=10000,
                            key="dim")
@@ -46,7 +57,9 @@ with st.sidebar:
                                 default=["sgd"], key="optimizers",
                                 format_func=lambda k: explorer.OPTIMIZER_LABELS[k],
                                 help="momentum and EMA take ~10 s to tune at d = 10000")
-    precond = st.slider("preconditioning power p (H^-p)", 0.0, 1.0, 0.0, 0.25, key="precond")
+    powers = st.multiselect("preconditioning powers p (H^-p)", [0.0, 0.25, 0.5, 0.75, 1.0],
+                            default=[0.0], key="powers",
+                            help="0: SGD-like; 0.5: Adam-like; 1: K-FAC-like")
     low, high = st.select_slider("batch sizes (powers of two)",
                                  options=[2 ** k for k in range(0, 23)], value=(4, 2 ** 21),
                                  key="batch_range")
@@ -55,7 +68,8 @@ batch_sizes = tuple(b for b in (2 ** k for k in range(0, 23)) if low <= b <= hig
 config = NQMConfig(dim=dim, spectrum_exponent=spectrum, noise=noise, noise_exponent=noise_exp,
                    target=target)
 try:
-    result = cached_exploration(config, tuple(optimizers), float(precond), batch_sizes)
+    result = cached_exploration(config, tuple(optimizers), tuple(float(p) for p in powers),
+                                batch_sizes)
 except ValueError as err:
     st.session_state["error"] = str(err)
     st.error(f"Cannot compute this setting: {err}")
@@ -65,6 +79,9 @@ st.session_state.pop("error", None)
 st.session_state["points"] = result.points
 st.session_state["summary"] = result.summary
 
+if "shown_preset" in st.session_state:
+    name = st.session_state["shown_preset"]
+    st.info(f"**{name}.** {explorer.PRESETS[name][1]}")
 st.subheader("Steps to reach the target, tuned at each batch size")
 st.altair_chart(charts.steps_chart(result.points, result.lower_bound, result.summary),
                 width="stretch")
@@ -73,6 +90,8 @@ st.caption("Solid: tuned steps. Dashed: perfect scaling from the smallest batch.
            "B_crit of the fit S = S_min (1 + B_crit / B), cbs20 (last B within 20% of perfect "
            "scaling), and the first B within 10% of the fewest steps (maximal data parallelism).")
 st.dataframe(result.summary, hide_index=True)
+st.download_button("Download the curves (CSV)", result.points.to_csv(index=False),
+                   file_name="nqm_curves.csv", mime="text/csv", key="download_csv")
 
 left, right = st.columns(2)
 with left:
@@ -91,7 +110,7 @@ with right:
         if optimizers[0] in ("sgd", "momentum"):
             momentum = 0.0 if pd.isna(row["momentum"]) else float(row["momentum"])
             traj = cached_noise(config, int(choice), float(row["learning_rate"]), momentum,
-                                float(precond), int(row["steps"]))
+                                float(powers[0]), int(row["steps"]))
             st.altair_chart(charts.noise_chart(traj), width="stretch")
             st.caption("B_simple = tr(C) / |G|^2 and B_noise = tr(HC) / G^T H G along the "
                        "expected trajectory of the tuned run: the noise scale grows as the loss "

@@ -18,7 +18,7 @@ def run_app(**controls):
         widget = at.select_slider(key=key) if key in ("dim", "batch_range") else None
         if widget is None:
             widget = {"target": at.number_input, "optimizers": at.multiselect,
-                      "precond": at.slider, "spectrum": at.slider}[key](key=key)
+                      "powers": at.multiselect, "spectrum": at.slider}[key](key=key)
         widget.set_value(controls[key]).run()
     return at
 
@@ -51,7 +51,7 @@ def test_momentum_drops_below_sgd_at_large_batch():
 
 def test_preconditioning_control_changes_the_curve():
     before = run_app(dim=300, batch_range=(4, 4096)).session_state["points"]
-    after = run_app(dim=300, batch_range=(4, 4096), precond=0.5).session_state["points"]
+    after = run_app(dim=300, batch_range=(4, 4096), powers=[0.5]).session_state["points"]
     assert after["optimizer"].iloc[0] == "SGD, p = 0.5"
     assert after["steps"].iloc[-1] < 0.5 * before["steps"].iloc[-1]
 
@@ -60,3 +60,24 @@ def test_target_above_the_initial_loss_shows_a_message_not_a_traceback():
     at = run_app(dim=300, target=10.0)
     assert not at.exception
     assert any("target 10 must be below the initial loss" in e.value for e in at.error)
+
+
+def test_preset_sets_its_controls_and_explains():
+    at = run_app(dim=300, batch_range=(4, 4096))
+    at.selectbox(key="preset").set_value("The preconditioning ladder").run()
+    at.button(key="apply_preset").click().run()
+    assert not at.exception
+    assert at.multiselect(key="powers").value == [0.0, 0.5, 1.0]
+    assert at.multiselect(key="optimizers").value == ["sgd"]
+    summary = at.session_state["summary"]
+    assert list(summary["optimizer"]) == ["SGD", "SGD, p = 0.5", "SGD, p = 1"]
+    # each step up the ladder extends perfect scaling
+    assert list(summary["cbs20"]) == sorted(summary["cbs20"]) and summary["cbs20"].iloc[2] > summary["cbs20"].iloc[0]
+    assert any("ladder" in i.value for i in at.info)
+
+
+def test_csv_download_holds_the_curve():
+    at = run_app(dim=300, batch_range=(4, 64))
+    points = at.session_state["points"]
+    assert len(points) == 5 and list(points["batch_size"]) == [4, 8, 16, 32, 64]
+    assert at.get("download_button")  # the export control is on the page
