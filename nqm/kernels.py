@@ -4,8 +4,9 @@ Plain SGD needs no kernel (numpy's vectorised exp serves it, see `moments.SGDDyn
 Each kernel evaluates, for rows n (metaparameters and a step t each) and every direction i, the
 closed form of `nqm.moments` and sums 1/2 h_i (second moment) over i, without building (N, d)
 temporaries: numpy's per-operation passes over memory cost more than the arithmetic here, and
-the trigonometric functions dominate what is left. The loops are serial: on a 2-core machine
-that is also running other work, numba's parallel launch cost milliseconds a call.
+the trigonometric functions dominate what is left. Calls with at least `PARALLEL_MIN_ROWS` rows
+spread the rows over the cores; smaller ones stay serial, where a parallel launch (milliseconds
+when the other core is busy) would cost more than it saves.
 
 Every kernel returns `total` (the expected loss) and `noise` (the loss of the same run started
 from zero second moments: the noise injected so far). Rows must be stable and have t >= 1 (the
@@ -26,7 +27,7 @@ import math
 import numba
 import numpy as np
 
-_JIT = dict(parallel=False, cache=True, fastmath=False)
+PARALLEL_MIN_ROWS = 4  # fewer rows: a serial loop (a parallel launch costs more than it saves)
 
 
 @numba.njit(cache=True)
@@ -34,8 +35,8 @@ def _quad(phi, chi, x11, x12, x22):
     return phi * phi * x11 + 2.0 * phi * chi * x12 + chi * chi * x22
 
 
-@numba.njit(**_JIT)
-def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+@numba.njit(cache=True)
+def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
     """Heavy-ball momentum, state (theta, v); see `moments.MomentumDynamics` for the forms.
 
     With P_t = |p_t| the Lucas sequence of |tau| (tau = 1 - a h + b), e1^T F^t = (phi, chi) with
@@ -43,77 +44,99 @@ def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv
     cancellation: underdamped P_{t+1} - s b P_t = rho^t (sin(tw) (cos w - s rho) / sin w + cos(tw)),
     rho = sqrt(b); overdamped l1^(t-1) (l1 + E_t (l2 - s b)), E_t = (1 - q^t) / (1 - q), q = l2 / l1.
     """
-    n = lr_n.shape[0]
     d = h_D.shape[0]
+    a = lr_n[k]
+    b = b_n[k]
+    t = t_n[k]
+    m = start_n[k]
+    acc_t = 0.0
+    acc_n = 0.0
+    # per-row constants, hoisted out of the loop over directions
+    rho = math.sqrt(b)
+    log_rho = math.log(rho) if b > 0.0 else 0.0
+    scale = math.exp(max((t - 1) * log_rho, -700.0))   # rho^(t-1), complex branch
+    u_fac = a * inv_batch_n[k] * (1.0 + b) / (1.0 - b)
+    two_1b = 2.0 * (1.0 + b)
+    inv_4rho = 1.0 / (4.0 * rho) if b > 0.0 else 0.0
+    lo_edge = (1.0 - rho) ** 2
+    hi_edge = (1.0 + rho) ** 2
+    ab = a * b
+    for i in range(d):
+        h = h_D[i]
+        ah = a * h
+        tau = 1.0 - ah + b
+        sgn = 1.0 if tau >= 0.0 else -1.0
+        u = u_fac * c_D[i] / (h * (two_1b - ah))
+        st12 = -u * h / (1.0 + b)
+        st22 = 2.0 * u * h / ((1.0 + b) * a)
+        if b == 0.0:
+            tau_abs = abs(tau)
+            p_t = tau_abs ** (t - 1)
+            phi_mag = tau_abs * p_t
+        else:
+            gap = lo_edge - ah if tau >= 0.0 else ah - hi_edge
+            half = math.sqrt(abs(gap) * inv_4rho)
+            if gap < 0.0:
+                hc = min(half, 1.0)
+                w = 2.0 * math.asin(hc)
+                sin_w = 2.0 * hc * math.sqrt(max(1.0 - hc * hc, 0.0))
+                cos_w = 1.0 - 2.0 * hc * hc
+                s0 = math.sin(t * w)
+                c0 = math.cos(t * w)
+                p_t = scale * s0 / sin_w
+                phi_mag = scale * rho * (s0 * (cos_w - sgn * rho) / sin_w + c0)
+            else:
+                y = half + math.sqrt(1.0 + half * half)
+                y2 = y * y
+                l1 = rho * y2
+                l2 = rho / y2
+                log_q = -2.0 * math.log(y2)
+                if log_q < 0.0:
+                    e_t = math.expm1(max(t * log_q, -700.0)) / math.expm1(log_q)
+                else:
+                    e_t = float(t)
+                lt = math.exp(max((t - 1) * math.log(l1), -700.0))
+                p_t = lt * e_t
+                phi_mag = lt * (l1 + e_t * (l2 - sgn * b))
+        # phi chi = sign^(2t-1) phi_mag (-a b P_t) = -sgn a b phi_mag P_t
+        phi = phi_mag
+        chi = -sgn * ab * p_t
+        pp = phi * phi
+        pc = 2.0 * phi * chi
+        cc = chi * chi
+        moved = pp * u + pc * st12 + cc * st22       # the quadratic form of S*
+        start = pp * s11_MD[m, i] + pc * s12_MD[m, i] + cc * s22_MD[m, i]
+        acc_t += w_D[i] * (u - moved + start)
+        acc_n += w_D[i] * (u - moved)
+    return acc_t, acc_n
+
+
+
+
+@numba.njit(cache=True)
+def _momentum_serial(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+    n = lr_n.shape[0]
+    total = np.zeros(n)
+    noise = np.zeros(n)
+    for k in range(n):
+        total[k], noise[k] = _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
+    return total, noise
+
+
+@numba.njit(parallel=True, cache=True)
+def _momentum_parallel(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+    n = lr_n.shape[0]
     total = np.zeros(n)
     noise = np.zeros(n)
     for k in numba.prange(n):
-        a = lr_n[k]
-        b = b_n[k]
-        t = t_n[k]
-        m = start_n[k]
-        acc_t = 0.0
-        acc_n = 0.0
-        # per-row constants, hoisted out of the loop over directions
-        rho = math.sqrt(b)
-        log_rho = math.log(rho) if b > 0.0 else 0.0
-        scale = math.exp(max((t - 1) * log_rho, -700.0))   # rho^(t-1), complex branch
-        u_fac = a * inv_batch_n[k] * (1.0 + b) / (1.0 - b)
-        two_1b = 2.0 * (1.0 + b)
-        inv_4rho = 1.0 / (4.0 * rho) if b > 0.0 else 0.0
-        lo_edge = (1.0 - rho) ** 2
-        hi_edge = (1.0 + rho) ** 2
-        ab = a * b
-        for i in range(d):
-            h = h_D[i]
-            ah = a * h
-            tau = 1.0 - ah + b
-            sgn = 1.0 if tau >= 0.0 else -1.0
-            u = u_fac * c_D[i] / (h * (two_1b - ah))
-            st12 = -u * h / (1.0 + b)
-            st22 = 2.0 * u * h / ((1.0 + b) * a)
-            if b == 0.0:
-                tau_abs = abs(tau)
-                p_t = tau_abs ** (t - 1)
-                phi_mag = tau_abs * p_t
-            else:
-                gap = lo_edge - ah if tau >= 0.0 else ah - hi_edge
-                half = math.sqrt(abs(gap) * inv_4rho)
-                if gap < 0.0:
-                    hc = min(half, 1.0)
-                    w = 2.0 * math.asin(hc)
-                    sin_w = 2.0 * hc * math.sqrt(max(1.0 - hc * hc, 0.0))
-                    cos_w = 1.0 - 2.0 * hc * hc
-                    s0 = math.sin(t * w)
-                    c0 = math.cos(t * w)
-                    p_t = scale * s0 / sin_w
-                    phi_mag = scale * rho * (s0 * (cos_w - sgn * rho) / sin_w + c0)
-                else:
-                    y = half + math.sqrt(1.0 + half * half)
-                    y2 = y * y
-                    l1 = rho * y2
-                    l2 = rho / y2
-                    log_q = -2.0 * math.log(y2)
-                    if log_q < 0.0:
-                        e_t = math.expm1(max(t * log_q, -700.0)) / math.expm1(log_q)
-                    else:
-                        e_t = float(t)
-                    lt = math.exp(max((t - 1) * math.log(l1), -700.0))
-                    p_t = lt * e_t
-                    phi_mag = lt * (l1 + e_t * (l2 - sgn * b))
-            # phi chi = sign^(2t-1) phi_mag (-a b P_t) = -sgn a b phi_mag P_t
-            phi = phi_mag
-            chi = -sgn * ab * p_t
-            pp = phi * phi
-            pc = 2.0 * phi * chi
-            cc = chi * chi
-            moved = pp * u + pc * st12 + cc * st22       # the quadratic form of S*
-            start = pp * s11_MD[m, i] + pc * s12_MD[m, i] + cc * s22_MD[m, i]
-            acc_t += w_D[i] * (u - moved + start)
-            acc_n += w_D[i] * (u - moved)
-        total[k] = acc_t
-        noise[k] = acc_n
+        total[k], noise[k] = _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
     return total, noise
+
+
+def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+    """(total, noise) per row, each (n,); see `_momentum_row`."""
+    fn = _momentum_parallel if lr_n.shape[0] >= PARALLEL_MIN_ROWS else _momentum_serial
+    return fn(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
 
 
 @numba.njit(cache=True)
@@ -139,37 +162,59 @@ def _divided_power(r, g, t):
     return (rt - g ** t) / (r - g)
 
 
-@numba.njit(**_JIT)
-def ema_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
+@numba.njit(cache=True)
+def _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
     """SGD read at the moving average, state (theta, avg); see `moments.EMADynamics`."""
-    n = lr_n.shape[0]
     d = h_D.shape[0]
+    a = lr_n[k]
+    g = g_n[k]
+    t = t_n[k]
+    m = start_n[k]
+    acc_t = 0.0
+    acc_n = 0.0
+    gt = g ** t
+    for i in range(d):
+        h = h_D[i]
+        ah = a * h
+        r = 1.0 - ah
+        s_tt = a * c_D[i] * inv_batch_n[k] / (h * (2.0 - ah))
+        s_ta = (1.0 - g) * s_tt / (1.0 - g * r)
+        s_aa = (2.0 * g * (1.0 - g) * r * s_ta + (1.0 - g) ** 2 * s_tt) / (1.0 - g * g)
+        phi = (1.0 - g) * r * _divided_power(r, g, t)
+        chi = gt
+        dev = _quad(phi, chi, s11_MD[m, i] - s_tt, s12_MD[m, i] - s_ta, s22_MD[m, i] - s_aa)
+        inj = _quad(phi, chi, -s_tt, -s_ta, -s_aa)
+        acc_t += w_D[i] * (s_aa + dev)
+        acc_n += w_D[i] * (s_aa + inj)
+    return acc_t, acc_n
+
+
+
+
+@numba.njit(cache=True)
+def _ema_serial(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
+    n = lr_n.shape[0]
+    total = np.zeros(n)
+    noise = np.zeros(n)
+    for k in range(n):
+        total[k], noise[k] = _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n)
+    return total, noise
+
+
+@numba.njit(parallel=True, cache=True)
+def _ema_parallel(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
+    n = lr_n.shape[0]
     total = np.zeros(n)
     noise = np.zeros(n)
     for k in numba.prange(n):
-        a = lr_n[k]
-        g = g_n[k]
-        t = t_n[k]
-        m = start_n[k]
-        acc_t = 0.0
-        acc_n = 0.0
-        gt = g ** t
-        for i in range(d):
-            h = h_D[i]
-            ah = a * h
-            r = 1.0 - ah
-            s_tt = a * c_D[i] * inv_batch_n[k] / (h * (2.0 - ah))
-            s_ta = (1.0 - g) * s_tt / (1.0 - g * r)
-            s_aa = (2.0 * g * (1.0 - g) * r * s_ta + (1.0 - g) ** 2 * s_tt) / (1.0 - g * g)
-            phi = (1.0 - g) * r * _divided_power(r, g, t)
-            chi = gt
-            dev = _quad(phi, chi, s11_MD[m, i] - s_tt, s12_MD[m, i] - s_ta, s22_MD[m, i] - s_aa)
-            inj = _quad(phi, chi, -s_tt, -s_ta, -s_aa)
-            acc_t += w_D[i] * (s_aa + dev)
-            acc_n += w_D[i] * (s_aa + inj)
-        total[k] = acc_t
-        noise[k] = acc_n
+        total[k], noise[k] = _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n)
     return total, noise
+
+
+def ema_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
+    """(total, noise) per row, each (n,); see `_ema_row`."""
+    fn = _ema_parallel if lr_n.shape[0] >= PARALLEL_MIN_ROWS else _ema_serial
+    return fn(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n)
 
 
 @numba.njit(cache=True)
