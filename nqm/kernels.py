@@ -1,6 +1,7 @@
 """Compiled loops for the engine's hot path: E[L](t) summed over all directions, one row at a time.
 
-Plain SGD needs no kernel (numpy's vectorised exp serves it, see `moments.SGDDynamics`).
+Plain SGD has a kernel for one-off evaluations; a system evaluated again and again (a ladder
+scan) switches to numpy with its logarithms cached (see `moments.SGDDynamics`).
 Each kernel evaluates, for rows n (metaparameters and a step t each) and every direction i, the
 closed form of `nqm.moments` and sums 1/2 h_i (second moment) over i, without building (N, d)
 temporaries: numpy's per-operation passes over memory cost more than the arithmetic here, and
@@ -28,6 +29,24 @@ import numba
 import numpy as np
 
 PARALLEL_MIN_ROWS = 4  # fewer rows: a serial loop (a parallel launch costs more than it saves)
+
+
+@numba.njit(cache=True)
+def _sgd_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+    """Plain SGD: E theta^2(t) = s + r^(2t) (x0 - s), r = 1 - a h, s = a c / (B h (2 - a h))."""
+    a = lr_n[k]
+    t = t_n[k]
+    m = start_n[k]
+    acc_t = 0.0
+    acc_n = 0.0
+    for i in range(h_D.shape[0]):
+        ah = a * h_D[i]
+        s = a * c_D[i] * inv_batch_n[k] / (h_D[i] * (2.0 - ah))
+        r = abs(1.0 - ah)
+        q = math.exp(max(2.0 * t * math.log(r), -700.0)) if r > 0.0 else 0.0
+        acc_t += w_D[i] * (s + q * (s11_MD[m, i] - s))
+        acc_n += w_D[i] * s * (1.0 - q)
+    return acc_t, acc_n
 
 
 @numba.njit(cache=True)
@@ -111,6 +130,32 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
     return acc_t, acc_n
 
 
+
+
+@numba.njit(cache=True)
+def _sgd_serial(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+    n = lr_n.shape[0]
+    total = np.zeros(n)
+    noise = np.zeros(n)
+    for k in range(n):
+        total[k], noise[k] = _sgd_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
+    return total, noise
+
+
+@numba.njit(parallel=True, cache=True)
+def _sgd_parallel(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+    n = lr_n.shape[0]
+    total = np.zeros(n)
+    noise = np.zeros(n)
+    for k in numba.prange(n):
+        total[k], noise[k] = _sgd_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
+    return total, noise
+
+
+def sgd_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+    """(total, noise) per row, each (n,); see `_sgd_row`."""
+    fn = _sgd_parallel if lr_n.shape[0] >= PARALLEL_MIN_ROWS else _sgd_serial
+    return fn(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
 
 
 @numba.njit(cache=True)
