@@ -132,7 +132,11 @@ def main():
 
     # Warm-up on a tiny problem: loads the compiled kernels from numba's cache (or compiles
     # them on a fresh checkout), a one-off cost per process that is reported separately.
-    _, t_warm = timed(tune_curve, NQMConfig(dim=50), OptimizerSpec("momentum"), [4, 64], 10 ** 6)
+    def warm_up():
+        for name in ("sgd", "momentum"):
+            tune_curve(NQMConfig(dim=50), OptimizerSpec(name), [4, 64, 1024, 16384], 10 ** 6)
+
+    _, t_warm = timed(warm_up)
     print(f"warm-up (kernel load or compile, once per process): {t_warm:5.2f} s")
     sgd_curve, t_sgd = timed(tune_curve, config, OptimizerSpec("sgd"), BATCH_SIZES, max_steps)
     mom_curve, t_mom = timed(tune_curve, config, OptimizerSpec("momentum"), BATCH_SIZES, max_steps)
