@@ -278,3 +278,25 @@ def test_runs_as_module():
                          env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and bad.stdout == ""
     assert bad.stderr.startswith("error:") and len(bad.stderr.splitlines()) == 1
+
+
+def test_parse_optimizers():
+    from nqm.cli import parse_optimizers
+    assert parse_optimizers("sgd,momentum,sgd@0.5") == [("sgd", 0.0), ("momentum", 0.0),
+                                                       ("sgd", 0.5)]
+    for bad in ("", "adam", "sgd@x"):
+        with pytest.raises(ValueError, match="optimizers"):
+            parse_optimizers(bad)
+
+
+def test_compare_prints_one_column_per_optimizer(capsys):
+    from nqm.cli import main
+    assert main(["compare", "--dim", "100", "--batch-sizes", "4:64",
+                 "--optimizers", "sgd,sgd@0.5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["batch_size", "sgd", "steps", "sgd@0.5", "steps"]
+    rows = [line.split() for line in out[1:6]]
+    assert [r[0] for r in rows] == ["4", "8", "16", "32", "64"]
+    # preconditioning never needs more steps here, and the summary rows follow
+    assert all(int(r[2]) <= int(r[1]) for r in rows)
+    assert any(line.strip().startswith("cbs20") for line in out)
