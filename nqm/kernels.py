@@ -133,58 +133,6 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
 
 
 @numba.njit(cache=True)
-def _sgd_serial(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
-    n = lr_n.shape[0]
-    total = np.zeros(n)
-    noise = np.zeros(n)
-    for k in range(n):
-        total[k], noise[k] = _sgd_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
-    return total, noise
-
-
-@numba.njit(parallel=True, cache=True)
-def _sgd_parallel(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
-    n = lr_n.shape[0]
-    total = np.zeros(n)
-    noise = np.zeros(n)
-    for k in numba.prange(n):
-        total[k], noise[k] = _sgd_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
-    return total, noise
-
-
-def sgd_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
-    """(total, noise) per row, each (n,); see `_sgd_row`."""
-    fn = _sgd_parallel if lr_n.shape[0] >= PARALLEL_MIN_ROWS else _sgd_serial
-    return fn(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
-
-
-@numba.njit(cache=True)
-def _momentum_serial(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
-    n = lr_n.shape[0]
-    total = np.zeros(n)
-    noise = np.zeros(n)
-    for k in range(n):
-        total[k], noise[k] = _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
-    return total, noise
-
-
-@numba.njit(parallel=True, cache=True)
-def _momentum_parallel(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
-    n = lr_n.shape[0]
-    total = np.zeros(n)
-    noise = np.zeros(n)
-    for k in numba.prange(n):
-        total[k], noise[k] = _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
-    return total, noise
-
-
-def momentum_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
-    """(total, noise) per row, each (n,); see `_momentum_row`."""
-    fn = _momentum_parallel if lr_n.shape[0] >= PARALLEL_MIN_ROWS else _momentum_serial
-    return fn(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n)
-
-
-@numba.njit(cache=True)
 def _divided_power(r, g, t):
     """(r^t - g^t) / (r - g) for real r, g in (-1, 1], g >= 0, integer t >= 1, stable at r ~ g."""
     if r >= 0.0:
@@ -236,30 +184,44 @@ def _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_b
 
 
 
+SGD, MOMENTUM, EMA = 0, 1, 2  # `family` of `loss_rows`
+
+
 @numba.njit(cache=True)
-def _ema_serial(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
+def _row(family, k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n):
+    if family == SGD:
+        return _sgd_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+    if family == MOMENTUM:
+        return _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+    return _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+
+
+@numba.njit(cache=True)
+def _rows_serial(family, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n):
     n = lr_n.shape[0]
     total = np.zeros(n)
     noise = np.zeros(n)
     for k in range(n):
-        total[k], noise[k] = _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n)
+        total[k], noise[k] = _row(family, k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
     return total, noise
 
 
 @numba.njit(parallel=True, cache=True)
-def _ema_parallel(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
+def _rows_parallel(family, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n):
     n = lr_n.shape[0]
     total = np.zeros(n)
     noise = np.zeros(n)
     for k in numba.prange(n):
-        total[k], noise[k] = _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n)
+        total[k], noise[k] = _row(family, k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
     return total, noise
 
 
-def ema_loss(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
-    """(total, noise) per row, each (n,); see `_ema_row`."""
-    fn = _ema_parallel if lr_n.shape[0] >= PARALLEL_MIN_ROWS else _ema_serial
-    return fn(h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n)
+def loss_rows(family: int, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n):
+    """(total, noise) per row, each (n,), for `family` SGD, MOMENTUM or EMA (param_n: momentum
+    b or average decay g; unused for SGD). Rows are spread over the cores from
+    `PARALLEL_MIN_ROWS` rows on."""
+    fn = _rows_parallel if lr_n.shape[0] >= PARALLEL_MIN_ROWS else _rows_serial
+    return fn(family, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
 
 
 @numba.njit(cache=True)

@@ -96,8 +96,14 @@ class Dynamics:
     def _stable(self):
         raise NotImplementedError
 
+    _family = None  # kernels.SGD, MOMENTUM or EMA
+
     def _kernel(self, t_n, idx):
-        raise NotImplementedError
+        """(total, noise) of rows idx (stable, t >= 1) from the compiled loop."""
+        s11, s12, s22 = self.start
+        return kernels.loss_rows(self._family, self.h_D, self.c_D, self.weight_D, s11, s12, s22,
+                                 self.start_index_N[idx], self.lr_N[idx], self.param_N[idx],
+                                 self.inv_batch_N[idx], t_n)
 
     def _stationary(self, idx):
         """S* (S11, S12, S22), each (n, d), for rows idx."""
@@ -223,6 +229,7 @@ class SGDDynamics(Dynamics):
     """
 
     kind = "sgd"
+    _family = kernels.SGD
 
     def _stable(self):
         return (self.lr_N > 0) & (self.lr_N * self.h_D.max() < 2.0)
@@ -233,10 +240,7 @@ class SGDDynamics(Dynamics):
         # cached is faster: its exp is vectorised.
         if not getattr(self, "_evaluated", False):
             self._evaluated = True
-            s11, s12, s22 = self.start
-            return kernels.sgd_loss(self.h_D, self.c_D, self.weight_D, s11, s12, s22,
-                                    self.start_index_N[idx], self.lr_N[idx],
-                                    self.param_N[idx], self.inv_batch_N[idx], t_n)
+            return super()._kernel(t_n, idx)
         if not hasattr(self, "_log_r2"):
             a = self.lr_N[:, None]
             ah = a * self.h_D
@@ -296,16 +300,11 @@ class MomentumDynamics(Dynamics):
     """
 
     kind = "momentum"
+    _family = kernels.MOMENTUM
 
     def _stable(self):
         b = self.param_N
         return (self.lr_N > 0) & (self.lr_N * self.h_D.max() < 2.0 * (1.0 + b)) & (b < 1.0)
-
-    def _kernel(self, t_n, idx):
-        s11, s12, s22 = self.start
-        return kernels.momentum_loss(self.h_D, self.c_D, self.weight_D, s11, s12, s22,
-                                     self.start_index_N[idx], self.lr_N[idx], self.param_N[idx],
-                                     self.inv_batch_N[idx], t_n)
 
     def _stationary(self, idx):
         a = self.lr_N[idx][:, None]
@@ -344,17 +343,12 @@ class EMADynamics(Dynamics):
     """
 
     kind = "ema"
+    _family = kernels.EMA
     _loss_index = 2
 
     def _stable(self):
         g = self.param_N
         return (self.lr_N > 0) & (self.lr_N * self.h_D.max() < 2.0) & (g < 1.0)
-
-    def _kernel(self, t_n, idx):
-        s11, s12, s22 = self.start
-        return kernels.ema_loss(self.h_D, self.c_D, self.weight_D, s11, s12, s22,
-                                self.start_index_N[idx], self.lr_N[idx], self.param_N[idx],
-                                self.inv_batch_N[idx], t_n)
 
     def _stationary(self, idx):
         a = self.lr_N[idx][:, None]
