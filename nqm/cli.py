@@ -260,7 +260,10 @@ def format_csv(result: dict) -> str:
 
 def main(argv=None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:       # bad flags (2) or --help (0): a status, not an exception
+        return int(exit_.code or 0)
     try:
         result = run_compare(args) if args.command == "compare" else run_curve(args)
     except ValueError as err:
