@@ -32,6 +32,15 @@ def apply_preset():
 
 
 @st.cache_data
+def cached_chart_specs(config: NQMConfig, optimizers: tuple, precond_powers: tuple,
+                       batch_sizes: tuple):
+    """The Vega-Lite specs of the two curve charts, built (and validated) once per setting."""
+    result = cached_exploration(config, optimizers, precond_powers, batch_sizes)
+    return (charts.steps_chart(result.points, result.lower_bound, result.summary).to_dict(),
+            charts.rate_chart(result.points).to_dict())
+
+
+@st.cache_data
 def cached_noise(config: NQMConfig, batch_size: int, lr: float, momentum: float,
                  precond_power: float, steps: int):
     return explorer.noise_scale_along(config, batch_size, lr, momentum, precond_power, steps)
@@ -69,7 +78,7 @@ config = NQMConfig(dim=dim, spectrum_exponent=spectrum, noise=noise, noise_expon
                    target=target)
 try:
     result = cached_exploration(config, tuple(optimizers), tuple(float(p) for p in powers),
-                                batch_sizes)
+                                batch_sizes)  # the same key as the chart specs below
 except ValueError as err:
     st.session_state["error"] = str(err)
     st.error(f"Cannot compute this setting: {err}")
@@ -83,8 +92,9 @@ if "shown_preset" in st.session_state:
     name = st.session_state["shown_preset"]
     st.info(f"**{name}.** {explorer.PRESETS[name][1]}")
 st.subheader("Steps to reach the target, tuned at each batch size")
-st.altair_chart(charts.steps_chart(result.points, result.lower_bound, result.summary),
-                width="stretch")
+key = (config, tuple(optimizers), tuple(float(p) for p in powers), batch_sizes)
+steps_spec, rate_spec = cached_chart_specs(*key)
+st.vega_lite_chart(spec=steps_spec, width="stretch")
 st.caption("Solid: tuned steps. Dashed: perfect scaling from the smallest batch. Grey: the "
            "estimator bound sum(c/h) / (2 target B), which no method beats. Vertical rules: "
            "B_crit of the fit S = S_min (1 + B_crit / B), cbs20 (last B within 20% of perfect "
@@ -96,7 +106,7 @@ st.download_button("Download the curves (CSV)", result.points.to_csv(index=False
 left, right = st.columns(2)
 with left:
     st.subheader("Tuned learning rate")
-    st.altair_chart(charts.rate_chart(result.points), width="stretch")
+    st.vega_lite_chart(spec=rate_spec, width="stretch")
 with right:
     st.subheader("Gradient noise scale along a run")
     first = result.points[result.points["optimizer"] == result.points["optimizer"].iloc[0]]
