@@ -100,7 +100,7 @@ st.caption("Solid: tuned steps. Dashed: perfect scaling from the smallest batch.
            "B_crit of the fit S = S_min (1 + B_crit / B), cbs20 (last B within 20% of perfect "
            "scaling), and the first B within 10% of the fewest steps (maximal data parallelism).")
 st.dataframe(result.summary, hide_index=True)
-st.download_button("Download the curves (CSV)", result.points.to_csv(index=False),
+st.download_button("Download the curves (CSV)", explorer.curves_csv(result.points),
                    file_name="nqm_curves.csv", mime="text/csv", key="download_csv")
 
 left, right = st.columns(2)

@@ -6,11 +6,13 @@ Pure functions of plain values (usable as cache keys); `nqm.charts` draws the ta
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
+from nqm.moments import expected_loss
 from nqm.noise_scale import noise_scale_trajectory
 from nqm.problem import NQMConfig
 from nqm.scaling import Analysis, analyse_curve
@@ -76,8 +78,6 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
 
     Raises ValueError (naming the control) on bad input.
     """
-    import time
-
     problem = config.problem()
     if problem.initial_loss() <= problem.target:
         raise ValueError(f"target {problem.target:g} must be below the initial loss "
@@ -119,8 +119,6 @@ def noise_scale_along(config: NQMConfig, batch_size: int, learning_rate: float,
                       steps: int = 0, points: int = 60) -> pd.DataFrame:
     """B_simple, B_noise and E[L] along the expected trajectory of one run, at `points` steps
     spaced geometrically up to `steps`."""
-    from nqm.moments import expected_loss
-
     problem = config.problem()
     ts = np.unique(np.concatenate([[0], np.geomspace(1, max(steps, 1), points).astype(np.int64)]))
     b_simple, b_noise = noise_scale_trajectory(problem, ts, batch_size, learning_rate,
@@ -129,3 +127,8 @@ def noise_scale_along(config: NQMConfig, batch_size: int, learning_rate: float,
                          precond_power=precond_power)[0]
     return pd.DataFrame({"step": ts, "b_simple": b_simple[0], "b_noise": b_noise[0],
                          "loss": loss})
+
+
+def curves_csv(points: pd.DataFrame) -> str:
+    """The points table as CSV text (what the app's download button serves)."""
+    return points.to_csv(index=False)

@@ -192,10 +192,6 @@ class Dynamics:
         zero = (t_n == 0)
         return tuple(np.where(zero, s, o) for s, o in zip(s0, out))
 
-    def loss_of_state(self, state) -> np.ndarray:
-        """E[L] of a second-moment state (S11, S12, S22), shape (n,)."""
-        return state[self._loss_index] @ self.weight_D
-
     def _step_map(self, row: int):
         """(F entries, noise direction g) of one step for one row, each (d,)."""
         raise NotImplementedError

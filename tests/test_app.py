@@ -1,10 +1,14 @@
 """The Streamlit app (app.py) driven headless by streamlit.testing.v1.AppTest."""
 
+import io
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from streamlit.testing.v1 import AppTest
+
+from nqm.explorer import curves_csv
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 
@@ -79,5 +83,11 @@ def test_preset_sets_its_controls_and_explains():
 def test_csv_download_holds_the_curve():
     at = run_app(dim=300, batch_range=(4, 64))
     points = at.session_state["points"]
-    assert len(points) == 5 and list(points["batch_size"]) == [4, 8, 16, 32, 64]
-    assert at.get("download_button")  # the export control is on the page
+    assert list(points["batch_size"]) == [4, 8, 16, 32, 64]
+    button = at.get("download_button")[0]
+    assert button.proto.label == "Download the curves (CSV)" and button.proto.url.endswith(".csv")
+    # what the button serves reads back as the same curve
+    back = pd.read_csv(io.StringIO(curves_csv(points)))
+    assert list(back["batch_size"]) == [4, 8, 16, 32, 64]
+    np.testing.assert_allclose(back["steps"], points["steps"])
+    np.testing.assert_allclose(back["learning_rate"], points["learning_rate"])
