@@ -1,5 +1,8 @@
-"""realnets: measuring steps to result on real networks and real data (in progress).
+"""realnets: steps to result against batch size, measured on real networks and real data.
 
-So far: the offline data sets (`realnets.datasets`). The trainer, sweep protocol and CLI of
-issue 3 are still to come.
+The protocol of Shallue et al. 2018 on a JAX data-parallel trainer: `datasets` (offline data),
+`models` (flax), `tasks` and `workloads` (what is trained, to which goal), `mesh` and `step` (the
+sharded, jit-compiled train step with the gradient noise scale of `gradient_noise`), `trainer`
+(trials of one batch size), `search` (quasi-random metaparameters), `sweep` and `store` (the
+resumable sweep directory), `report`, `batch_science` (published data) and `cli`.
 """

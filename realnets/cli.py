@@ -1,0 +1,192 @@
+"""`python -m realnets {sweep, workloads, report, import-batch-science}`.
+
+All logic lives in the library (`realnets.sweep`, `realnets.report`, `realnets.batch_science`);
+this module parses flags, calls it and prints. Bad input prints one line `error: ...` and exits 2.
+Multi-host: run the same command on every host with `--coordinator HOST:PORT --num-processes N
+--process-id I` (see the README).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from nqm.cli import _Parser, parse_batch_sizes
+from nqm.curve import to_json
+
+
+def _range(text: str, name: str) -> tuple[float, float]:
+    parts = text.split(",")
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"{name} must be two numbers LO,HI, got {text!r}") from None
+    return lo, hi
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m realnets",
+                     description="Measure steps to result against batch size on real networks.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    s = sub.add_parser("sweep", help="run or resume a sweep (Shallue et al. protocol)")
+    s.add_argument("--workload", required=True)
+    s.add_argument("--batch-sizes", help="e.g. 16,32,64 or 16:4096 (powers of two); default: the workload's")
+    s.add_argument("--trials", type=int, default=8, help="quasi-random trials per batch size")
+    s.add_argument("--max-steps", type=int, help="step budget per trial; default: the workload's")
+    s.add_argument("--goal", type=float, help="validation metric to reach; default: the workload's")
+    s.add_argument("--optimizer", choices=("sgd", "momentum", "nesterov", "adam"))
+    s.add_argument("--lr-range", help="LO,HI of the learning rate (log scale)")
+    s.add_argument("--one-minus-momentum-range", help="LO,HI of 1 - momentum (log scale)")
+    s.add_argument("--final-lr-fraction-range",
+                   help="LO,HI of the linear decay's final fraction (default: constant rate)")
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--eval-resolution", type=float,
+                   help="relative gap between evaluations; default: the workload's")
+    s.add_argument("--vmap-trials", type=int, default=0,
+                   help="trials per compiled program (0: all trials of a batch size)")
+    s.add_argument("--max-rows-per-device", type=int, default=4096,
+                   help="larger per-device batches use gradient accumulation")
+    s.add_argument("--text-file", help="text for the text_transformer workload")
+    s.add_argument("--out", required=True, help="sweep directory (rerun to resume)")
+    s.add_argument("--no-progress", action="store_true")
+    s.add_argument("--coordinator", help="HOST:PORT of process 0, for a multi-host sweep")
+    s.add_argument("--num-processes", type=int, default=1)
+    s.add_argument("--process-id", type=int, default=0)
+
+    sub.add_parser("workloads", help="list the workloads").add_argument(
+        "--format", choices=("table", "json"), default="table")
+
+    r = sub.add_parser("report", help="the curve, its analysis and the trials of a sweep")
+    r.add_argument("dir")
+    r.add_argument("--format", choices=("table", "json", "csv"), default="table")
+
+    b = sub.add_parser("import-batch-science",
+                       help="read published batch_science data into the same curve format")
+    b.add_argument("path")
+    b.add_argument("--goal", type=float, required=True)
+    b.add_argument("--metric", help="measurement column (default: val/classification_error)")
+    b.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    b.add_argument("--out", help="write each curve as a sweep-style curve.json under this directory")
+    return parser
+
+
+def sweep_config(args):
+    """SweepConfig from parsed flags, the workload's defaults filling what is not given."""
+    from realnets import workloads
+    from realnets.search import SearchSpace
+    from realnets.sweep import SweepConfig
+
+    w = workloads.get(args.workload)
+    search = w.search
+    lr = _range(args.lr_range, "lr-range") if args.lr_range else search.learning_rate
+    omm = (_range(args.one_minus_momentum_range, "one-minus-momentum-range")
+           if args.one_minus_momentum_range else search.one_minus_momentum)
+    final = (_range(args.final_lr_fraction_range, "final-lr-fraction-range")
+             if args.final_lr_fraction_range else search.final_lr_fraction)
+    batch_sizes = (parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None
+                   else list(w.batch_sizes))
+    if args.text_file is not None and args.workload != "text_transformer":
+        raise ValueError("text-file applies only to --workload text_transformer")
+    return SweepConfig(
+        workload=w.name, batch_sizes=tuple(batch_sizes), trials=args.trials,
+        max_steps=args.max_steps if args.max_steps is not None else w.max_steps,
+        goal=args.goal if args.goal is not None else w.goal,
+        optimizer=args.optimizer or w.optimizer, search=SearchSpace(lr, omm, final),
+        seed=args.seed,
+        eval_resolution=(args.eval_resolution if args.eval_resolution is not None
+                         else w.eval_resolution),
+        vmap_trials=args.vmap_trials, max_rows_per_device=args.max_rows_per_device,
+        text_file=None if args.text_file is None else str(Path(args.text_file).resolve()))
+
+
+def run_sweep_command(args) -> str:
+    from realnets import mesh, report
+    from realnets.sweep import run_sweep
+
+    if args.coordinator:
+        mesh.initialize_distributed(args.coordinator, args.num_processes, args.process_id)
+    config = sweep_config(args)
+    if config.text_file is not None:
+        from realnets.datasets import load_text
+
+        load_text(config.text_file)    # a bad file is a flag error before anything runs
+    curve = run_sweep(config, Path(args.out), progress=not args.no_progress)
+    return report.render(curve, "table")
+
+
+def workloads_text(fmt: str) -> str:
+    from realnets.workloads import WORKLOADS
+
+    described = [w.describe() for w in WORKLOADS.values()]
+    if fmt == "json":
+        return to_json(described, indent=1)
+    blocks = []
+    for d in described:
+        s = d["search"]
+        blocks.append("\n".join([
+            f"{d['name']}",
+            f"  data:        {d['data']}",
+            f"  model:       {d['model']}",
+            f"  goal:        {d['metric']} <= {d['goal']}  ({d['goal_note']})",
+            f"  optimizer:   {d['optimizer']}; search: learning rate {s['learning_rate']}, "
+            f"1 - momentum {s['one_minus_momentum']}, final lr fraction "
+            f"{s['final_lr_fraction'] or 'constant'}",
+            f"  batch sizes: {','.join(map(str, d['batch_sizes']))}; budget {d['max_steps']} steps"]))
+    return "\n\n".join(blocks)
+
+
+def report_text(path: str, fmt: str) -> str:
+    from realnets import report
+    from realnets.sweep import build_curve, load_sweep
+
+    config, records = load_sweep(Path(path))
+    if not records:
+        raise ValueError(f"sweep directory {path} has no finished trials yet")
+    return report.render(build_curve(records, config), fmt)
+
+
+def import_text(args) -> str:
+    from realnets import report, store
+    from realnets.batch_science import load_batch_science
+    from realnets.sweep import curve_document
+
+    curves = load_batch_science(args.path, goal=args.goal, metric=args.metric)
+    if args.out:
+        for curve in curves:
+            c = curve.config
+            name = "_".join(str(c.get(k)) for k in ("dataset", "model", "optimizer"))
+            target = Path(args.out) / name
+            target.mkdir(parents=True, exist_ok=True)
+            store.write_json_atomic(target / "curve.json", curve_document(curve))
+    if args.format == "json":
+        return to_json([curve_document(c) for c in curves], indent=1)
+    return "\n\n".join(report.render(c, args.format) for c in curves)
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:
+        return int(exit_.code or 0)
+    try:
+        if args.command == "sweep":
+            text = run_sweep_command(args)
+        elif args.command == "workloads":
+            text = workloads_text(args.format)
+        elif args.command == "report":
+            text = report_text(args.dir, args.format)
+        else:
+            text = import_text(args)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted: finished trials are saved; rerun the same command to resume",
+              file=sys.stderr)
+        return 130
+    print(text)
+    return 0

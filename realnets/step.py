@@ -1,0 +1,200 @@
+"""The pure train and eval steps, vmapped over trials and jit-compiled on the data mesh.
+
+One compiled program runs one step of T trials of one batch size: the trials share the batch
+(same data order) and differ in their metaparameters, which are traced arrays of shape (T,), so
+a new learning rate never recompiles. Inside a trial the batch of B examples is cut into G
+groups of b = B / G rows, one group per device (G = 2 halves on one device); the gradient of
+each group is taken by `vmap(grad)` and the full-batch gradient is their mean. Because the
+groups follow the device layout, GSPMD computes each group's gradient on its own device and the
+mean is the all-reduce. The per-group and the mean gradient give the noise scale for free
+(`realnets.gradient_noise`). No `shard_map`: the whole step is ordinary jit code.
+
+Gradient accumulation: with M microbatches each group's rows are cut into M chunks scanned in
+sequence and their gradients averaged, which is exactly the same step (the loss is a mean over
+examples and the models have no batch statistics; batch norm would make it differ).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from realnets import mesh as meshlib
+from realnets.gradient_noise import NoiseEMA, unbiased_terms
+
+OPTIMIZERS = ("sgd", "momentum", "nesterov", "adam")
+
+
+class TrainState(NamedTuple):
+    """One trial's state (under vmap: every leaf gets a leading trial axis T)."""
+
+    params: Any
+    opt_state: Any
+    noise: NoiseEMA
+
+
+class Metaparameters(NamedTuple):
+    """Per-trial metaparameters, float32 arrays of shape (T,) (a scalar inside the vmap).
+
+    learning_rate: initial step size; one_minus_momentum: 1 - b (momentum, nesterov; adam's
+    1 - beta1; ignored by sgd); final_lr_fraction: the linear decay ends at this fraction of the
+    initial rate (1: constant).
+    """
+
+    learning_rate: jnp.ndarray
+    one_minus_momentum: jnp.ndarray
+    final_lr_fraction: jnp.ndarray
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """What fixes the compiled program.
+
+    Attributes:
+      optimizer: one of OPTIMIZERS.
+      decay_steps: steps of the linear learning-rate decay (the step budget).
+      groups: G, gradient groups per step (the devices used; 2 on one device; 1 disables the noise
+        scale).
+      microbatches: M, gradient-accumulation chunks per group.
+      noise_decay: decay of the noise-scale moving averages.
+    """
+
+    optimizer: str = "sgd"
+    decay_steps: int = 1000
+    groups: int = 2
+    microbatches: int = 1
+    noise_decay: float = 0.99
+
+    def __post_init__(self):
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        for name in ("decay_steps", "groups", "microbatches"):
+            if int(getattr(self, name)) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if not 0.0 <= self.noise_decay < 1.0:
+            raise ValueError(f"noise_decay must be in [0, 1), got {self.noise_decay}")
+
+
+def groups_for(num_devices: int, batch_size: int) -> int:
+    """G: one gradient group per device; on one device two halves (one if B is odd)."""
+    if num_devices >= 2:
+        return num_devices
+    return 2 if batch_size % 2 == 0 else 1
+
+
+def make_optimizer(config: StepConfig, hp: Metaparameters) -> optax.GradientTransformation:
+    """The optax transformation of one trial, with a linear decay of the learning rate.
+
+    Heavy-ball momentum is optax's trace: v <- b v + g, theta <- theta - a v (as in the NQM).
+    """
+    final = hp.final_lr_fraction
+
+    def schedule(count):
+        frac = jnp.minimum(count / config.decay_steps, 1.0)
+        return hp.learning_rate * (1.0 - (1.0 - final) * frac)
+
+    beta = 1.0 - hp.one_minus_momentum
+    if config.optimizer == "sgd":
+        return optax.sgd(schedule)
+    if config.optimizer == "momentum":
+        return optax.sgd(schedule, momentum=beta)
+    if config.optimizer == "nesterov":
+        return optax.sgd(schedule, momentum=beta, nesterov=True)
+    return optax.adam(schedule, b1=beta)
+
+
+def init_states(init_params: Callable, config: StepConfig, keys, hps: Metaparameters) -> TrainState:
+    """States of T trials: keys (T, 2) uint32 or typed keys, hps with (T,) leaves."""
+
+    def one(key, hp):
+        params = init_params(key)
+        return TrainState(params, make_optimizer(config, hp).init(params), NoiseEMA.zeros())
+
+    return jax.vmap(one)(keys, hps)
+
+
+def _split(tree, groups: int, microbatches: int):
+    """Leaves (B, ...) -> (M, G, B / (G M), ...): group-major, so group g is rows of device g."""
+
+    def cut(x):
+        rows = x.shape[0] // (groups * microbatches)
+        x = x.reshape(groups, microbatches, rows, *x.shape[1:])
+        return jnp.swapaxes(x, 0, 1)
+
+    return jax.tree.map(cut, tree)
+
+
+def make_train_step(loss_fn: Callable, config: StepConfig):
+    """A pure step of T trials: (states, hps, batch) -> (states, stats).
+
+    Args:
+      loss_fn: (params, batch) -> mean loss over the batch's rows (float32 scalar).
+      config: the StepConfig.
+
+    Returns:
+      step(states, hps, batch); stats holds per-trial (T,) arrays: `loss` (mean training loss of
+      the batch, before the update), `grad_sq_small` |G_b|^2 averaged over groups,
+      `grad_sq_big` |G_B|^2, and `b_simple` from the moving averages after this step.
+    """
+    G, M = config.groups, config.microbatches
+    value_and_grad = jax.value_and_grad(loss_fn)
+
+    def one_trial(state: TrainState, hp: Metaparameters, batch):
+        batch_size = jax.tree.leaves(batch)[0].shape[0]
+        chunks = _split(batch, G, M)
+        group_grads = jax.vmap(value_and_grad, in_axes=(None, 0))
+
+        def accumulate(carry, chunk):
+            loss_G, grads_G = group_grads(state.params, chunk)
+            return jax.tree.map(jnp.add, carry, (loss_G, grads_G)), None
+
+        zero = (jnp.zeros((G,), jnp.float32),
+                jax.tree.map(lambda p: jnp.zeros((G,) + p.shape, p.dtype), state.params))
+        if M == 1:
+            loss_G, grads_G = group_grads(state.params, jax.tree.map(lambda x: x[0], chunks))
+        else:
+            (loss_G, grads_G), _ = jax.lax.scan(accumulate, zero, chunks)
+            loss_G = loss_G / M
+            grads_G = jax.tree.map(lambda g: g / M, grads_G)
+        grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads_G)
+        loss = jnp.mean(loss_G)
+
+        sq_G = sum(jnp.sum(jnp.square(g), axis=tuple(range(1, g.ndim)))
+                   for g in jax.tree.leaves(grads_G))
+        small_sq = jnp.mean(sq_G)
+        big_sq = sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads))
+        noise = state.noise
+        if G > 1:
+            grad_sq, trace_cov = unbiased_terms(small_sq, big_sq, batch_size / G, batch_size)
+            noise = noise.update(grad_sq, trace_cov, config.noise_decay)
+
+        optimizer = make_optimizer(config, hp)
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        params = optax.apply_updates(state.params, updates)
+        stats = {"loss": loss, "grad_sq_small": small_sq, "grad_sq_big": big_sq,
+                 "b_simple": noise.b_simple()}
+        return TrainState(params, opt_state, noise), stats
+
+    return jax.vmap(one_trial, in_axes=(0, 0, None))
+
+
+def make_eval_step(eval_fn: Callable):
+    """(states, batch) -> per-trial sums: eval_fn(params, batch) -> dict of scalars, vmapped."""
+    return jax.vmap(lambda state, batch: eval_fn(state.params, batch), in_axes=(0, None))
+
+
+def compile_steps(loss_fn: Callable, eval_fn: Callable | None, config: StepConfig, mesh):
+    """The jitted train step (state donated, batch sharded along `data`, everything else
+    replicated) and eval step on `mesh`."""
+    rep = meshlib.replicated(mesh)
+    data = meshlib.batch_sharding(mesh)
+    train = jax.jit(make_train_step(loss_fn, config), in_shardings=(rep, rep, data),
+                    out_shardings=(rep, rep), donate_argnums=0)
+    evaluate = None
+    if eval_fn is not None:
+        evaluate = jax.jit(make_eval_step(eval_fn), in_shardings=(rep, data), out_shardings=rep)
+    return train, evaluate

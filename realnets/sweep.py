@@ -1,0 +1,251 @@
+"""The measuring protocol of Shallue et al. 2018 over batch sizes, resumable, on disk.
+
+A sweep directory holds (DESIGN.md section 6):
+- `config.json`: what the sweep is (workload, goal, optimizer, search space, budget, seed...);
+- `trials.jsonl`: one finished trial a line, appended (and fsynced) as trials finish;
+- `curve.json`: the ScalingCurve and its analysis, rewritten atomically after every batch size.
+
+Steps to result at a batch size is the first evaluation step at which any trial reached the
+goal. Rerunning the same sweep skips every (batch size, trial id) already in trials.jsonl; a
+sweep killed at any moment loses at most the trials in flight and leaves no broken file (a cut
+final line of trials.jsonl is ignored and repaired). Only process 0 writes; with several hosts
+the directory must be on a filesystem that every process reads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import jax
+import numpy as np
+
+from nqm.curve import CurvePoint, ScalingCurve
+from nqm.scaling import analyse_curve
+from realnets import store, workloads
+from realnets.search import SearchSpace, trial_specs
+from realnets.step import OPTIMIZERS
+from realnets.trainer import RunConfig, run_trials
+
+# Fields that define the study: a rerun with other values would mix incomparable trials.
+IDENTITY = ("workload", "goal", "optimizer", "search", "max_steps", "seed", "eval_resolution",
+            "text_file")
+EDGE_FRACTION = 0.1   # best value in the outer 10% of a log range counts as "on the edge"
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """A sweep: for each batch size, `trials` quasi-random trials (see realnets.search).
+
+    Attributes:
+      workload: registry name (realnets.workloads).
+      batch_sizes: the batch sizes, each >= 1.
+      trials: trials per batch size (trial ids 0 .. trials - 1).
+      max_steps: step budget of every trial.
+      goal: metric value to reach (metric <= goal).
+      optimizer: sgd, momentum, nesterov or adam.
+      search: the search space.
+      seed: data order, initialisation and the quasi-random sequence.
+      eval_resolution: see RunConfig.
+      vmap_trials: trials compiled into one program at a time (0: all of a batch size).
+      max_rows_per_device: see RunConfig (gradient accumulation above it).
+      text_file: text for the text workload (None: pydoc_data).
+    """
+
+    workload: str
+    batch_sizes: tuple[int, ...]
+    trials: int
+    max_steps: int
+    goal: float
+    optimizer: str
+    search: SearchSpace
+    seed: int = 0
+    eval_resolution: float = 0.02
+    vmap_trials: int = 0
+    max_rows_per_device: int = 4096
+    text_file: str | None = None
+
+    def __post_init__(self):
+        workloads.get(self.workload)
+        if not self.batch_sizes:
+            raise ValueError("batch-sizes must list at least one batch size")
+        for b in self.batch_sizes:
+            if not isinstance(b, (int, np.integer)) or b < 1:
+                raise ValueError(f"batch-sizes must be whole numbers >= 1, got {b!r}")
+        if len(set(self.batch_sizes)) != len(self.batch_sizes):
+            raise ValueError(f"batch-sizes must not repeat, got {list(self.batch_sizes)}")
+        if not isinstance(self.trials, (int, np.integer)) or not 1 <= self.trials <= 10_000:
+            raise ValueError(f"trials must be a whole number in [1, 10000], got {self.trials!r}")
+        if not isinstance(self.max_steps, (int, np.integer)) or not 1 <= self.max_steps <= 10 ** 9:
+            raise ValueError(f"max-steps must be a whole number in [1, 1e9], got {self.max_steps!r}")
+        if not math.isfinite(self.goal):
+            raise ValueError(f"goal must be a finite number, got {self.goal}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
+        if self.vmap_trials < 0:
+            raise ValueError(f"vmap-trials must be >= 0, got {self.vmap_trials}")
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out["batch_sizes"] = [int(b) for b in self.batch_sizes]
+        out["search"] = self.search.to_dict()
+        return out
+
+
+def _check_same_study(old: dict, new: dict, path: Path) -> None:
+    for key in IDENTITY:
+        if old.get(key) != new.get(key):
+            raise ValueError(f"out directory {path} holds a sweep with {key} = {old.get(key)!r}, "
+                             f"not {new.get(key)!r}: use a new --out to start another sweep")
+
+
+def _edges(best: dict, config: dict) -> tuple[str, ...]:
+    edges = []
+    search = config.get("search") or {}
+    for name, key in (("learning_rate", "learning_rate"), ("momentum", "one_minus_momentum")):
+        value, bounds = best.get(name), search.get(key)
+        if value is None or not bounds:
+            continue
+        if name == "momentum":
+            value = 1.0 - value
+        lo, hi = np.log(bounds)
+        pos = (np.log(max(value, 1e-300)) - lo) / (hi - lo) if hi > lo else 0.5
+        if pos <= EDGE_FRACTION or pos >= 1 - EDGE_FRACTION:
+            edges.append(name)
+    return tuple(edges)
+
+
+def trial_summary(record: dict) -> dict:
+    """What a curve point keeps of a trial (the full record stays in trials.jsonl)."""
+    keys = ("trial_id", "status", "learning_rate", "momentum", "final_lr_fraction",
+            "steps_to_goal", "steps_run")
+    out = {k: record.get(k) for k in keys}
+    b_simple = [v for v in (record.get("noise_scale") or {}).get("b_simple", []) if v is not None]
+    out["b_simple"] = b_simple[-1] if b_simple else None
+    return out
+
+
+def build_curve(records: list[dict], config: dict) -> ScalingCurve:
+    """The measured ScalingCurve: per batch size, steps to result = the fewest steps_to_goal of
+    its trials (None if no trial reached the goal), with the best trial's metaparameters."""
+    by_batch: dict[int, list[dict]] = {}
+    for r in records:
+        by_batch.setdefault(int(r["batch_size"]), []).append(r)
+    points = []
+    for batch_size, trials in sorted(by_batch.items()):
+        trials = sorted(trials, key=lambda r: r["trial_id"])
+        done = [r for r in trials if r.get("steps_to_goal") is not None]
+        best = min(done, key=lambda r: (r["steps_to_goal"], r["trial_id"])) if done else None
+        points.append(CurvePoint(
+            batch_size=batch_size, steps=None if best is None else int(best["steps_to_goal"]),
+            learning_rate=None if best is None else best["learning_rate"],
+            momentum=None if best is None else best.get("momentum"),
+            edge=() if best is None else _edges(best, config),
+            trials=tuple(trial_summary(r) for r in trials)))
+    return ScalingCurve(points=tuple(points), source="measured", config=dict(config))
+
+
+def curve_document(curve: ScalingCurve) -> dict:
+    """curve.json: the curve with its analysis (DESIGN.md section 6 shape)."""
+    out = curve.to_dict()
+    analysis = analyse_curve(curve)
+    out.update(analysis.to_dict())
+    out["efficiency"] = analysis.efficiency
+    out["regime"] = list(analysis.regimes)
+    per_point = [_best_b_simple(p) for p in curve.points]
+    finite = [v for v in per_point if v is not None and math.isfinite(v)]
+    out["noise_scale"] = {"b_simple": float(np.median(finite)) if finite else None,
+                          "b_noise": None, "per_point_b_simple": per_point,
+                          "note": "median over batch sizes of the best trial's B_simple at its "
+                                  "last evaluation (moving averages, McCandlish et al. app. A.1)"}
+    return out
+
+
+def _best_b_simple(point: CurvePoint):
+    trials = [t for t in point.trials if t.get("b_simple") is not None]
+    if not trials:
+        return None
+    reached = [t for t in trials if t.get("steps_to_goal") is not None]
+    pick = min(reached, key=lambda t: t["steps_to_goal"]) if reached else trials[0]
+    return pick["b_simple"]
+
+
+def load_sweep(out_dir: Path) -> tuple[dict, list[dict]]:
+    """(config, trial records) of a sweep directory; ValueError naming what is wrong."""
+    out_dir = Path(out_dir)
+    if not out_dir.is_dir():
+        raise ValueError(f"sweep directory {out_dir} does not exist")
+    config = store.read_json(out_dir / "config.json", "sweep config")
+    return config, store.read_jsonl(out_dir / "trials.jsonl")
+
+
+def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
+              on_trials: Callable[[list[dict]], None] | None = None) -> ScalingCurve:
+    """Runs (or resumes) a sweep into `out_dir`; returns the measured curve.
+
+    Args:
+      config: the sweep.
+      out_dir: sweep directory (created if needed).
+      progress: show a tqdm bar per group of trials (batch size, trial ids, step).
+      on_trials: called with the new records each time trials finish (e.g. the app's chart).
+    """
+    out_dir = Path(out_dir)
+    writer = jax.process_index() == 0
+    new = config.to_dict()
+    if (out_dir / "config.json").exists():
+        old = store.read_json(out_dir / "config.json", "sweep config")
+        _check_same_study(old, new, out_dir)
+    if writer:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        store.write_json_atomic(out_dir / "config.json", new)
+        store.repair_jsonl(out_dir / "trials.jsonl")
+    records = store.read_jsonl(out_dir / "trials.jsonl")
+    finished = {(int(r["batch_size"]), int(r["trial_id"])) for r in records}
+
+    workload = workloads.get(config.workload)
+    task = workload.build(text_file=config.text_file)
+    specs = trial_specs(config.search, config.optimizer, config.trials, config.seed)
+    chunk = config.vmap_trials or config.trials
+    for batch_size in config.batch_sizes:
+        todo = [s for s in specs if (batch_size, s.trial_id) not in finished]
+        run = RunConfig(batch_size=int(batch_size), max_steps=config.max_steps, goal=config.goal,
+                        optimizer=config.optimizer, seed=config.seed,
+                        eval_resolution=config.eval_resolution,
+                        max_rows_per_device=config.max_rows_per_device)
+        for start in range(0, len(todo), chunk):
+            group = todo[start:start + chunk]
+            bar = _bar(progress and writer, batch_size, group, config.max_steps)
+            try:
+                done = run_trials(task, run, group, on_eval=bar.update_to if bar else None)
+            finally:
+                if bar:
+                    bar.close()
+            if writer:
+                store.append_jsonl(out_dir / "trials.jsonl", done)
+            records.extend(done)
+            if on_trials is not None:
+                on_trials(done)
+        if writer:
+            store.write_json_atomic(out_dir / "curve.json",
+                                    curve_document(build_curve(records, new)))
+    curve = build_curve(records, new)
+    if writer:
+        store.write_json_atomic(out_dir / "curve.json", curve_document(curve))
+    return curve
+
+
+def _bar(enabled: bool, batch_size: int, group, total: int):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    ids = f"{group[0].trial_id}-{group[-1].trial_id}" if len(group) > 1 else str(group[0].trial_id)
+    bar = tqdm(total=total, desc=f"B={batch_size} trials {ids}", unit="step", leave=False)
+
+    def update_to(step: int) -> None:
+        bar.update(step - bar.n)
+
+    bar.update_to = update_to
+    return bar
