@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="trials per compiled program (0: all trials of a batch size)")
     s.add_argument("--max-rows-per-device", type=int, default=4096,
                    help="larger per-device batches use gradient accumulation")
+    s.add_argument("--full-trials", action="store_true",
+                   help="run every trial to its end (default: stop a batch size's trials once one "
+                        "reached the goal; steps to result are the same)")
     s.add_argument("--text-file", help="text for the text_transformer workload")
     s.add_argument("--out", required=True, help="sweep directory (rerun to resume)")
     s.add_argument("--no-progress", action="store_true")
@@ -99,6 +102,7 @@ def sweep_config(args):
         eval_resolution=(args.eval_resolution if args.eval_resolution is not None
                          else w.eval_resolution),
         vmap_trials=args.vmap_trials, max_rows_per_device=args.max_rows_per_device,
+        full_trials=args.full_trials,
         text_file=None if args.text_file is None else str(Path(args.text_file).resolve()))
 
 

@@ -52,6 +52,8 @@ class SweepConfig:
       vmap_trials: trials compiled into one program at a time (0: all of a batch size).
       max_rows_per_device: see RunConfig (gradient accumulation above it).
       text_file: text for the text workload (None: pydoc_data).
+      full_trials: run every trial to its own end instead of stopping a batch size's trials once
+        one reached the goal (see RunConfig.stop_at_first_goal; steps to result are the same).
     """
 
     workload: str
@@ -66,6 +68,7 @@ class SweepConfig:
     vmap_trials: int = 0
     max_rows_per_device: int = 4096
     text_file: str | None = None
+    full_trials: bool = False
 
     def __post_init__(self):
         workloads.get(self.workload)
@@ -210,12 +213,16 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
     chunk = config.vmap_trials or config.trials
     for batch_size in config.batch_sizes:
         todo = [s for s in specs if (batch_size, s.trial_id) not in finished]
-        run = RunConfig(batch_size=int(batch_size), max_steps=config.max_steps, goal=config.goal,
-                        optimizer=config.optimizer, seed=config.seed,
-                        eval_resolution=config.eval_resolution,
-                        max_rows_per_device=config.max_rows_per_device)
         for start in range(0, len(todo), chunk):
             group = todo[start:start + chunk]
+            best = [r["steps_to_goal"] for r in records
+                    if r["batch_size"] == batch_size and r.get("steps_to_goal") is not None]
+            run = RunConfig(batch_size=int(batch_size), max_steps=config.max_steps, goal=config.goal,
+                        optimizer=config.optimizer, seed=config.seed,
+                        eval_resolution=config.eval_resolution,
+                        max_rows_per_device=config.max_rows_per_device,
+                        stop_at_first_goal=not config.full_trials,
+                        stop_after=min(best) if best and not config.full_trials else None)
             bar = _bar(progress and writer, batch_size, group, config.max_steps)
             try:
                 done = run_trials(task, run, group, on_eval=bar.update_to if bar else None)

@@ -60,6 +60,12 @@ class RunConfig:
       noise_decay: decay of the noise-scale moving averages.
       divergence_factor: a training loss above this multiple of the first step's loss (or not
         finite) marks a trial INFEASIBLE.
+      stop_at_first_goal: stop every trial at the first evaluation where one reached the goal
+        (the others are INCOMPLETE, reason "stopped"): steps to result, the first step at which
+        any trial reaches the goal, cannot change after it, and the rest is compute spent on
+        trials that no longer matter. False runs every trial to its own end, as Shallue et al.
+      stop_after: stop at this step at the latest (a previous group of trials of the same batch
+        size already reached the goal here); None for no such limit.
     """
 
     batch_size: int
@@ -72,6 +78,8 @@ class RunConfig:
     eval_batch_size: int = 1024
     noise_decay: float = 0.99
     divergence_factor: float = 1e4
+    stop_at_first_goal: bool = True
+    stop_after: int | None = None
 
     def __post_init__(self):
         for name in ("batch_size", "max_steps", "max_rows_per_device", "eval_batch_size"):
@@ -194,7 +202,10 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     stream = BatchStream(task, config.batch_size, config.seed)
     lockstep = meshlib.needs_lockstep(mesh)
     last_step = 0
-    for target_step in eval_steps(config.max_steps, config.eval_resolution):
+    stopped = None
+    budget = config.max_steps if config.stop_after is None else min(config.max_steps,
+                                                                   config.stop_after)
+    for target_step in eval_steps(budget, config.eval_resolution):
         while last_step < target_step:
             states, stats = train(states, hps, meshlib.place_batch(stream.next(), mesh))
             last_step += 1
@@ -228,6 +239,11 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
             on_eval(last_step)
         if all(r is not None or f is not None for r, f in zip(reached, failed)):
             break
+        if config.stop_at_first_goal and any(r is not None for r in reached):
+            stopped = f"stopped at step {last_step}: another trial reached the goal first"
+            break
+        if last_step == budget and budget < config.max_steps:
+            stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
 
     records = []
     for i, spec in enumerate(trials):
@@ -238,7 +254,8 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
             "learning_rate": spec.learning_rate, "momentum": spec.momentum,
             "final_lr_fraction": spec.final_lr_fraction, "optimizer": config.optimizer,
             "steps_to_goal": reached[i], "steps_run": curves["step"][i][-1] if curves["step"][i] else 0,
-            "goal": config.goal, "metric": task.metric, "reason": failed[i],
+            "goal": config.goal, "metric": task.metric,
+            "reason": failed[i] or (stopped if status == "INCOMPLETE" else None),
             "eval": {"step": curves["step"][i], "metric": curves["metric"][i],
                      "train_loss": curves["train_loss"][i]},
             "noise_scale": {"step": curves["step"][i], "grad_sq_ema": curves["grad_sq_ema"][i],

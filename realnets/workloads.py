@@ -97,11 +97,11 @@ POW2 = lambda lo, hi: tuple(2 ** k for k in range(lo, hi + 1))  # noqa: E731
 
 WORKLOADS = {w.name: w for w in (
     Workload("mnist_mlp", "MNIST, 10,000 real digits (9,003 train / 997 validation)",
-             "MLP 784-128-128-10, ReLU", "error", 0.06,
-             "validation error 6%: reached by every batch size 16..4096 within 3,000 steps in a "
-             "pilot sweep (best trials reach ~3.5%); tighter goals leave the largest batch sizes "
-             "unreached within a budget that runs on 2 cores.",
-             "momentum", SearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(4, 12), 3000, 0.02,
+             "MLP 784-128-128-10, ReLU", "error", 0.04,
+             "validation error 4%: in a pilot (8 trials at B = 16, 128, 1024) the best trials "
+             "reached it in 2040, 344 and 75 steps; 6% was reached within one epoch at B = 16, "
+             "too easy to show perfect scaling; 3% is near what this MLP reaches on 9,003 images.",
+             "momentum", SearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(4, 12), 6000, 0.02,
              _mnist_mlp),
     Workload("mnist_cnn", "MNIST, 10,000 real digits (9,003 train / 997 validation)",
              "simple CNN: conv5x5-16, pool, conv5x5-32, pool, dense 128, 10 (Shallue et al., scaled down)",

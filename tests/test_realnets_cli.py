@@ -1,0 +1,125 @@
+"""`python -m realnets`: bad flags give one clear line and exit 2; report and import formats."""
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from realnets.cli import main
+from realnets.workloads import WORKLOADS
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "batch_science"
+
+
+def _run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--batch-sizes", "0,16"], "batch-sizes"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--batch-sizes", ""], "batch-sizes"),
+    (["sweep", "--workload", "imagenet", "--out", "X"], "workload"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--trials", "0"], "trials"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--max-steps", "-5"], "max-steps"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--lr-range", "1,0.1"], "lr-range"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--lr-range", "abc"], "lr-range"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--one-minus-momentum-range", "0.1,2"],
+     "one-minus-momentum-range"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--goal", "nan"], "goal"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--optimizer", "lbfgs"], "optimizer"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--trials", "two"], "trials"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--text-file", "a.txt"], "text-file"),
+    (["sweep", "--workload", "text_transformer", "--out", "X", "--text-file", "/no/such.txt"],
+     "text-file"),
+    (["sweep", "--workload", "mnist_mlp"], "--out"),
+    (["report", "/no/such/sweep"], "sweep directory"),
+    (["import-batch-science", "/no/such/archive", "--goal", "0.01"], "root"),
+    (["import-batch-science", str(FIXTURE)], "--goal"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_status_2(capsys, tmp_path, argv, names):
+    argv = [str(tmp_path / "out") if a == "X" else a for a in argv]
+    status, out, err = _run(capsys, *argv)
+    assert status == 2
+    assert out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:")
+    assert names in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_bad_flag_from_the_shell_has_no_traceback():
+    proc = subprocess.run([sys.executable, "-m", "realnets", "sweep", "--workload", "mnist_mlp",
+                           "--batch-sizes", "16,-1", "--out", "/tmp/never"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and proc.stderr.startswith("error:")
+
+
+def test_workloads_lists_every_workload_with_its_goal(capsys):
+    status, out, _ = _run(capsys, "workloads", "--format", "json")
+    assert status == 0
+    listed = json.loads(out)
+    assert [w["name"] for w in listed] == list(WORKLOADS)
+    for w in listed:
+        assert w["goal_note"] and w["batch_sizes"] and w["max_steps"] > 0
+    status, table, _ = _run(capsys, "workloads")
+    assert all(name in table for name in WORKLOADS)
+
+
+def _write_sweep(path: Path):
+    config = {"workload": "digits_mlp", "goal": 0.1, "optimizer": "momentum", "trials": 2,
+              "max_steps": 100,
+              "search": {"learning_rate": [1e-3, 3.0], "one_minus_momentum": [0.01, 1.0]}}
+    trials = []
+    for b, steps in ((8, 80), (16, 40), (32, 30)):
+        trials.append({"batch_size": b, "trial_id": 0, "status": "COMPLETE", "steps_to_goal": steps,
+                       "learning_rate": 0.1, "momentum": 0.9,
+                       "noise_scale": {"b_simple": [50.0, 60.0]}})
+        trials.append({"batch_size": b, "trial_id": 1, "status": "INFEASIBLE",
+                       "steps_to_goal": None, "learning_rate": 2.9, "momentum": 0.99,
+                       "noise_scale": {"b_simple": []}})
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "trials.jsonl").write_text("".join(json.dumps(t) + "\n" for t in trials))
+
+
+def test_report_formats_agree(capsys, tmp_path):
+    _write_sweep(tmp_path / "s")
+    status, table, _ = _run(capsys, "report", str(tmp_path / "s"))
+    assert status == 0 and "B_crit" in table and "cbs20" in table
+    status, text, _ = _run(capsys, "report", str(tmp_path / "s"), "--format", "json")
+    doc = json.loads(text)
+    assert [p["steps"] for p in doc["points"]] == [80, 40, 30]
+    assert doc["regimes"]["cbs20"] == 16          # 8 -> 16 halves the steps, 32 does not
+    assert doc["noise_scale"]["b_simple"] == 60.0
+    assert doc["efficiency"][1] == pytest.approx(1.0)
+    status, text, _ = _run(capsys, "report", str(tmp_path / "s"), "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [int(r["steps"]) for r in rows] == [80, 40, 30]
+    assert [int(r["infeasible"]) for r in rows] == [1, 1, 1]
+
+
+def test_report_of_corrupt_sweep_is_a_clear_error(capsys, tmp_path):
+    _write_sweep(tmp_path / "s")
+    (tmp_path / "s" / "config.json").write_text("{not json")
+    status, _, err = _run(capsys, "report", str(tmp_path / "s"))
+    assert status == 2 and "config" in err and "not valid JSON" in err
+
+
+def test_import_batch_science_gives_the_same_curve_format(capsys, tmp_path):
+    status, text, _ = _run(capsys, "import-batch-science", str(FIXTURE), "--goal", "0.02",
+                           "--format", "json", "--out", str(tmp_path / "imported"))
+    assert status == 0
+    (doc,) = json.loads(text)
+    assert [p["steps"] for p in doc["points"]] == [3000, 2000, 1000, None]
+    assert doc["source"] == "batch_science"
+    (written,) = list((tmp_path / "imported").glob("*/curve.json"))
+    assert json.loads(written.read_text())["points"] == doc["points"]
