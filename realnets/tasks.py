@@ -78,11 +78,15 @@ def windows(ids: np.ndarray, length: int) -> np.ndarray:
     return ids[: n * length].reshape(n, length).astype(np.int32)
 
 
-def language_task(model, train_ids, val_ids, context: int) -> Task:
+def language_task(model, train_ids, val_ids, context: int, max_val_windows: int = 256) -> Task:
     """Next-character prediction on windows of context + 1 characters; metric = validation
-    cross-entropy (nats per character)."""
+    cross-entropy (nats per character) on at most `max_val_windows` windows spread evenly over
+    the validation text (a full pass over it at every evaluation would cost more than training
+    at small batch sizes; 256 x 32 characters give the metric to about 0.02 nats)."""
     train = {"tokens": windows(train_ids, context + 1)}
-    val = {"tokens": windows(val_ids, context + 1)}
+    val_windows = windows(val_ids, context + 1)
+    keep = np.unique(np.linspace(0, val_windows.shape[0] - 1, max_val_windows).astype(np.int64))
+    val = {"tokens": val_windows[keep]}
 
     def per_token(params, tokens):
         logits = model.apply(params, tokens[:, :-1])

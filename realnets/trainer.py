@@ -97,7 +97,7 @@ def eval_steps(max_steps: int, resolution: float) -> list[int]:
     steps, t = [], 1
     while t < max_steps:
         steps.append(t)
-        t = max(t + 1, math.ceil(t * (1.0 + resolution)))
+        t = max(t + 1, math.ceil(round(t * (1.0 + resolution), 9)))
     steps.append(max_steps)
     return steps
 
@@ -167,8 +167,10 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     mesh = meshlib.data_mesh(config.batch_size, devices)
     n_dev = mesh.devices.size
     groups = groups_for(n_dev, config.batch_size)
+    # a device computes the gradients of its groups_per_device groups at once (vmapped)
+    groups_per_device = max(1, groups // n_dev)
     micro = microbatches_for(config.batch_size // groups,
-                             config.max_rows_per_device * max(1, groups // n_dev))
+                             max(1, config.max_rows_per_device // groups_per_device))
     step_config = StepConfig(optimizer=config.optimizer, decay_steps=config.max_steps,
                              groups=groups, microbatches=micro, noise_decay=config.noise_decay)
     if task.exact_eval is not None:
@@ -227,7 +229,7 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
                 continue
             for key, value in (("step", last_step), ("metric", metric[i]), ("train_loss", loss[i]),
                                ("grad_sq_ema", ema_g[i]), ("trace_cov_ema", ema_t[i]),
-                               ("b_simple", ema_t[i] / ema_g[i] if groups > 1 and ema_g[i] else None)):
+                               ("b_simple", ema_t[i] / ema_g[i] if groups > 1 and min(ema_g[i], ema_t[i]) > 0 else None)):
                 curves[key][i].append(value)
             bad_loss = not np.isfinite(loss[i]) or abs(loss[i]) > config.divergence_factor * max(
                 abs(first_loss[i]), 1e-12)
