@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--coordinator", help="HOST:PORT of process 0, for a multi-host sweep")
     s.add_argument("--num-processes", type=int, default=1)
     s.add_argument("--process-id", type=int, default=0)
+    s.add_argument("--distributed-timeout", type=int, default=300,
+                   help="seconds to wait for every process to join")
 
     sub.add_parser("workloads", help="list the workloads").add_argument(
         "--format", choices=("table", "json"), default="table")
@@ -111,7 +113,13 @@ def run_sweep_command(args) -> str:
     from realnets.sweep import run_sweep
 
     if args.coordinator:
-        mesh.initialize_distributed(args.coordinator, args.num_processes, args.process_id)
+        if args.distributed_timeout < 1:
+            raise ValueError(f"distributed-timeout must be >= 1 second, got {args.distributed_timeout}")
+        mesh.initialize_distributed(args.coordinator, args.num_processes, args.process_id,
+                                    timeout_seconds=args.distributed_timeout)
+    elif args.num_processes != 1 or args.process_id != 0:
+        raise ValueError("num-processes and process-id need --coordinator HOST:PORT (the address "
+                         "of process 0)")
     config = sweep_config(args)
     if config.text_file is not None:
         from realnets.datasets import load_text

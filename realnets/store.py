@@ -21,6 +21,7 @@ def write_json_atomic(path: Path, obj, indent: int | None = 1) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)     # mkstemp makes 0600; results are for everyone to read
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(to_json(obj, indent=indent) + "\n")
             f.flush()

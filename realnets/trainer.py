@@ -132,6 +132,11 @@ class BatchStream:
         return {k: v[idx] for k, v in self.task.train.items()}
 
 
+def _f32(x) -> float:
+    """A float32 result as the shortest decimal that reads back to it (smaller trial files)."""
+    return float(f"{float(x):.7g}")
+
+
 def _val_chunks(val: dict, chunk: int, mesh) -> list[dict]:
     """Validation rows padded with mask 0 to whole chunks of a multiple of the mesh size."""
     n = int(next(iter(val.values())).shape[0])
@@ -227,9 +232,11 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         for i in range(n):
             if reached[i] is not None or failed[i] is not None:
                 continue
-            for key, value in (("step", last_step), ("metric", metric[i]), ("train_loss", loss[i]),
-                               ("grad_sq_ema", ema_g[i]), ("trace_cov_ema", ema_t[i]),
-                               ("b_simple", ema_t[i] / ema_g[i] if groups > 1 and min(ema_g[i], ema_t[i]) > 0 else None)):
+            for key, value in (("step", last_step), ("metric", _f32(metric[i])),
+                               ("train_loss", _f32(loss[i])),
+                               ("grad_sq_ema", _f32(ema_g[i])), ("trace_cov_ema", _f32(ema_t[i])),
+                               ("b_simple", _f32(ema_t[i] / ema_g[i])
+                                if groups > 1 and min(ema_g[i], ema_t[i]) > 0 else None)):
                 curves[key][i].append(value)
             bad_loss = not np.isfinite(loss[i]) or abs(loss[i]) > config.divergence_factor * max(
                 abs(first_loss[i]), 1e-12)

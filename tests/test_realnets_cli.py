@@ -39,6 +39,7 @@ def _run(capsys, *argv):
     (["sweep", "--workload", "text_transformer", "--out", "X", "--text-file", "/no/such.txt"],
      "text-file"),
     (["sweep", "--workload", "mnist_mlp"], "--out"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--num-processes", "2"], "coordinator"),
     (["report", "/no/such/sweep"], "sweep directory"),
     (["import-batch-science", "/no/such/archive", "--goal", "0.01"], "root"),
     (["import-batch-science", str(FIXTURE)], "--goal"),
