@@ -16,6 +16,7 @@ examples and the models have no batch statistics; batch norm would make it diffe
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
@@ -23,6 +24,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import PartitionSpec
 
 from realnets import mesh as meshlib
 from realnets.gradient_noise import NoiseEMA, unbiased_terms
@@ -135,44 +137,73 @@ def _split(tree, groups: int, microbatches: int):
     return jax.tree.map(cut, tree)
 
 
-def make_train_step(loss_fn: Callable, config: StepConfig):
+def _group_gradients(value_and_grad, params, batch, groups: int, microbatches: int):
+    """Mean loss and gradient of each of `groups` row groups of `batch` (leaves (n, ...)).
+
+    Returns:
+      (loss_G (G,), grads_G: params' leaves with a leading G axis), accumulated over microbatches.
+    """
+    if groups == 1 and microbatches == 1:
+        loss, grads = value_and_grad(params, batch)
+        return loss[None], jax.tree.map(lambda g: g[None], grads)
+    chunks = _split(batch, groups, microbatches)
+
+    def group_grads(params, chunk):
+        return jax.lax.map(lambda rows: value_and_grad(params, rows), chunk)
+    if microbatches == 1:
+        return group_grads(params, jax.tree.map(lambda x: x[0], chunks))
+
+    def accumulate(carry, chunk):
+        return jax.tree.map(jnp.add, carry, group_grads(params, chunk)), None
+
+    zero = (jnp.zeros((groups,), jnp.float32),
+            jax.tree.map(lambda p: jnp.zeros((groups,) + p.shape, p.dtype), params))
+    (loss_G, grads_G), _ = jax.lax.scan(accumulate, zero, chunks)
+    return loss_G / microbatches, jax.tree.map(lambda g: g / microbatches, grads_G)
+
+
+def _mean_over_groups(x_G):
+    # A contraction, not jnp.mean(axis=0): XLA:CPU reduces a short leading axis very slowly
+    # (jax-ml/jax#25187).
+    weights = jnp.full((x_G.shape[0],), 1.0 / x_G.shape[0], x_G.dtype)
+    return jnp.tensordot(weights, x_G, axes=1)
+
+
+def make_train_step(loss_fn: Callable, config: StepConfig, mesh=None):
     """A pure step of T trials: (states, hps, batch) -> (states, stats).
 
     Args:
       loss_fn: (params, batch) -> mean loss over the batch's rows (float32 scalar).
       config: the StepConfig.
+      mesh: the data mesh of n devices, or None for a plain (unsharded) function. With a mesh
+        the step is a `shard_map`: each device takes the gradients of its G / n groups of its own
+        rows, and `pmean` over `data` (the all-reduce) gives the full-batch gradient.
 
     Returns:
       step(states, hps, batch); stats holds per-trial (T,) arrays: `loss` (mean training loss of
       the batch, before the update), `grad_sq_small` |G_b|^2 averaged over groups,
       `grad_sq_big` |G_B|^2, and `b_simple` from the moving averages after this step.
     """
-    G, M = config.groups, config.microbatches
+    n = 1 if mesh is None else mesh.devices.size
+    if config.groups % n:
+        raise ValueError(f"groups ({config.groups}) must be a multiple of the {n} devices")
+    G, local_G, M = config.groups, config.groups // n, config.microbatches
     value_and_grad = jax.value_and_grad(loss_fn)
 
+    def across_devices(x):
+        return x if mesh is None else jax.lax.pmean(x, meshlib.DATA_AXIS)
+
     def one_trial(state: TrainState, hp: Metaparameters, batch):
-        batch_size = jax.tree.leaves(batch)[0].shape[0]
-        chunks = _split(batch, G, M)
-        group_grads = jax.vmap(value_and_grad, in_axes=(None, 0))
-
-        def accumulate(carry, chunk):
-            loss_G, grads_G = group_grads(state.params, chunk)
-            return jax.tree.map(jnp.add, carry, (loss_G, grads_G)), None
-
-        zero = (jnp.zeros((G,), jnp.float32),
-                jax.tree.map(lambda p: jnp.zeros((G,) + p.shape, p.dtype), state.params))
-        if M == 1:
-            loss_G, grads_G = group_grads(state.params, jax.tree.map(lambda x: x[0], chunks))
-        else:
-            (loss_G, grads_G), _ = jax.lax.scan(accumulate, zero, chunks)
-            loss_G = loss_G / M
-            grads_G = jax.tree.map(lambda g: g / M, grads_G)
-        grads = jax.tree.map(lambda g: jnp.mean(g, axis=0), grads_G)
-        loss = jnp.mean(loss_G)
-
+        batch_size = jax.tree.leaves(batch)[0].shape[0] * n       # the global batch
+        # check_vma=False below: the gradient of this device's loss is its own rows' gradient
+        # (with check_vma=True, grad would add the psum of replicated parameters' cotangents
+        # itself and the pmean after it would make it n times too large).
+        loss_G, grads_G = _group_gradients(value_and_grad, state.params, batch, local_G, M)
+        grads = jax.tree.map(lambda g: across_devices(_mean_over_groups(g)), grads_G)
+        loss = across_devices(_mean_over_groups(loss_G))
         sq_G = sum(jnp.sum(jnp.square(g), axis=tuple(range(1, g.ndim)))
                    for g in jax.tree.leaves(grads_G))
-        small_sq = jnp.mean(sq_G)
+        small_sq = across_devices(_mean_over_groups(sq_G))
         big_sq = sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads))
         noise = state.noise
         if G > 1:
@@ -186,7 +217,12 @@ def make_train_step(loss_fn: Callable, config: StepConfig):
                  "b_simple": noise.b_simple()}
         return TrainState(params, opt_state, noise), stats
 
-    return jax.vmap(one_trial, in_axes=(0, 0, None))
+    trials = jax.vmap(one_trial, in_axes=(0, 0, None))
+    if mesh is None:
+        return trials
+    rep, data = PartitionSpec(), PartitionSpec(meshlib.DATA_AXIS)
+    return jax.shard_map(trials, mesh=mesh, in_specs=(rep, rep, data), out_specs=(rep, rep),
+                         check_vma=False)
 
 
 def make_eval_step(eval_fn: Callable):
@@ -194,12 +230,14 @@ def make_eval_step(eval_fn: Callable):
     return jax.vmap(lambda state, batch: eval_fn(state.params, batch), in_axes=(0, None))
 
 
+@functools.lru_cache(maxsize=64)
 def compile_steps(loss_fn: Callable, eval_fn: Callable | None, config: StepConfig, mesh):
     """The jitted train step (state donated, batch sharded along `data`, everything else
-    replicated) and eval step on `mesh`."""
+    replicated) and eval step on `mesh`; cached, so the trials of one batch size that run in
+    several groups, and a resumed sweep, reuse the compiled programs."""
     rep = meshlib.replicated(mesh)
     data = meshlib.batch_sharding(mesh)
-    train = jax.jit(make_train_step(loss_fn, config), in_shardings=(rep, rep, data),
+    train = jax.jit(make_train_step(loss_fn, config, mesh), in_shardings=(rep, rep, data),
                     out_shardings=(rep, rep), donate_argnums=0)
     evaluate = None
     if eval_fn is not None:

@@ -8,6 +8,8 @@ other trials ran beside it) and its own metaparameters.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -21,6 +23,7 @@ from realnets.step import Metaparameters, StepConfig, compile_steps, groups_for,
 from realnets.tasks import Task
 
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
+ONE_DEVICE_NOISE_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class RunConfig:
         trials that no longer matter. False runs every trial to its own end, as Shallue et al.
       stop_after: stop at this step at the latest (a previous group of trials of the same batch
         size already reached the goal here); None for no such limit.
+      noise_every: measure the gradient noise scale every this many steps (None: every step on
+        several devices, where the per-device gradients come free with the all-reduce; every 4th
+        on one device, where the per-group gradients cost extra).
     """
 
     batch_size: int
@@ -80,6 +86,7 @@ class RunConfig:
     divergence_factor: float = 1e4
     stop_at_first_goal: bool = True
     stop_after: int | None = None
+    noise_every: int | None = None
 
     def __post_init__(self):
         for name in ("batch_size", "max_steps", "max_rows_per_device", "eval_batch_size"):
@@ -88,6 +95,9 @@ class RunConfig:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         if not math.isfinite(self.goal):
             raise ValueError(f"goal must be a finite number, got {self.goal}")
+        if self.noise_every is not None and (not isinstance(self.noise_every, int)
+                                             or self.noise_every < 1):
+            raise ValueError(f"noise_every must be a whole number >= 1, got {self.noise_every!r}")
         if not 0.0 <= self.eval_resolution <= 1.0:
             raise ValueError(f"eval_resolution must be in [0, 1], got {self.eval_resolution}")
 
@@ -130,6 +140,18 @@ class BatchStream:
         idx = np.sort(self.order[self.pos:self.pos + self.batch_size])
         self.pos += self.batch_size
         return {k: v[idx] for k, v in self.task.train.items()}
+
+
+@functools.lru_cache(maxsize=16)
+def _init_program(init_params, step_config: StepConfig, mesh):
+    return jax.jit(lambda k, h: init_states(init_params, step_config, k, h),
+                   out_shardings=meshlib.replicated(mesh))
+
+
+@functools.lru_cache(maxsize=16)
+def _exact_eval_program(exact_eval, mesh):
+    rep = meshlib.replicated(mesh)
+    return jax.jit(jax.vmap(lambda s: exact_eval(s.params)), in_shardings=rep, out_shardings=rep)
 
 
 def _f32(x) -> float:
@@ -183,9 +205,14 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     else:
         eval_fn = task.eval_fn
     train, evaluate = compile_steps(task.loss_fn, eval_fn, step_config, mesh)
+    noise_every = config.noise_every or (1 if n_dev > 1 else ONE_DEVICE_NOISE_EVERY)
+    train_plain = train
+    if n_dev == 1 and groups > 1 and noise_every > 1:
+        plain_config = dataclasses.replace(step_config, groups=1, microbatches=microbatches_for(
+            config.batch_size, config.max_rows_per_device))
+        train_plain, _ = compile_steps(task.loss_fn, None, plain_config, mesh)
     if task.exact_eval is not None:
-        exact = jax.jit(jax.vmap(lambda s: task.exact_eval(s.params)),
-                        in_shardings=meshlib.replicated(mesh), out_shardings=meshlib.replicated(mesh))
+        exact = _exact_eval_program(task.exact_eval, mesh)
         val_chunks = []
     else:
         val_chunks = _val_chunks(task.val, config.eval_batch_size, mesh)
@@ -196,8 +223,7 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         final_lr_fraction=jnp.asarray([t.final_lr_fraction for t in trials], jnp.float32))
     keys = jnp.stack([jax.random.fold_in(jax.random.key(config.seed), t.trial_id) for t in trials])
     rep = meshlib.replicated(mesh)
-    states = jax.jit(lambda k, h: init_states(task.init_params, step_config, k, h),
-                     out_shardings=rep)(keys, hps)
+    states = _init_program(task.init_params, step_config, mesh)(keys, hps)
     hps = jax.device_put(hps, rep)
 
     n = len(trials)
@@ -214,7 +240,8 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
                                                                    config.stop_after)
     for target_step in eval_steps(budget, config.eval_resolution):
         while last_step < target_step:
-            states, stats = train(states, hps, meshlib.place_batch(stream.next(), mesh))
+            program = train if last_step % noise_every == 0 else train_plain
+            states, stats = program(states, hps, meshlib.place_batch(stream.next(), mesh))
             last_step += 1
             if lockstep:
                 stats["loss"].block_until_ready()
@@ -273,5 +300,5 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
                             "b_small": config.batch_size // groups if groups > 1 else None,
                             "b_big": config.batch_size},
             "seed": config.seed, "devices": n_dev, "processes": jax.process_count(),
-            "microbatches": micro})
+            "microbatches": micro, "noise_every": noise_every})
     return records
