@@ -182,7 +182,8 @@ def make_train_step(loss_fn: Callable, config: StepConfig, mesh=None):
     Returns:
       step(states, hps, batch); stats holds per-trial (T,) arrays: `loss` (mean training loss of
       the batch, before the update), `grad_sq_small` |G_b|^2 averaged over groups,
-      `grad_sq_big` |G_B|^2, and `b_simple` from the moving averages after this step.
+      `grad_sq_big` |G_B|^2 (both NaN with one group), and `b_simple` from the moving averages
+      after this step.
     """
     n = 1 if mesh is None else mesh.devices.size
     if config.groups % n:
@@ -201,12 +202,13 @@ def make_train_step(loss_fn: Callable, config: StepConfig, mesh=None):
         loss_G, grads_G = _group_gradients(value_and_grad, state.params, batch, local_G, M)
         grads = jax.tree.map(lambda g: across_devices(_mean_over_groups(g)), grads_G)
         loss = across_devices(_mean_over_groups(loss_G))
-        sq_G = sum(jnp.sum(jnp.square(g), axis=tuple(range(1, g.ndim)))
-                   for g in jax.tree.leaves(grads_G))
-        small_sq = across_devices(_mean_over_groups(sq_G))
-        big_sq = sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads))
         noise = state.noise
+        small_sq = big_sq = jnp.full((), jnp.nan, jnp.float32)   # not measured with one group
         if G > 1:
+            sq_G = sum(jnp.sum(jnp.square(g), axis=tuple(range(1, g.ndim)))
+                       for g in jax.tree.leaves(grads_G))
+            small_sq = across_devices(_mean_over_groups(sq_G))
+            big_sq = sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads))
             grad_sq, trace_cov = unbiased_terms(small_sq, big_sq, batch_size / G, batch_size)
             noise = noise.update(grad_sq, trace_cov, config.noise_decay)
 
