@@ -1,9 +1,16 @@
 """batchscope app: `streamlit run app.py`.
 
-The NQM explorer: how far a bigger batch speeds up training on the exact noisy quadratic model,
-with each optimizer's steps-to-target curve, its critical batch size and regimes. All logic lives
-in `nqm` (`nqm.explorer` computes, `nqm.charts` draws); this file only reads the controls.
-Measured curves and the side-by-side comparison with real networks come with `realnets/`.
+Three sections, as tabs of which only the open one runs (so the explorer redraws as fast as it
+did alone):
+- **NQM explorer**: how far a bigger batch speeds up training on the exact noisy quadratic
+  model, with each optimizer's steps-to-target curve, its critical batch size and regimes.
+- **Measured curves**: a sweep measured on a real network (shipped under `sweeps/`, run from
+  this app under `results/`, or any sweep or batch_science directory) beside the NQM: the
+  measured curve, the trials behind each point, the measured gradient noise scale.
+- **Run a sweep**: a sweep from a form, with progress and the curve filling in as trials finish.
+
+All logic lives in libraries: `nqm.explorer` and `realnets.gallery` compute, `nqm.charts`
+draws, `realnets.sweep` runs sweeps; this file only reads the controls, calls them and draws.
 """
 
 from __future__ import annotations
@@ -15,6 +22,12 @@ from nqm import charts, explorer
 from nqm.problem import NOISE_MODELS, NQMConfig
 
 st.set_page_config(page_title="batchscope", layout="wide")
+
+SECTIONS = ("NQM explorer", "Measured curves", "Run a sweep")
+SOURCES = ("sweeps/ or results/", "a sweep directory", "a batch_science directory")
+
+# `realnets` is imported inside the measured sections only: it loads jax (~3 s), which the
+# explorer does not need.
 
 
 @st.cache_data(show_spinner="Tuning the NQM...")
@@ -46,6 +59,340 @@ def cached_noise(config: NQMConfig, batch_size: int, lr: float, momentum: float,
     return explorer.noise_scale_along(config, batch_size, lr, momentum, precond_power, steps)
 
 
+@st.cache_data(show_spinner="Reading the sweep...")
+def cached_sweep(signature: tuple):
+    """A sweep directory, keyed on its files' sizes and times: a sweep still being written is
+    read again as soon as it gains a trial."""
+    from realnets import gallery
+
+    return gallery.load_sweep_dir(signature[0])
+
+
+@st.cache_data(show_spinner="Reading the batch_science data...")
+def cached_batch_science(path: str, goal: float, metric: str):
+    from realnets import gallery
+
+    return gallery.load_batch_science_dir(path, goal, metric)
+
+
+@st.cache_data(show_spinner="Tuning the NQM at the measured batch sizes...")
+def cached_prediction(setup, batch_sizes: tuple):
+    from realnets import gallery
+
+    return gallery.predict(setup, batch_sizes)
+
+
+def fmt(value) -> str:
+    return "-" if value is None or pd.isna(value) else f"{value:.4g}"
+
+
+# ----------------------------------------------------------------------------------------------
+# The NQM explorer
+
+
+def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes: tuple):
+    try:
+        result = cached_exploration(config, tuple(optimizers), tuple(float(p) for p in powers),
+                                    batch_sizes)  # the same key as the chart specs below
+    except ValueError as err:
+        st.session_state["error"] = str(err)
+        st.error(f"Cannot compute this setting: {err}")
+        return
+
+    st.session_state.pop("error", None)
+    st.session_state["points"] = result.points
+    st.session_state["summary"] = result.summary
+
+    if "shown_preset" in st.session_state:
+        name = st.session_state["shown_preset"]
+        st.info(f"**{name}.** {explorer.PRESETS[name][1]}")
+    st.subheader("Steps to reach the target, tuned at each batch size")
+    key = (config, tuple(optimizers), tuple(float(p) for p in powers), batch_sizes)
+    steps_spec, rate_spec = cached_chart_specs(*key)
+    st.vega_lite_chart(spec=steps_spec, width="stretch")
+    st.caption("Solid: tuned steps. Dashed: perfect scaling from the smallest batch. Grey: the "
+               "estimator bound sum(c/h) / (2 target B), which no method beats. Vertical rules: "
+               "B_crit of the fit S = S_min (1 + B_crit / B), cbs20 (last B within 20% of "
+               "perfect scaling), and the first B within 10% of the fewest steps (maximal data "
+               "parallelism).")
+    st.dataframe(result.summary, hide_index=True)
+    st.download_button("Download the curves (CSV)", explorer.curves_csv(result.points),
+                       file_name="nqm_curves.csv", mime="text/csv", key="download_csv")
+
+    left, right = st.columns(2)
+    with left:
+        st.subheader("Tuned learning rate")
+        st.vega_lite_chart(spec=rate_spec, width="stretch")
+    with right:
+        st.subheader("Gradient noise scale along a run")
+        first = result.points[result.points["optimizer"] == result.points["optimizer"].iloc[0]]
+        reached = first[first["steps"].notna()]
+        if reached.empty:
+            st.info("No batch size reached the target.")
+        else:
+            choice = st.select_slider("batch size of the run", options=list(reached["batch_size"]),
+                                      value=int(reached["batch_size"].iloc[0]), key="noise_batch")
+            row = reached[reached["batch_size"] == choice].iloc[0]
+            if optimizers[0] in ("sgd", "momentum"):
+                momentum = 0.0 if pd.isna(row["momentum"]) else float(row["momentum"])
+                traj = cached_noise(config, int(choice), float(row["learning_rate"]), momentum,
+                                    float(powers[0]), int(row["steps"]))
+                st.altair_chart(charts.noise_chart(traj), width="stretch")
+                st.caption("B_simple = tr(C) / |G|^2 and B_noise = tr(HC) / G^T H G along the "
+                           "expected trajectory of the tuned run: the noise scale grows as the "
+                           "loss falls (McCandlish et al. 2018).")
+            else:
+                st.info("Shown for SGD and momentum runs.")
+
+    with st.expander("The model and the equations"):
+        st.markdown(
+            "Loss `L = 1/2 sum_i h_i theta_i^2`; a stochastic gradient at batch size B is "
+            "`H theta + eps`, `eps ~ N(0, C/B)`. SGD moves each direction's second moment as "
+            "`E theta^2 <- (1 - a h)^2 E theta^2 + a^2 c / B`; momentum and averaging add a "
+            "second state per direction. All curves are exact expectations (no sampling): steps "
+            "to target is the first step with E[L] <= target, tuned over the metaparameters at "
+            "every batch size (Zhang et al. 2019).")
+
+
+# ----------------------------------------------------------------------------------------------
+# Measured curves
+
+
+def pick_measured():
+    """The measured curve the controls name, or None (with an error or a hint beside them)."""
+    from realnets import gallery
+
+    source = st.radio("show", SOURCES, horizontal=True, key="measured_source")
+    if source == SOURCES[0]:
+        sweeps = gallery.list_sweeps()
+        if not sweeps:
+            st.info("No sweeps under sweeps/ or results/ yet: run one in the 'Run a sweep' tab.")
+            return None
+        name = st.selectbox("sweep", list(sweeps), key="measured_sweep",
+                            help="sweeps/: measured for batchscope and shipped with it; "
+                                 "results/: sweeps run from this app")
+        path = sweeps[name]
+    elif source == SOURCES[1]:
+        text = st.text_input("sweep directory", key="measured_path",
+                             placeholder="results/my_sweep, or an absolute path",
+                             help="config.json + trials.jsonl, as `python -m realnets sweep` "
+                                  "writes them; a relative path starts at the repository root")
+        if not text.strip():
+            st.info("Type the path of a sweep directory.")
+            return None
+        path = gallery.resolve(text)
+    else:
+        where, goal_col, metric_col = st.columns([3, 1, 2])
+        text = where.text_input("batch_science directory", key="bs_path",
+                                placeholder="batch_science_data/mnist/simple_cnn_base",
+                                help="the published archive of Shallue et al. 2018, or any "
+                                     "directory of it above the batch-size level")
+        goal = goal_col.number_input("goal", value=0.01, format="%.4g", key="bs_goal",
+                                     help="metric value to reach (metric <= goal)")
+        metric = metric_col.text_input("metric", key="bs_metric",
+                                       placeholder="val/classification_error")
+        if not text.strip():
+            st.info("Type the path of a batch_science directory and the goal.")
+            return None
+        try:
+            curves = cached_batch_science(str(gallery.resolve(text)), float(goal), metric)
+        except ValueError as err:
+            st.error(f"Cannot load this batch_science directory: {err}")
+            return None
+        if len(curves) == 1:
+            return curves[0]
+        names = [c.name for c in curves]
+        chosen = st.selectbox("workload", names, key="bs_workload")
+        return curves[names.index(chosen)]
+    try:
+        return cached_sweep(gallery.signature(path))
+    except ValueError as err:
+        st.error(f"Cannot load this sweep: {err}")
+        return None
+
+
+def describe(config: dict) -> str:
+    if "workload" in config:
+        return (f"workload **{config.get('workload')}**, goal {config.get('goal')}, optimizer "
+                f"{config.get('optimizer')}, {config.get('trials')} trials per batch size, budget "
+                f"{config.get('max_steps')} steps")
+    return (f"batch_science **{config.get('dataset')}/{config.get('model')}/"
+            f"{config.get('optimizer')}**: {config.get('metric')} <= {config.get('goal')}")
+
+
+def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
+    from realnets import gallery
+
+    st.subheader("Steps to result measured on a network, beside the NQM")
+    measured = pick_measured()
+    if measured is None:
+        return
+    st.session_state["measured_points"] = measured.points
+    st.session_state["measured_trials"] = measured.trials
+    st.markdown(describe(measured.config))
+    if measured.points.empty:
+        st.info(f"{measured.name} has no finished trials yet.")
+        return
+
+    setup = gallery.prediction_setup(measured.config, nqm_config,
+                                     optimizers[0] if optimizers else "sgd",
+                                     float(powers[0]) if powers else 0.0)
+    scale = False
+    if not setup.exact:
+        scale = st.checkbox("scale to measured S_min", value=True, key="scale_nqm",
+                            help="multiply the NQM's steps so that both fits share S_min: only "
+                                 "the shapes (and B_crit) are compared; the NQM is the problem "
+                                 "and first optimizer set in the sidebar")
+    batch_sizes = tuple(int(b) for b in measured.curve.batch_sizes)
+    comparison, bound = None, None
+    try:
+        predicted = cached_prediction(setup, batch_sizes)
+        comparison = gallery.compare(measured.curve, predicted, scale,
+                                     measured.points["curve"].iloc[0], setup.label)
+        bound = gallery.lower_bound(setup, batch_sizes)
+    except ValueError as err:
+        st.error(f"No NQM prediction for the sidebar's setting: {err}")
+    st.session_state["comparison"] = None if comparison is None else comparison.summary
+
+    points = measured.points if comparison is None else comparison.points
+    summary = measured.summary if comparison is None else comparison.summary
+    st.altair_chart(charts.steps_chart(points, bound, summary, series="curve"), width="stretch")
+    st.caption(
+        "Solid: steps to result (the fewest steps of any trial at that batch size) and the NQM "
+        "prediction at the same batch sizes"
+        + (" (exact: this NQM trained by SGD is the `nqm` workload; grey: its estimator bound)"
+           if setup.exact else ", the sidebar's problem and first optimizer") +
+        ". Dashed: perfect scaling from the smallest batch. Dotted: the fit "
+        "S = S_min (1 + B_crit / B) behind each B_crit. Vertical rules: B_crit, cbs20 (last B "
+        "within 20% of perfect scaling) and the first B within 10% of the fewest steps "
+        "(maximal data parallelism), one colour per curve.")
+    if comparison is not None:
+        if comparison.note:
+            st.warning(comparison.note)
+        left, middle, right = st.columns(3)
+        left.metric("B_crit measured (fit)", fmt(comparison.b_crit_measured))
+        middle.metric("B_crit NQM (fit)", fmt(comparison.b_crit_predicted))
+        right.metric("ratio NQM / measured", fmt(comparison.b_crit_ratio))
+        st.dataframe(comparison.summary, hide_index=True)
+        st.dataframe(comparison.table, hide_index=True)
+        st.download_button("Download both curves (CSV)", comparison.points.to_csv(index=False),
+                           file_name=f"{measured.name.replace('/', '_')}_vs_nqm.csv",
+                           mime="text/csv", key="download_measured_csv", on_click="ignore")
+    else:
+        st.dataframe(measured.summary, hide_index=True)
+
+    st.subheader("The trials behind each point")
+    st.altair_chart(charts.trials_chart(measured.trials), width="content")
+    st.caption("Each trial of the quasi-random search, by learning rate and 1 - momentum (plain "
+               "SGD sits at 1 - momentum = 1). Green: reached the goal; grey: did not (within "
+               "its budget, or stopped once another trial reached the goal first); red: "
+               "diverged. The diamond set the point; a diamond at the edge of the searched "
+               "range means the search space was too small there.")
+    st.dataframe(measured.points.drop(columns=["curve", "perfect"]), hide_index=True)
+    st.download_button("Download the trials (CSV)", measured.trials.to_csv(index=False),
+                       file_name=f"{measured.name.replace('/', '_')}_trials.csv",
+                       mime="text/csv", key="download_trials_csv", on_click="ignore")
+
+    st.subheader("Gradient noise scale along training")
+    if measured.noise.empty:
+        st.info("These data hold no noise-scale estimates (sweeps record them; the published "
+                "batch_science archive does not).")
+    else:
+        st.altair_chart(charts.noise_series_chart(measured.noise,
+                                                  measured.summary["b_crit"].iloc[0]),
+                        width="stretch")
+        st.caption("B_simple = tr(Sigma) / |G|^2 of each batch size's best trial, from gradient "
+                   "norms at two batch sizes (moving averages; McCandlish et al. 2018, app. A). "
+                   "It grows as the loss falls. Dashed: the measured B_crit (fit), which "
+                   "McCandlish et al. predict to be about the noise scale. A batch size whose "
+                   "best trial has no estimate yet is missing.")
+
+
+# ----------------------------------------------------------------------------------------------
+# Run a sweep
+
+
+@st.cache_resource(show_spinner=False)
+def cached_task(workload: str):
+    """A workload's data and functions, built once per process (its compiled programs are
+    cached by the trainer as long as the task object lives)."""
+    from realnets import workloads
+
+    return workloads.get(workload).build()
+
+
+def show_run():
+    from realnets import gallery, workloads
+    from realnets.sweep import run_sweep
+
+    st.subheader("Run a sweep")
+    st.markdown("Trains every trial of the quasi-random search at every batch size (Shallue et "
+                "al. 2018) on this machine. Finished trials are written to the out directory "
+                "as they finish, so closing the tab loses none; submitting the same sweep again "
+                "resumes it. Changing any control while it runs stops it after the trials in "
+                "flight.")
+    names = list(workloads.WORKLOADS)
+    with st.form("run_sweep"):
+        workload = st.selectbox("workload", names, index=names.index("digits_mlp"),
+                                key="run_workload",
+                                help="goal, optimizer and search space: the workload's "
+                                     "(`python -m realnets workloads`)")
+        batch_text = st.text_input("batch sizes", "8:256", key="run_batch_sizes",
+                                   help="16,32,64, or 8:256 for the powers of two from 8 to 256")
+        trials = st.number_input("trials per batch size", 1, 1000, 8, key="run_trials")
+        max_steps = st.number_input("step budget per trial (0: the workload's)", 0, 10 ** 7, 0,
+                                    key="run_max_steps")
+        out_text = st.text_input("out directory", "", key="run_out",
+                                 placeholder="results/<workload>",
+                                 help="blank: results/<workload> (git-ignored); a relative path "
+                                      "starts at the repository root")
+        submitted = st.form_submit_button("Run the sweep", key="run_submit", type="primary")
+    if not submitted:
+        return
+    try:
+        config = gallery.sweep_config(workload, batch_text, int(trials), int(max_steps))
+        out_dir = gallery.out_dir_for(out_text, workload)
+    except ValueError as err:
+        st.error(f"Cannot run this sweep: {err}")
+        return
+
+    bar = st.progress(0.0, text=f"starting {out_dir} (loading data, compiling)...")
+    chart = st.empty()
+
+    def show_progress(_new_records=None):
+        # Each call reads the directory back: what is drawn is what is safely on disk.
+        m = gallery.load_sweep_dir(out_dir)
+        done, total = gallery.finished_trials(m, config)
+        bar.progress(done / total, text=f"{done} of {total} trials finished, in {out_dir}")
+        if not m.points.empty:
+            chart.altair_chart(charts.steps_chart(m.points, None, m.summary, series="curve"),
+                               width="stretch")
+        st.session_state["run_progress"] = (done, total)
+
+    try:
+        if out_dir.is_dir() and (out_dir / "config.json").is_file():
+            show_progress()
+        done_before = st.session_state.get("run_progress", (0, 1))
+
+        def show_step(batch_size: int, step: int) -> None:
+            done, total = st.session_state.get("run_progress", done_before)
+            bar.progress(done / total, text=f"{done} of {total} trials finished; B = "
+                                            f"{batch_size}: step {step} of {config.max_steps}")
+
+        curve = run_sweep(config, out_dir, progress=False, on_trials=show_progress,
+                          on_eval=show_step, task=cached_task(config.workload))
+    except ValueError as err:
+        st.error(f"Cannot run this sweep: {err}")
+        return
+    show_progress()
+    reached = sum(p.reached for p in curve.points)
+    st.success(f"Done: {reached} of {len(curve.points)} batch sizes reached the goal. The sweep "
+               f"is in {out_dir}; open it in 'Measured curves'.")
+
+
+# ----------------------------------------------------------------------------------------------
+# Page
+
 st.title("batchscope: how far does a bigger batch speed up training?")
 
 with st.sidebar:
@@ -72,67 +419,20 @@ with st.sidebar:
     low, high = st.select_slider("batch sizes (powers of two)",
                                  options=[2 ** k for k in range(0, 23)], value=(4, 2 ** 21),
                                  key="batch_range")
+    st.caption("Measured curves are compared with this problem and the first optimizer "
+               "(the `nqm` workload with its own exact NQM).")
 
 batch_sizes = tuple(b for b in (2 ** k for k in range(0, 23)) if low <= b <= high)
 config = NQMConfig(dim=dim, spectrum_exponent=spectrum, noise=noise, noise_exponent=noise_exp,
                    target=target)
-try:
-    result = cached_exploration(config, tuple(optimizers), tuple(float(p) for p in powers),
-                                batch_sizes)  # the same key as the chart specs below
-except ValueError as err:
-    st.session_state["error"] = str(err)
-    st.error(f"Cannot compute this setting: {err}")
-    st.stop()
 
-st.session_state.pop("error", None)
-st.session_state["points"] = result.points
-st.session_state["summary"] = result.summary
-
-if "shown_preset" in st.session_state:
-    name = st.session_state["shown_preset"]
-    st.info(f"**{name}.** {explorer.PRESETS[name][1]}")
-st.subheader("Steps to reach the target, tuned at each batch size")
-key = (config, tuple(optimizers), tuple(float(p) for p in powers), batch_sizes)
-steps_spec, rate_spec = cached_chart_specs(*key)
-st.vega_lite_chart(spec=steps_spec, width="stretch")
-st.caption("Solid: tuned steps. Dashed: perfect scaling from the smallest batch. Grey: the "
-           "estimator bound sum(c/h) / (2 target B), which no method beats. Vertical rules: "
-           "B_crit of the fit S = S_min (1 + B_crit / B), cbs20 (last B within 20% of perfect "
-           "scaling), and the first B within 10% of the fewest steps (maximal data parallelism).")
-st.dataframe(result.summary, hide_index=True)
-st.download_button("Download the curves (CSV)", explorer.curves_csv(result.points),
-                   file_name="nqm_curves.csv", mime="text/csv", key="download_csv")
-
-left, right = st.columns(2)
-with left:
-    st.subheader("Tuned learning rate")
-    st.vega_lite_chart(spec=rate_spec, width="stretch")
-with right:
-    st.subheader("Gradient noise scale along a run")
-    first = result.points[result.points["optimizer"] == result.points["optimizer"].iloc[0]]
-    reached = first[first["steps"].notna()]
-    if reached.empty:
-        st.info("No batch size reached the target.")
-    else:
-        choice = st.select_slider("batch size of the run", options=list(reached["batch_size"]),
-                                  value=int(reached["batch_size"].iloc[0]), key="noise_batch")
-        row = reached[reached["batch_size"] == choice].iloc[0]
-        if optimizers[0] in ("sgd", "momentum"):
-            momentum = 0.0 if pd.isna(row["momentum"]) else float(row["momentum"])
-            traj = cached_noise(config, int(choice), float(row["learning_rate"]), momentum,
-                                float(powers[0]), int(row["steps"]))
-            st.altair_chart(charts.noise_chart(traj), width="stretch")
-            st.caption("B_simple = tr(C) / |G|^2 and B_noise = tr(HC) / G^T H G along the "
-                       "expected trajectory of the tuned run: the noise scale grows as the loss "
-                       "falls (McCandlish et al. 2018).")
-        else:
-            st.info("Shown for SGD and momentum runs.")
-
-with st.expander("The model and the equations"):
-    st.markdown(
-        "Loss `L = 1/2 sum_i h_i theta_i^2`; a stochastic gradient at batch size B is "
-        "`H theta + eps`, `eps ~ N(0, C/B)`. SGD moves each direction's second moment as "
-        "`E theta^2 <- (1 - a h)^2 E theta^2 + a^2 c / B`; momentum and averaging add a second "
-        "state per direction. All curves are exact expectations (no sampling): steps to target "
-        "is the first step with E[L] <= target, tuned over the metaparameters at every batch "
-        "size (Zhang et al. 2019).")
+explorer_tab, measured_tab, run_tab = st.tabs(SECTIONS, key="section", on_change="rerun")
+if explorer_tab.open:
+    with explorer_tab:
+        show_explorer(config, optimizers, powers, batch_sizes)
+if measured_tab.open:
+    with measured_tab:
+        show_measured(config, optimizers, powers)
+if run_tab.open:
+    with run_tab:
+        show_run()

@@ -1,5 +1,7 @@
-"""Altair charts of the explorer's tables (`nqm.explorer`): steps vs batch size, tuned rates,
-noise scale. Functions of DataFrames only; nothing here computes the model."""
+"""Altair charts of the app's tables: the explorer's (`nqm.explorer`: steps vs batch size, tuned
+rates, noise scale) and the measured curves' (`realnets.gallery`: the same steps chart with an NQM
+prediction beside it, the trials behind each point, the measured noise scale). Functions of
+DataFrames only; nothing here computes the model."""
 
 from __future__ import annotations
 
@@ -11,36 +13,44 @@ LOG2 = alt.Scale(type="log", base=2)
 LOG10 = alt.Scale(type="log")
 
 
-def steps_chart(points: pd.DataFrame, lower_bound: pd.DataFrame,
-                summary: pd.DataFrame) -> alt.LayerChart:
-    """Steps to target vs batch size (log-log), one line per optimizer, with each optimizer's
-    perfect-scaling line (dashed), the estimator lower bound (grey) and rules at B_crit (fit),
-    cbs20 and the start of maximal data parallelism."""
+def steps_chart(points: pd.DataFrame, lower_bound: pd.DataFrame | None,
+                summary: pd.DataFrame, series: str = "optimizer") -> alt.LayerChart:
+    """Steps to target vs batch size (log-log), one line per `series` value (an optimizer, or a
+    measured / predicted curve), with each line's perfect-scaling line (dashed), its fit
+    S_min (1 + B_crit / B) (dotted, when `points` has a `fit` column), the estimator lower bound
+    (grey; skipped when None) and rules at B_crit (fit), cbs20 and the start of maximal data
+    parallelism (from `summary`, one row per series)."""
     reached = points[np.isfinite(points["steps"])]
+    # Curve labels are long (they say what was scaled): put that legend below the chart.
+    legend = (alt.Undefined if series == "optimizer"
+              else alt.Legend(orient="bottom", direction="vertical", labelLimit=800))
     base = alt.Chart(reached).encode(
         x=alt.X("batch_size:Q", scale=LOG2, title="batch size B"),
-        color=alt.Color("optimizer:N", title="optimizer"))
+        color=alt.Color(f"{series}:N", title=series, legend=legend))
     lines = base.mark_line(point=True).encode(
         y=alt.Y("steps:Q", scale=LOG10, title="steps to target"),
-        tooltip=["optimizer", "batch_size", "steps", "learning_rate", "momentum", "regime"])
+        tooltip=[series, "batch_size", "steps", "learning_rate", "momentum", "regime"])
     perfect = base.mark_line(strokeDash=[4, 4], opacity=0.5).encode(y="perfect:Q")
-    bound = alt.Chart(lower_bound).mark_line(color="grey", strokeDash=[2, 2]).encode(
-        x=alt.X("batch_size:Q", scale=LOG2), y=alt.Y("steps:Q", scale=LOG10),
-        tooltip=[alt.Tooltip("steps:Q", title="lower bound")])
+    layers = [lines, perfect]
+    if "fit" in points:
+        layers.append(base.mark_line(strokeDash=[1, 3], opacity=0.8).encode(
+            y="fit:Q", tooltip=[series, "batch_size", alt.Tooltip("fit:Q", title="fit")]))
+    if lower_bound is not None:
+        layers.append(alt.Chart(lower_bound).mark_line(color="grey", strokeDash=[2, 2]).encode(
+            x=alt.X("batch_size:Q", scale=LOG2), y=alt.Y("steps:Q", scale=LOG10),
+            tooltip=[alt.Tooltip("steps:Q", title="lower bound")]))
     marks = []
     for _, row in summary.iterrows():
-        for key, title in (("b_crit", "B_crit (fit)"), ("cbs20", "cbs20"),
-                           ("maximal_from", "maximal from")):
+        for key, name in (("b_crit", "B_crit (fit)"), ("cbs20", "cbs20"),
+                          ("maximal_from", "maximal from")):
             value = row[key]
             if value is not None and np.isfinite(value):
-                marks.append({"optimizer": row["optimizer"], "batch_size": float(value),
-                              "marker": title})
-    layers = [lines, perfect, bound]
+                marks.append({series: row[series], "batch_size": float(value), "marker": name})
     if marks:
         rules = alt.Chart(pd.DataFrame(marks)).mark_rule(opacity=0.6).encode(
-            x=alt.X("batch_size:Q", scale=LOG2), color="optimizer:N",
+            x=alt.X("batch_size:Q", scale=LOG2), color=f"{series}:N",
             strokeDash=alt.StrokeDash("marker:N", title="marker"),
-            tooltip=["optimizer", "marker", "batch_size"])
+            tooltip=[series, "marker", "batch_size"])
         layers.append(rules)
     return alt.layer(*layers).properties(height=380)
 
@@ -69,3 +79,43 @@ def noise_chart(trajectory: pd.DataFrame) -> alt.Chart:
         y=alt.Y("noise scale:Q", scale=LOG10, title="gradient noise scale"),
         color="estimate:N", tooltip=["step", "estimate", "noise scale", "loss"]
     ).properties(height=260)
+
+
+STATUS_COLORS = alt.Scale(domain=["reached", "not reached", "infeasible"],
+                          range=["#2ca02c", "#9e9e9e", "#d62728"])
+
+
+def trials_chart(trials: pd.DataFrame, columns: int = 3) -> alt.FacetChart:
+    """The search behind each measured point: every trial over learning rate x (1 - momentum)
+    (log-log), coloured by status, the best trial (the one that set the point) as a large
+    diamond; one panel per batch size."""
+    data = trials.assign(best_trial=np.where(trials["best"], "best trial", "trial"))
+    return alt.Chart(data).mark_point(filled=True, opacity=0.8).encode(
+        x=alt.X("learning_rate:Q", scale=LOG10, title="learning rate"),
+        y=alt.Y("one_minus_momentum:Q", scale=LOG10, title="1 - momentum"),
+        color=alt.Color("status:N", scale=STATUS_COLORS, title="status"),
+        shape=alt.Shape("best_trial:N", scale=alt.Scale(domain=["trial", "best trial"],
+                                                        range=["circle", "diamond"]), title=""),
+        size=alt.Size("best_trial:N", scale=alt.Scale(domain=["trial", "best trial"],
+                                                      range=[30, 160]), legend=None),
+        tooltip=["batch_size", "trial_id", "status", "learning_rate", "momentum",
+                 "steps_to_goal", "steps_run"],
+    ).properties(width=200, height=160).facet(
+        facet=alt.Facet("batch_size:O", title="batch size"), columns=columns)
+
+
+def noise_series_chart(noise: pd.DataFrame, b_crit: float | None = None) -> alt.LayerChart:
+    """Measured B_simple along training (log-log), one line per batch size (its best trial),
+    with a rule at the measured B_crit (fit) when given: McCandlish et al. 2018 predict
+    B_crit ~ B_noise, of which B_simple is the cheap estimate."""
+    lines = alt.Chart(noise).mark_line().encode(
+        x=alt.X("step:Q", scale=LOG10, title="step"),
+        y=alt.Y("b_simple:Q", scale=LOG10, title="B_simple (measured)"),
+        color=alt.Color("batch_size:O", title="batch size"),
+        tooltip=["batch_size", "trial_id", "step", "b_simple"])
+    layers = [lines]
+    if b_crit is not None and np.isfinite(b_crit):
+        rule = pd.DataFrame({"b_simple": [float(b_crit)], "marker": ["B_crit (fit)"]})
+        layers.append(alt.Chart(rule).mark_rule(strokeDash=[6, 3], color="black").encode(
+            y="b_simple:Q", tooltip=["marker", "b_simple"]))
+    return alt.layer(*layers).properties(height=260)

@@ -167,12 +167,11 @@ def curve_document(curve: ScalingCurve) -> dict:
 
 
 def _best_b_simple(point: CurvePoint):
-    trials = [t for t in point.trials if t.get("b_simple") is not None]
-    if not trials:
+    """The noise scale of the trial that set the point (None if unreached or not estimated)."""
+    reached = [t for t in point.trials if t.get("steps_to_goal") is not None]
+    if not reached:
         return None
-    reached = [t for t in trials if t.get("steps_to_goal") is not None]
-    pick = min(reached, key=lambda t: t["steps_to_goal"]) if reached else trials[0]
-    return pick["b_simple"]
+    return min(reached, key=lambda t: (t["steps_to_goal"], t["trial_id"])).get("b_simple")
 
 
 def load_sweep(out_dir: Path) -> tuple[dict, list[dict]]:
@@ -185,7 +184,8 @@ def load_sweep(out_dir: Path) -> tuple[dict, list[dict]]:
 
 
 def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
-              on_trials: Callable[[list[dict]], None] | None = None) -> ScalingCurve:
+              on_trials: Callable[[list[dict]], None] | None = None,
+              on_eval: Callable[[int, int], None] | None = None, task=None) -> ScalingCurve:
     """Runs (or resumes) a sweep into `out_dir`; returns the measured curve.
 
     Args:
@@ -193,6 +193,9 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
       out_dir: sweep directory (created if needed).
       progress: show a tqdm bar per group of trials (batch size, trial ids, step).
       on_trials: called with the new records each time trials finish (e.g. the app's chart).
+      on_eval: called with (batch size, step) after every evaluation (e.g. a progress bar).
+      task: the workload's Task if the caller already built it (the app caches it); else built
+        here from the workload.
     """
     out_dir = Path(out_dir)
     writer = jax.process_index() == 0
@@ -208,7 +211,8 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
     finished = {(int(r["batch_size"]), int(r["trial_id"])) for r in records}
 
     workload = workloads.get(config.workload)
-    task = workload.build(text_file=config.text_file)
+    if task is None:
+        task = workload.build(text_file=config.text_file)
     specs = trial_specs(config.search, config.optimizer, config.trials, config.seed)
     chunk = config.vmap_trials or config.trials
     for batch_size in config.batch_sizes:
@@ -224,8 +228,14 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
                         stop_at_first_goal=not config.full_trials,
                         stop_after=min(best) if best and not config.full_trials else None)
             bar = _bar(progress and writer, batch_size, group, config.max_steps)
+            def report_step(step: int, batch_size=batch_size, bar=bar) -> None:
+                if bar:
+                    bar.update_to(step)
+                if on_eval is not None:
+                    on_eval(batch_size, step)
+
             try:
-                done = run_trials(task, run, group, on_eval=bar.update_to if bar else None)
+                done = run_trials(task, run, group, on_eval=report_step)
             finally:
                 if bar:
                     bar.close()

@@ -1,11 +1,14 @@
-"""The Streamlit app (app.py) driven headless by streamlit.testing.v1.AppTest."""
+"""The Streamlit app (app.py) driven headless by streamlit.testing.v1.AppTest: the NQM explorer,
+the measured curves beside the NQM, and the run-a-sweep form."""
 
 import io
+import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
+from streamlit import dataframe_util
 from streamlit.testing.v1 import AppTest
 
 from nqm.explorer import curves_csv
@@ -91,3 +94,130 @@ def test_csv_download_holds_the_curve():
     assert list(back["batch_size"]) == [4, 8, 16, 32, 64]
     np.testing.assert_allclose(back["steps"], points["steps"])
     np.testing.assert_allclose(back["learning_rate"], points["learning_rate"])
+
+
+# ------------------------------------------------------------------------------------------------
+# Measured curves and Run a sweep
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "batch_science"
+
+
+def section_app(section, **state):
+    """The app opened on `section`, with the given session state (dim 300: a quick NQM)."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["section"] = section
+    for key, value in {"dim": 300, **state}.items():
+        at.session_state[key] = value
+    return at.run()
+
+
+def chart_frames(at, index=0):
+    """The data sets of the index-th Vega-Lite chart, as DataFrames."""
+    chart = at.get("vega_lite_chart")[index]
+    return [dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data)
+            for d in chart.proto.datasets]
+
+
+def errors(at):
+    return [e.value for e in at.error]
+
+
+@pytest.fixture(scope="module")
+def measured_app():
+    return section_app("Measured curves")
+
+
+def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
+    at = measured_app
+    assert not at.exception and not errors(at)
+    assert at.selectbox(key="measured_sweep").value == "sweeps/mnist_mlp"
+    points = at.session_state["measured_points"]
+    assert list(points["batch_size"]) == [2 ** k for k in range(4, 13)]
+    # the steps chart holds the 9 measured batch sizes and the NQM at the same ones
+    curves = next(f for f in chart_frames(at) if "steps" in f)
+    measured = curves[curves["curve"] == "measured: mnist_mlp"]
+    assert list(measured["batch_size"]) == [2 ** k for k in range(4, 13)]
+    assert list(measured["steps"]) == list(points["steps"])
+    nqm = curves[curves["curve"] != "measured: mnist_mlp"]
+    assert nqm["curve"].iloc[0].endswith("(scaled to measured S_min)")
+    assert list(nqm["batch_size"]) == [2 ** k for k in range(4, 13)]
+    # markers: B_crit (fit), cbs20 and maximal from, for both curves
+    rules = next(f for f in chart_frames(at) if "marker" in f)
+    assert sorted(rules["marker"]) == sorted(["B_crit (fit)", "cbs20", "maximal from"] * 2)
+    # trials scatter and noise-scale charts are drawn too
+    assert len(at.get("vega_lite_chart")) == 3
+    trials = at.session_state["measured_trials"]
+    assert len(trials) == 9 * 32
+    assert set(trials["status"]) == {"reached", "not reached", "infeasible"}
+
+
+def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
+    at = measured_app
+    summary = at.session_state["comparison"]
+    measured, nqm = summary.iloc[0], summary.iloc[1]
+    assert measured["b_crit_ratio"] == 1.0
+    assert nqm["b_crit_ratio"] == pytest.approx(nqm["b_crit"] / measured["b_crit"])
+    assert nqm["s_min"] == pytest.approx(measured["s_min"], rel=1e-6)   # scaled to it
+    metrics = {m.label: m.value for m in at.metric}
+    assert float(metrics["ratio NQM / measured"]) == pytest.approx(nqm["b_crit_ratio"], rel=1e-3)
+    # unscaled: the NQM keeps its own S_min, and B_crit (so the ratio) does not change
+    at.checkbox(key="scale_nqm").uncheck().run()
+    assert not at.exception
+    unscaled = at.session_state["comparison"].iloc[1]
+    assert "scaled" not in unscaled["curve"]
+    assert unscaled["b_crit_ratio"] == pytest.approx(nqm["b_crit_ratio"], rel=1e-6)
+    assert unscaled["s_min"] != pytest.approx(measured["s_min"], rel=1e-2)
+
+
+@pytest.mark.parametrize("files, message", [
+    (None, "does not exist"),
+    ({"config.json": "{not json"}, "not valid JSON"),
+    ({"config.json": json.dumps({"workload": "mnist_mlp", "goal": 0.04, "batch_sizes": []})},
+     "batch_sizes must list at least one batch size"),
+])
+def test_a_bad_sweep_directory_shows_an_error_not_an_exception(tmp_path, files, message):
+    path = tmp_path / "sweep"
+    if files is not None:
+        path.mkdir()
+        for name, text in files.items():
+            (path / name).write_text(text)
+    at = section_app("Measured curves", measured_source="a sweep directory",
+                     measured_path=str(path))
+    assert not at.exception
+    assert any(message in e for e in errors(at)), errors(at)
+    assert "measured_points" not in at.session_state
+
+
+def test_a_batch_science_directory_loads_with_its_goal():
+    at = section_app("Measured curves", measured_source="a batch_science directory",
+                     bs_path=str(FIXTURE), bs_goal=0.02)
+    assert not at.exception and not errors(at)
+    assert list(at.session_state["measured_points"]["batch_size"]) == [64, 128, 256, 512]
+    assert any("no noise-scale estimates" in i.value for i in at.info)
+    # a metric the data do not have: the message (with the available columns), not a traceback
+    at.text_input(key="bs_metric").input("val/nope").run()
+    assert not at.exception
+    assert any("metric 'val/nope' is not a measurements.csv column" in e for e in errors(at))
+
+
+def test_run_a_sweep_form_writes_trials_and_shows_progress(tmp_path):
+    out = tmp_path / "digits"
+    at = section_app("Run a sweep")
+    assert not at.exception
+    at.selectbox(key="run_workload").set_value("digits_mlp")
+    at.text_input(key="run_batch_sizes").input("8,16")
+    at.number_input(key="run_trials").set_value(2)
+    at.number_input(key="run_max_steps").set_value(30)
+    at.text_input(key="run_out").input(str(out))
+    at.button(key="run_submit").click().run(timeout=240)
+    assert not at.exception and not errors(at)
+    lines = (out / "trials.jsonl").read_text().splitlines()
+    assert sorted((json.loads(l)["batch_size"], json.loads(l)["trial_id"]) for l in lines) == [
+        (8, 0), (8, 1), (16, 0), (16, 1)]
+    assert at.session_state["run_progress"] == (4, 4)
+    assert at.get("progress") and any("Done" in s.value for s in at.success)
+    # bad input in the form: an error beside it, nothing run
+    at.text_input(key="run_batch_sizes").input(" ")
+    at.button(key="run_submit").click().run()
+    assert not at.exception
+    assert any("at least one batch size" in e for e in errors(at))
