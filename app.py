@@ -15,6 +15,8 @@ draws, `realnets.sweep` runs sweeps; this file only reads the controls, calls th
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -86,6 +88,18 @@ def fmt(value) -> str:
     return "-" if value is None or pd.isna(value) else f"{value:.4g}"
 
 
+def export_buttons(chart, name: str, key: str) -> None:
+    """PNG and SVG downloads of a chart (an Altair chart or its spec), as `name`.png / .svg.
+
+    Deferred: the data is a callable that Streamlit runs only when the button is clicked, so a
+    redraw does not pay vl-convert's 0.1-0.6 s a chart; `on_click="ignore"`: no rerun either."""
+    for fmt_ in charts.EXPORT_MIME:
+        st.download_button(f"Download the chart ({fmt_.upper()})",
+                           functools.partial(charts.chart_bytes, chart, fmt_),
+                           file_name=f"{name}.{fmt_}", mime=charts.EXPORT_MIME[fmt_],
+                           key=f"{key}_{fmt_}", on_click="ignore")
+
+
 # ----------------------------------------------------------------------------------------------
 # The NQM explorer
 
@@ -116,13 +130,17 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
                "perfect scaling), and the first B within 10% of the fewest steps (maximal data "
                "parallelism).")
     st.dataframe(result.summary, hide_index=True)
-    st.download_button("Download the curves (CSV)", explorer.curves_csv(result.points),
-                       file_name="nqm_curves.csv", mime="text/csv", key="download_csv")
+    with st.container(horizontal=True):
+        st.download_button("Download the curves (CSV)", explorer.curves_csv(result.points),
+                           file_name="nqm_curves.csv", mime="text/csv", key="download_csv")
+        export_buttons(steps_spec, "nqm_steps_to_target", "export_steps")
 
     left, right = st.columns(2)
     with left:
         st.subheader("Tuned learning rate")
         st.vega_lite_chart(spec=rate_spec, width="stretch")
+        with st.container(horizontal=True):
+            export_buttons(rate_spec, "nqm_tuned_rate", "export_rate")
     with right:
         st.subheader("Gradient noise scale along a run")
         first = result.points[result.points["optimizer"] == result.points["optimizer"].iloc[0]]
@@ -137,7 +155,10 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
                 momentum = 0.0 if pd.isna(row["momentum"]) else float(row["momentum"])
                 traj = cached_noise(config, int(choice), float(row["learning_rate"]), momentum,
                                     float(powers[0]), int(row["steps"]))
-                st.altair_chart(charts.noise_chart(traj), width="stretch")
+                noise_chart = charts.noise_chart(traj)
+                st.altair_chart(noise_chart, width="stretch")
+                with st.container(horizontal=True):
+                    export_buttons(noise_chart, f"nqm_noise_scale_B{int(choice)}", "export_noise")
                 st.caption("B_simple = tr(C) / |G|^2 and B_noise = tr(HC) / G^T H G along the "
                            "expected trajectory of the tuned run: the noise scale grows as the "
                            "loss falls (McCandlish et al. 2018).")
@@ -256,7 +277,9 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
 
     points = measured.points if comparison is None else comparison.points
     summary = measured.summary if comparison is None else comparison.summary
-    st.altair_chart(charts.steps_chart(points, bound, summary, series="curve"), width="stretch")
+    steps_chart = charts.steps_chart(points, bound, summary, series="curve")
+    st.altair_chart(steps_chart, width="stretch")
+    file_stem = measured.name.replace("/", "_")
     st.caption(
         "Solid: steps to result (the fewest steps of any trial at that batch size) and the NQM "
         "prediction at the same batch sizes"
@@ -275,32 +298,40 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
         right.metric("ratio NQM / measured", fmt(comparison.b_crit_ratio))
         st.dataframe(comparison.summary, hide_index=True)
         st.dataframe(comparison.table, hide_index=True)
-        st.download_button("Download both curves (CSV)", comparison.points.to_csv(index=False),
-                           file_name=f"{measured.name.replace('/', '_')}_vs_nqm.csv",
-                           mime="text/csv", key="download_measured_csv", on_click="ignore")
     else:
         st.dataframe(measured.summary, hide_index=True)
+    with st.container(horizontal=True):
+        if comparison is not None:
+            st.download_button("Download both curves (CSV)", comparison.points.to_csv(index=False),
+                               file_name=f"{measured.name.replace('/', '_')}_vs_nqm.csv",
+                               mime="text/csv", key="download_measured_csv", on_click="ignore")
+        export_buttons(steps_chart, f"{file_stem}_vs_nqm", "export_measured_steps")
 
     st.subheader("The trials behind each point")
-    st.altair_chart(charts.trials_chart(measured.trials), width="content")
+    trials_chart = charts.trials_chart(measured.trials)
+    st.altair_chart(trials_chart, width="content")
     st.caption("Each trial of the quasi-random search, by learning rate and 1 - momentum (plain "
                "SGD sits at 1 - momentum = 1). Green: reached the goal; grey: did not (within "
                "its budget, or stopped once another trial reached the goal first); red: "
                "diverged. The diamond set the point; a diamond at the edge of the searched "
                "range means the search space was too small there.")
     st.dataframe(measured.points.drop(columns=["curve", "perfect"]), hide_index=True)
-    st.download_button("Download the trials (CSV)", measured.trials.to_csv(index=False),
-                       file_name=f"{measured.name.replace('/', '_')}_trials.csv",
-                       mime="text/csv", key="download_trials_csv", on_click="ignore")
+    with st.container(horizontal=True):
+        st.download_button("Download the trials (CSV)", measured.trials.to_csv(index=False),
+                           file_name=f"{measured.name.replace('/', '_')}_trials.csv",
+                           mime="text/csv", key="download_trials_csv", on_click="ignore")
+        export_buttons(trials_chart, f"{file_stem}_trials", "export_trials")
 
     st.subheader("Gradient noise scale along training")
     if measured.noise.empty:
         st.info("These data hold no noise-scale estimates (sweeps record them; the published "
                 "batch_science archive does not).")
     else:
-        st.altair_chart(charts.noise_series_chart(measured.noise,
-                                                  measured.summary["b_crit"].iloc[0]),
-                        width="stretch")
+        noise_chart = charts.noise_series_chart(measured.noise,
+                                                measured.summary["b_crit"].iloc[0])
+        st.altair_chart(noise_chart, width="stretch")
+        with st.container(horizontal=True):
+            export_buttons(noise_chart, f"{file_stem}_noise_scale", "export_measured_noise")
         st.caption("B_simple = tr(Sigma) / |G|^2 of each batch size's best trial, from gradient "
                    "norms at two batch sizes (moving averages; McCandlish et al. 2018, app. A). "
                    "It grows as the loss falls. Dashed: the measured B_crit (fit), which "
@@ -360,14 +391,17 @@ def show_run():
     chart = st.empty()
 
     def show_progress(_new_records=None):
+        """Draws the curve so far; returns its chart (None before the first point)."""
         # Each call reads the directory back: what is drawn is what is safely on disk.
         m = gallery.load_sweep_dir(out_dir)
         done, total = gallery.finished_trials(m, config)
         bar.progress(done / total, text=f"{done} of {total} trials finished, in {out_dir}")
+        drawn = None
         if not m.points.empty:
-            chart.altair_chart(charts.steps_chart(m.points, None, m.summary, series="curve"),
-                               width="stretch")
+            drawn = charts.steps_chart(m.points, None, m.summary, series="curve")
+            chart.altair_chart(drawn, width="stretch")
         st.session_state["run_progress"] = (done, total)
+        return drawn
 
     try:
         if out_dir.is_dir() and (out_dir / "config.json").is_file():
@@ -384,7 +418,10 @@ def show_run():
     except ValueError as err:
         st.error(f"Cannot run this sweep: {err}")
         return
-    show_progress()
+    final_chart = show_progress()
+    if final_chart is not None:   # only once it is done: the chart above is redrawn until then
+        with st.container(horizontal=True):
+            export_buttons(final_chart, f"{out_dir.name}_sweep", "export_run_steps")
     reached = sum(p.reached for p in curve.points)
     st.success(f"Done: {reached} of {len(curve.points)} batch sizes reached the goal. The sweep "
                f"is in {out_dir}; open it in 'Measured curves'.")

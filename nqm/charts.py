@@ -1,7 +1,8 @@
 """Altair charts of the app's tables: the explorer's (`nqm.explorer`: steps vs batch size, tuned
 rates, noise scale) and the measured curves' (`realnets.gallery`: the same steps chart with an NQM
 prediction beside it, the trials behind each point, the measured noise scale). Functions of
-DataFrames only; nothing here computes the model."""
+DataFrames only; nothing here computes the model. `chart_bytes` turns any of them into a PNG or
+SVG file (vl-convert, no browser)."""
 
 from __future__ import annotations
 
@@ -119,3 +120,37 @@ def noise_series_chart(noise: pd.DataFrame, b_crit: float | None = None) -> alt.
         layers.append(alt.Chart(rule).mark_rule(strokeDash=[6, 3], color="black").encode(
             y="b_simple:Q", tooltip=["marker", "b_simple"]))
     return alt.layer(*layers).properties(height=260)
+
+
+EXPORT_MIME = {"png": "image/png", "svg": "image/svg+xml"}
+
+
+def chart_bytes(chart: alt.TopLevelMixin | dict, fmt: str, scale: float = 2.0,
+                width: int = 640) -> bytes:
+    """A chart as a PNG or SVG file, rendered by vl-convert (Vega in a bundled JS engine).
+
+    Args:
+      chart: an Altair chart, or its Vega-Lite spec (`chart.to_dict()`).
+      fmt: "png" or "svg".
+      scale: PNG pixels per chart pixel (2: sharp on high-DPI screens and in slides).
+      width: chart width for a single or layered chart that sets none (the app stretches its
+        charts to the page; Vega-Lite's default alone is narrow). Faceted and fixed-width
+        charts keep theirs.
+
+    Returns:
+      The file's bytes (SVG as UTF-8 text).
+    """
+    if fmt not in EXPORT_MIME:
+        raise ValueError(f"cannot export a chart as {fmt!r}: the formats are "
+                         f"{', '.join(repr(f) for f in EXPORT_MIME)}")
+    import vl_convert as vlc   # here, not at the top: only an export pays its import
+
+    spec = dict(chart if isinstance(chart, dict) else chart.to_dict())
+    if "width" not in spec and "facet" not in spec:
+        spec["width"] = width
+    # Compile with the Vega-Lite version this Altair writes (v6.4.1 -> "v6_4"), not vl-convert's
+    # newest, so the file matches the chart in the app.
+    vl_version = "_".join(alt.SCHEMA_VERSION.split(".")[:2])
+    if fmt == "png":
+        return vlc.vegalite_to_png(spec, vl_version=vl_version, scale=scale)
+    return vlc.vegalite_to_svg(spec, vl_version=vl_version).encode("utf-8")

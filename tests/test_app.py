@@ -221,3 +221,133 @@ def test_run_a_sweep_form_writes_trials_and_shows_progress(tmp_path):
     at.button(key="run_submit").click().run()
     assert not at.exception
     assert any("at least one batch size" in e for e in errors(at))
+
+
+# ------------------------------------------------------------------------------------------------
+# PNG and SVG exports of the charts (nqm.charts.chart_bytes behind deferred download buttons)
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height of a PNG, after decoding every pixel (a truncated file raises)."""
+    from PIL import Image
+
+    assert data.startswith(PNG_SIGNATURE)
+    image = Image.open(io.BytesIO(data))
+    image.load()
+    return image.size
+
+
+def svg_texts(data: bytes) -> list[str]:
+    """The text of every element of an SVG file, which must parse as XML with an <svg> root."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(data)
+    assert root.tag == f"{SVG_NS}svg"
+    return [t.strip() for t in root.itertext() if t.strip()]
+
+
+@pytest.fixture(scope="module")
+def small_steps_chart():
+    from nqm import charts, explorer
+    from nqm.problem import NQMConfig
+
+    result = explorer.explore(NQMConfig(dim=300), ("sgd",), (0.0,), (4, 8, 16, 32, 64))
+    return charts.steps_chart(result.points, result.lower_bound, result.summary)
+
+
+def test_chart_bytes_png_is_a_picture_of_the_chart(small_steps_chart):
+    from nqm.charts import chart_bytes
+
+    width, height = png_size(chart_bytes(small_steps_chart, "png"))
+    # 640 px wide plot + axis + legend, 380 px tall, at scale 2
+    assert width > 2 * 640 and height > 2 * 380
+    small_w, small_h = png_size(chart_bytes(small_steps_chart, "png", scale=1))
+    assert small_w == pytest.approx(width / 2, abs=2)
+    assert small_h == pytest.approx(height / 2, abs=2)
+
+
+def test_chart_bytes_svg_carries_the_axis_titles(small_steps_chart):
+    from nqm.charts import chart_bytes
+
+    texts = svg_texts(chart_bytes(small_steps_chart, "svg"))
+    assert "batch size B" in texts and "steps to target" in texts
+    assert "SGD" in texts  # the legend
+    # the same from the spec dict the app caches
+    assert "batch size B" in svg_texts(chart_bytes(small_steps_chart.to_dict(), "svg"))
+
+
+@pytest.mark.parametrize("fmt", ["pdf", "PNG", "jpg", ""])
+def test_chart_bytes_rejects_other_formats(small_steps_chart, fmt):
+    from nqm.charts import chart_bytes
+
+    with pytest.raises(ValueError, match="formats are 'png', 'svg'"):
+        chart_bytes(small_steps_chart, fmt)
+
+
+@pytest.fixture
+def deferred_downloads(monkeypatch):
+    """The callables the app registers for its deferred downloads, by file name: what a click
+    on the button serves (AppTest's runtime never runs them)."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    registered = {}
+    original = MediaFileManager.add_deferred
+
+    def capture(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        registered[file_name] = (data_callable, mimetype)
+        return original(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", capture)
+    return registered
+
+
+def export_buttons(at):
+    return [b for b in at.get("download_button") if b.proto.label.startswith("Download the chart")]
+
+
+def test_every_explorer_chart_exports_png_and_svg(deferred_downloads):
+    at = run_app(dim=300, batch_range=(4, 64))
+    assert not at.exception
+    buttons = export_buttons(at)
+    # two buttons per chart, converted only on a click, and no rerun on a click
+    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 6
+    assert all(b.proto.HasField("deferred_file_id") and b.proto.ignore_rerun for b in buttons)
+    assert [b.proto.label for b in buttons] == ["Download the chart (PNG)",
+                                                "Download the chart (SVG)"] * 3
+    # the CSV download sits first, beside the steps chart's exports
+    assert at.get("download_button")[0].proto.label == "Download the curves (CSV)"
+    assert sorted(deferred_downloads) == sorted(
+        f"{name}.{fmt}" for name in ("nqm_steps_to_target", "nqm_tuned_rate",
+                                     "nqm_noise_scale_B4") for fmt in ("png", "svg"))
+    titles = {"nqm_steps_to_target": "steps to target", "nqm_tuned_rate": "tuned rate",
+              "nqm_noise_scale_B4": "gradient noise scale"}
+    for name, title in titles.items():
+        png, mime = deferred_downloads[f"{name}.png"]
+        assert mime == "image/png"
+        width, height = png_size(png())
+        assert width > 800 and height > 400
+        svg, mime = deferred_downloads[f"{name}.svg"]
+        assert mime == "image/svg+xml"
+        texts = svg_texts(svg())
+        assert title in texts
+        assert ("step" if name.startswith("nqm_noise") else "batch size B") in texts   # x axis
+
+
+def test_every_measured_chart_exports_png_and_svg(deferred_downloads):
+    at = section_app("Measured curves")
+    assert not at.exception and not errors(at)
+    buttons = export_buttons(at)
+    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 6
+    assert all(b.proto.ignore_rerun for b in at.get("download_button"))
+    names = sorted(deferred_downloads)
+    assert names == sorted(f"mnist_mlp_{kind}.{fmt}" for kind in
+                           ("vs_nqm", "trials", "noise_scale") for fmt in ("png", "svg"))
+    # the faceted trials chart keeps its panel size: one panel per batch size, 3 across
+    width, height = png_size(deferred_downloads["mnist_mlp_trials.png"][0]())
+    assert width > 2 * 3 * 200 and height > 2 * 3 * 160
+    assert "1 - momentum" in svg_texts(deferred_downloads["mnist_mlp_trials.svg"][0]())
+    assert "B_simple (measured)" in svg_texts(
+        deferred_downloads["mnist_mlp_noise_scale.svg"][0]())
