@@ -9,7 +9,7 @@ References:
   (averaging numerator and denominator separately keeps the ratio's bias small).
 
 In a data-parallel step the small batch is one device's share (b = B / n) and the big batch the
-all-reduced gradient; on one device the batch is cut into groups (b = B / 8 for powers of two).
+all-reduced gradient; on one device the batch is split into two halves (b = B / 2).
 """
 
 from __future__ import annotations
