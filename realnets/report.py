@@ -53,7 +53,7 @@ def format_table(doc: dict) -> str:
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
               f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "
               f"from {_fmt(reg['maximal_from'])}",
-              f"gradient noise scale B_simple (median over batch sizes) "
+              f"gradient noise scale B_simple (pooled over batch sizes, weights B^2) "
               f"{_fmt(doc['noise_scale']['b_simple'])}"]
     return "\n".join(lines)
 

@@ -125,9 +125,31 @@ def trial_summary(record: dict) -> dict:
     keys = ("trial_id", "status", "learning_rate", "momentum", "final_lr_fraction",
             "steps_to_goal", "steps_run")
     out = {k: record.get(k) for k in keys}
-    b_simple = [v for v in (record.get("noise_scale") or {}).get("b_simple", []) if v is not None]
+    noise = record.get("noise_scale") or {}
+    b_simple = [v for v in noise.get("b_simple", []) if v is not None]
     out["b_simple"] = b_simple[-1] if b_simple else None
+    for key in ("grad_sq_ema", "trace_cov_ema"):
+        values = noise.get(key) or []
+        out[key] = values[-1] if values else None
     return out
+
+
+def pooled_b_simple(points) -> float | None:
+    """B_simple of a whole sweep: the best trials' averages of tr(Sigma) and |G|^2 at their goal
+    step, pooled over batch sizes with weights B^2 (the variance of both estimates falls as
+    1 / B^2: at a batch size far below B_simple one step says almost nothing about |G|^2)."""
+    num = den = 0.0
+    for p in points:
+        reached = [t for t in p.trials if t.get("steps_to_goal") is not None]
+        if not reached:
+            continue
+        best = min(reached, key=lambda t: (t["steps_to_goal"], t["trial_id"]))
+        g, t = best.get("grad_sq_ema"), best.get("trace_cov_ema")
+        if g is None or t is None or not (math.isfinite(g) and math.isfinite(t)):
+            continue
+        num += p.batch_size ** 2 * t
+        den += p.batch_size ** 2 * g
+    return num / den if den > 0 and num > 0 else None
 
 
 def build_curve(records: list[dict], config: dict) -> ScalingCurve:
@@ -158,11 +180,11 @@ def curve_document(curve: ScalingCurve) -> dict:
     out["efficiency"] = analysis.efficiency
     out["regime"] = list(analysis.regimes)
     per_point = [_best_b_simple(p) for p in curve.points]
-    finite = [v for v in per_point if v is not None and math.isfinite(v)]
-    out["noise_scale"] = {"b_simple": float(np.median(finite)) if finite else None,
+    out["noise_scale"] = {"b_simple": pooled_b_simple(curve.points),
                           "b_noise": None, "per_point_b_simple": per_point,
-                          "note": "median over batch sizes of the best trial's B_simple at its "
-                                  "last evaluation (moving averages, McCandlish et al. app. A.1)"}
+                          "note": "each point: its best trial's B_simple at its goal step "
+                                  "(moving averages, McCandlish et al. app. A.1); b_simple: "
+                                  "those averages pooled over batch sizes with weights B^2"}
     return out
 
 

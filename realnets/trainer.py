@@ -23,7 +23,6 @@ from realnets.step import Metaparameters, StepConfig, compile_steps, groups_for,
 from realnets.tasks import Task
 
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
-ONE_DEVICE_NOISE_EVERY = 4
 
 
 @dataclass(frozen=True)
@@ -69,9 +68,10 @@ class RunConfig:
         trials that no longer matter. False runs every trial to its own end, as Shallue et al.
       stop_after: stop at this step at the latest (a previous group of trials of the same batch
         size already reached the goal here); None for no such limit.
-      noise_every: measure the gradient noise scale every this many steps (None: every step on
-        several devices, where the per-device gradients come free with the all-reduce; every 4th
-        on one device, where the per-group gradients cost extra).
+      noise_every: measure the gradient noise scale every this many steps (None: every step;
+        on several devices the per-device gradients come free with the all-reduce, on one device
+        the two half-batch gradients cost extra dispatch at small batch sizes, and a larger
+        value trades the estimate's variance for speed).
     """
 
     batch_size: int
@@ -205,7 +205,7 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     else:
         eval_fn = task.eval_fn
     train, evaluate = compile_steps(task.loss_fn, eval_fn, step_config, mesh)
-    noise_every = config.noise_every or (1 if n_dev > 1 else ONE_DEVICE_NOISE_EVERY)
+    noise_every = config.noise_every or 1
     train_plain = train
     if n_dev == 1 and groups > 1 and noise_every > 1:
         plain_config = dataclasses.replace(step_config, groups=1, microbatches=microbatches_for(

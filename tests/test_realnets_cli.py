@@ -80,10 +80,11 @@ def _write_sweep(path: Path):
               "max_steps": 100,
               "search": {"learning_rate": [1e-3, 3.0], "one_minus_momentum": [0.01, 1.0]}}
     trials = []
-    for b, steps in ((8, 80), (16, 40), (32, 30)):
+    for b, steps, trace in ((8, 80, 100.0), (16, 40, 200.0), (32, 30, 400.0)):
         trials.append({"batch_size": b, "trial_id": 0, "status": "COMPLETE", "steps_to_goal": steps,
                        "learning_rate": 0.1, "momentum": 0.9,
-                       "noise_scale": {"b_simple": [50.0, 60.0]}})
+                       "noise_scale": {"b_simple": [50.0, trace], "grad_sq_ema": [3.0, 1.0],
+                                       "trace_cov_ema": [150.0, trace]}})
         trials.append({"batch_size": b, "trial_id": 1, "status": "INFEASIBLE",
                        "steps_to_goal": None, "learning_rate": 2.9, "momentum": 0.99,
                        "noise_scale": {"b_simple": []}})
@@ -100,7 +101,9 @@ def test_report_formats_agree(capsys, tmp_path):
     doc = json.loads(text)
     assert [p["steps"] for p in doc["points"]] == [80, 40, 30]
     assert doc["regimes"]["cbs20"] == 16          # 8 -> 16 halves the steps, 32 does not
-    assert doc["noise_scale"]["b_simple"] == 60.0
+    # pooled with weights B^2: (64 * 100 + 256 * 200 + 1024 * 400) / (64 + 256 + 1024)
+    assert doc["noise_scale"]["b_simple"] == pytest.approx(467200 / 1344)
+    assert doc["noise_scale"]["per_point_b_simple"] == [100.0, 200.0, 400.0]
     assert doc["efficiency"][1] == pytest.approx(1.0)
     status, text, _ = _run(capsys, "report", str(tmp_path / "s"), "--format", "csv")
     rows = list(csv.DictReader(io.StringIO(text)))
