@@ -19,19 +19,32 @@ from typing import NamedTuple
 import jax.numpy as jnp
 
 
-def unbiased_terms(small_sq, big_sq, b_small, b_big):
+def unbiased_terms(small_sq, big_sq, b_small, b_big, population: int = 0):
     """Unbiased estimates of (|G|^2, tr(Sigma)) from squared gradient norms.
+
+    With batches drawn without replacement from a training set of N examples and Sigma the
+    covariance of one uniformly drawn example's gradient,
+    E|G_b|^2 = |G|^2 + tr(Sigma) (N - b) / (b (N - 1)) (the finite-population correction; it
+    matters once B is a sizeable fraction of N, e.g. B = 4096 of MNIST's 9,003: without it
+    |G|^2 comes out low by tr(Sigma) / (N - 1) and B_simple far too high). N = 0 means
+    unlimited data, where the factor is 1 / b (McCandlish et al.'s form).
 
     Args:
       small_sq: |G_b|^2 for batches of b_small examples (averaged over the groups), any shape.
       big_sq: |G_B|^2 of the same step's full batch of b_big examples, same shape.
       b_small, b_big: batch sizes, b_small < b_big.
+      population: N, the number of examples batches are drawn from (0: unlimited).
 
     Returns:
       (grad_sq, trace_cov), each the shape of `small_sq`.
     """
-    grad_sq = (b_big * big_sq - b_small * small_sq) / (b_big - b_small)
-    trace_cov = (small_sq - big_sq) / (1.0 / b_small - 1.0 / b_big)
+    if population:
+        alpha_small = (population - b_small) / (b_small * (population - 1.0))
+        alpha_big = (population - b_big) / (b_big * (population - 1.0))
+    else:
+        alpha_small, alpha_big = 1.0 / b_small, 1.0 / b_big
+    trace_cov = (small_sq - big_sq) / (alpha_small - alpha_big)
+    grad_sq = big_sq - alpha_big * trace_cov
     return grad_sq, trace_cov
 
 

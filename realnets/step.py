@@ -64,6 +64,8 @@ class StepConfig:
         the noise scale).
       microbatches: M, gradient-accumulation chunks per group.
       noise_decay: decay of the noise-scale moving averages.
+      population: training examples batches are drawn from without replacement (0: unlimited
+        data); sets the finite-population correction of the noise-scale estimate.
     """
 
     optimizer: str = "sgd"
@@ -71,6 +73,7 @@ class StepConfig:
     groups: int = 2
     microbatches: int = 1
     noise_decay: float = 0.99
+    population: int = 0
 
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
@@ -212,7 +215,8 @@ def make_train_step(loss_fn: Callable, config: StepConfig, mesh=None):
                        for g in jax.tree.leaves(grads_G))
             small_sq = across_devices(_mean_over_groups(sq_G))
             big_sq = sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads))
-            grad_sq, trace_cov = unbiased_terms(small_sq, big_sq, batch_size / G, batch_size)
+            grad_sq, trace_cov = unbiased_terms(small_sq, big_sq, batch_size / G, batch_size,
+                                                config.population)
             noise = noise.update(grad_sq, trace_cov, config.noise_decay)
 
         optimizer = make_optimizer(config, hp)

@@ -199,7 +199,8 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     micro = microbatches_for(config.batch_size // groups,
                              max(1, config.max_rows_per_device // groups_per_device))
     step_config = StepConfig(optimizer=config.optimizer, decay_steps=config.max_steps,
-                             groups=groups, microbatches=micro, noise_decay=config.noise_decay)
+                             groups=groups, microbatches=micro, noise_decay=config.noise_decay,
+                             population=task.train_size or 0)
     if task.exact_eval is not None:
         eval_fn = None
     else:

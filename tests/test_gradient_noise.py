@@ -189,3 +189,22 @@ def test_noise_ema_start_up_bias_cancels_in_the_ratio():
     # Both averages start at 0 with one decay: after one update b_simple is that step's ratio.
     ema = NoiseEMA.zeros().update(3.0, 12.0, 0.99)
     np.testing.assert_allclose(float(ema.b_simple()), 4.0, rtol=1e-6)
+
+
+def test_finite_population_correction_is_exact_on_a_small_set():
+    # N = 6 per-example gradients; all batches of b and B drawn without replacement, enumerated:
+    # the corrected estimates average exactly to |G|^2 and tr(Sigma), Sigma the covariance of one
+    # uniformly drawn example's gradient (1 / N: a batch of b = 1 has exactly that covariance).
+    from itertools import combinations
+
+    rng = np.random.default_rng(3)
+    g_N = rng.normal(size=(6, 3))
+    grad_sq_true = float(np.sum(g_N.mean(0) ** 2))
+    trace_true = float(np.sum(np.var(g_N, axis=0, ddof=0)))
+    b, B = 2, 4
+    small = np.mean([np.sum(g_N[list(c)].mean(0) ** 2) for c in combinations(range(6), b)])
+    big = np.mean([np.sum(g_N[list(c)].mean(0) ** 2) for c in combinations(range(6), B)])
+    grad_sq, trace_cov = unbiased_terms(small, big, b, B, population=6)
+    np.testing.assert_allclose([grad_sq, trace_cov], [grad_sq_true, trace_true], rtol=1e-12)
+    naive_grad_sq, _ = unbiased_terms(small, big, b, B)
+    assert abs(naive_grad_sq - grad_sq_true) > 0.05 * trace_true     # the correction matters
