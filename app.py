@@ -189,7 +189,10 @@ def pick_measured():
         if not sweeps:
             st.info("No sweeps under sweeps/ or results/ yet: run one in the 'Run a sweep' tab.")
             return None
-        name = st.selectbox("sweep", list(sweeps), key="measured_sweep",
+        names = list(sweeps)
+        name = st.selectbox("sweep", names, key="measured_sweep",
+                            index=names.index(gallery.DEFAULT_SWEEP)
+                            if gallery.DEFAULT_SWEEP in names else 0,
                             help="sweeps/: measured for batchscope and shipped with it; "
                                  "results/: sweeps run from this app")
         path = sweeps[name]

@@ -80,6 +80,10 @@ def resolve(path) -> Path:
     return p if p.is_absolute() else REPO_ROOT / p
 
 
+# The README's sweep, shown first when it is there.
+DEFAULT_SWEEP = "sweeps/mnist_mlp"
+
+
 def list_sweeps(*roots: Path) -> dict[str, Path]:
     """Every `root/*/` directory holding a config.json, as {'root_name/dir_name': path}, sorted;
     default roots: the shipped `sweeps/` and the app's `results/`. Missing roots are skipped."""
