@@ -39,6 +39,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from dataclasses import replace
 from typing import NamedTuple
 
 import jax
@@ -49,12 +50,13 @@ import optax
 from realnets import mesh as meshlib
 from realnets import workloads
 from realnets.step import Metaparameters, StepConfig, compile_steps, groups_for, init_states
-from realnets.trainer import (BatchStream, RunConfig, TrialSpec, eval_steps,
-                              microbatches_for, run_trials)
+from realnets.trainer import (ONE_DEVICE_NOISE_EVERY, BatchStream, RunConfig, TrialSpec,
+                              eval_steps, microbatches_for, run_trials)
 
 LEARNING_RATE, MOMENTUM = 0.01, 0.9     # small enough that no trial diverges and stops early
 UNREACHABLE_GOAL = -1.0                  # error rates are >= 0: every trial runs its whole budget
 VMAP_TRIALS = 8
+HARNESS: dict = {}                       # (workload, B) -> the default trainer's overhead
 
 
 class Timing(NamedTuple):
@@ -109,17 +111,28 @@ def bare_step(task):
     return jax.jit(init), jax.jit(step, donate_argnums=0)
 
 
-def time_bare(task, init, step, batch_size, steps, device, seed=0) -> Timing:
+def bare_eval(task):
+    """The bare loop's evaluation: the task's eval_fn on the whole validation set, jitted."""
+    return jax.jit(task.eval_fn)
+
+
+def time_bare(task, init, step, batch_size, steps, device, seed=0, evaluate=None, val=None,
+              eval_at=()) -> Timing:
     """Steps 2..N of the bare loop (step 1 is taken and waited for first, like the trainer's
-    window, which opens after its step 1)."""
+    window, which opens after its step 1); with `evaluate`, the validation metric is computed
+    and brought to the host after each step in `eval_at` (as a hand-written loop counting
+    steps to a goal would)."""
     sampler = EpochSampler(task.train, batch_size, seed)
     draw = lambda: {k: jax.device_put(v, device) for k, v in sampler.next().items()}  # noqa: E731
+    eval_at = set(eval_at)
     state = init(jax.random.key(seed))
     state, loss = step(state, draw())
     loss.block_until_ready()
     start = now()
-    for _ in range(steps - 1):
+    for t in range(2, steps + 1):
         state, loss = step(state, draw())
+        if evaluate is not None and t in eval_at:
+            np.asarray(evaluate(state[0], val)["metric_sum"])
     loss.block_until_ready()
     return since(start)
 
@@ -261,10 +274,7 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
     """Prints one case of section 1; returns the compile time of the first call (s) or None."""
     device = devices[0]
     mesh = meshlib.data_mesh(batch_size, devices)
-    default_cfg = run_config(batch_size, steps, resolution)
     sparse_cfg = run_config(batch_size, steps, 1.0)
-    n_default = len(eval_steps(steps, resolution))
-    n_sparse = len(eval_steps(steps, 1.0))
     trial = [TrialSpec(0, LEARNING_RATE, MOMENTUM)]
 
     # Warm-up: the first run_trials call of this shape compiles (cold); the bare step and the
@@ -286,17 +296,23 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
     train, train_c, evaluate, make_states, hps, val = compiled_trainer_step(task, batch_size, steps,
                                                                             mesh)
 
-    rows = {"bare": [], "step": [], "sparse": [], "default": []}
+    eval_at = eval_steps(steps, 1.0)
+    plain_eval = bare_eval(task)
+    rows = {k: [] for k in ("bare", "bare_evals", "noise_off", "default", "noise_each")}
     fixed = []
     runs = {
         "bare": lambda: time_bare(task, bare_init, bare_c, batch_size, steps, device),
-        "step": lambda: time_trainer_step(task, train, make_states, hps, batch_size, steps, mesh),
-        "sparse": lambda: timed_run_trials(task, sparse_cfg, trial, devices),
-        "default": lambda: timed_run_trials(task, default_cfg, trial, devices),
+        "bare_evals": lambda: time_bare(task, bare_init, bare_c, batch_size, steps, device,
+                                        evaluate=plain_eval, val=val, eval_at=eval_at),
+        "noise_off": lambda: timed_run_trials(task, replace(sparse_cfg, noise_every=0), trial,
+                                              devices),
+        "default": lambda: timed_run_trials(task, sparse_cfg, trial, devices),
+        "noise_each": lambda: timed_run_trials(task, replace(sparse_cfg, noise_every=1), trial,
+                                               devices),
     }
     order = list(runs)
     for r in range(repeats):
-        for key in order[r % 4:] + order[:r % 4]:     # rotate so no row always runs first
+        for key in order[r % 5:] + order[:r % 5]:     # rotate so no row always runs first
             out = runs[key]()
             if isinstance(out, Call):
                 fixed.append(out.fixed)
@@ -310,34 +326,34 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
 
     per_step = {k: [t.wall / (steps - 1) for t in v] for k, v in rows.items()}
     cpu_step = {k: [t.cpu / (steps - 1) for t in v] for k, v in rows.items()}
-    base = med(per_step["bare"])
-    print(f"\n{name}, B = {batch_size}, {steps} steps, 1 trial; steps 2..{steps} timed, "
-          f"median of {repeats} interleaved repeats [range]")
-    print(f"  {'':44s} {'steps/s':>17s} {'ms/step':>8s} {'CPU ms/step':>12s} {'overhead':>9s}")
-    labels = {"bare": "bare jit + optax loop (baseline)",
-              "step": "trainer's jitted step in the bare loop",
-              "sparse": f"run_trials, sparse evals ({n_sparse} evals)",
-              "default": f"run_trials, default cadence ({n_default} evals)"}
+    base = med(per_step["bare_evals"])
+    print(f"\n{name}, B = {batch_size}, {steps} steps, 1 trial, {len(eval_at)} evaluations "
+          f"(after steps 1, 2, 4, ..., {steps}); steps 2..{steps} timed, median of {repeats} "
+          f"interleaved repeats [range]")
+    print(f"  {'':52s} {'steps/s':>17s} {'ms/step':>8s} {'CPU ms/step':>12s} {'overhead':>9s}")
+    every = ONE_DEVICE_NOISE_EVERY
+    labels = {"bare": "bare jit + optax loop, no evaluations",
+              "bare_evals": "bare loop + the same evaluations (BASELINE)",
+              "noise_off": "run_trials, noise scale off",
+              "default": f"run_trials, default (noise scale every {every}th step)",
+              "noise_each": "run_trials, noise scale every step"}
     for key, label in labels.items():
         t = med(per_step[key])
         rates = [1.0 / x for x in per_step[key]]
-        over = "" if key == "bare" else f"{100 * (t / base - 1):+8.1f}%"
-        print(f"  {label:44s} {1 / t:7.0f} {spread(rates):>9s} {1e3 * t:8.2f} "
+        over = "" if key == "bare_evals" else f"{100 * (t / base - 1):+8.1f}%"
+        print(f"  {label:52s} {1 / t:7.0f} {spread(rates):>9s} {1e3 * t:8.2f} "
               f"{1e3 * med(cpu_step[key]):12.2f} {over:>9s}")
-    # Where the time goes (medians; differences of noisy medians, so approximate).
-    t_step, t_sparse, t_default = (med(per_step[k]) for k in ("step", "sparse", "default"))
-    print(f"  where it goes: trainer step vs bare step {100 * (t_step / base - 1):+.1f}%, "
-          f"run_trials loop vs the step in a bare loop {100 * (t_sparse / t_step - 1):+.1f}%, "
-          f"default-cadence evals {100 * (t_default / t_sparse - 1):+.1f}%")
-    print(f"  compiled step: trainer {flops_t / 1e6:.1f} MFLOP, {bytes_t / 1e6:.1f} MB accessed; "
+    HARNESS[(name, batch_size)] = med(per_step["default"]) / base - 1
+    t_step = med(per_step["noise_off"])
+    print(f"  compiled measuring step (two half-batch gradients): trainer {flops_t / 1e6:.1f} MFLOP, {bytes_t / 1e6:.1f} MB accessed; "
           f"bare {flops_b / 1e6:.1f} MFLOP, {bytes_b / 1e6:.1f} MB "
           f"(x{flops_t / flops_b:.2f} flops, x{bytes_t / bytes_b:.2f} bytes; XLA's cost analysis)")
     print(f"  one evaluation ({val['mask'].shape[0]} validation rows, result to host): "
           f"{1e3 * t_eval:.2f} ms = {t_eval / t_step:.1f} trainer steps; host batch per step: "
-          f"trainer {1e6 * host_trainer:.0f} us (sort + gather + place_batch), "
+          f"trainer {1e6 * host_trainer:.0f} us (gather + place_batch, made ahead in a thread), "
           f"bare {1e6 * host_bare:.0f} us")
     n_budget = len(eval_steps(budget_steps, resolution))
-    share = n_budget * t_eval / (budget_steps * t_sparse + n_budget * t_eval)
+    share = n_budget * t_eval / (budget_steps * t_step + n_budget * t_eval)
     print(f"  at the workload's default budget ({budget_steps} steps, {n_budget} evals) the "
           f"evaluations would be {100 * share:.1f}% of the loop")
     what = ("compiles init, train and eval" if first
@@ -409,7 +425,7 @@ def main():
         mlp = workloads.get("mnist_mlp")
         tasks = {"mnist_mlp": mlp.build()}
         if args.quick:
-            cases = [("mnist_mlp", 16, 120), ("mnist_mlp", 256, 50)]
+            cases = [("mnist_mlp", 16, 400), ("mnist_mlp", 256, 100)]
             repeats, vmap_cases, vmap_repeats = 3, [(16, 30), (256, 16)], 1
         else:
             cases = [("mnist_mlp", 16, 600), ("mnist_mlp", 256, 250), ("mnist_cnn", 64, 60)]
@@ -429,6 +445,9 @@ def main():
         for batch_size, steps in vmap_cases:
             compile_all = vmap_case(tasks["mnist_mlp"], batch_size, steps, vmap_repeats, devices,
                                     mlp.eval_resolution, compile_one, compile_all)
+        print("\nSummary: harness overhead of run_trials (default settings) over the bare loop "
+              "with the same evaluations: " + ", ".join(
+                  f"{name} B = {b}: {100 * v:+.1f}%" for (name, b), v in HARNESS.items()))
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     print(f"\ntotal {time.perf_counter() - start:.0f} s; load average now "

@@ -71,6 +71,9 @@ def replicated(mesh: Mesh) -> NamedSharding:
 def place_batch(batch: dict, mesh: Mesh) -> dict:
     """Global host batch (every process holds the same numpy arrays, leading axis B) -> global
     jax arrays sharded along `data`; each process hands over only the rows its devices hold."""
+    if mesh.devices.size == 1 and jax.process_count() == 1:
+        # the same placement; a plain device is ~2x cheaper to put to than a NamedSharding
+        return jax.device_put(batch, mesh.devices.flat[0])
     sharding = batch_sharding(mesh)
     if jax.process_count() == 1:
         return jax.device_put(batch, sharding)       # one call for the whole dict: cheaper

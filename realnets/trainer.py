@@ -19,10 +19,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from realnets import mesh as meshlib
+from realnets.prefetch import Prefetcher
 from realnets.step import Metaparameters, StepConfig, compile_steps, groups_for, init_states
 from realnets.tasks import Task
 
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
+# On one device the noise scale costs a second (half-batch) gradient: measured every this many
+# steps by default (benchmarks/bench_trainer.py: every step costs +70% at B = 16 on an MLP).
+ONE_DEVICE_NOISE_EVERY = 8
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,8 @@ class RunConfig:
       max_rows_per_device: cap on the examples one device processes at once; larger per-device
         shares are accumulated over microbatches (the same step).
       eval_batch_size: validation rows per evaluation chunk.
-      noise_decay: decay of the noise-scale moving averages.
+      noise_decay: decay of the noise-scale moving averages per step (a window of about
+        1 / (1 - noise_decay) steps).
       divergence_factor: a training loss above this multiple of the first step's loss (or not
         finite) marks a trial INFEASIBLE.
       stop_at_first_goal: stop every trial at the first evaluation where one reached the goal
@@ -68,10 +73,11 @@ class RunConfig:
         trials that no longer matter. False runs every trial to its own end, as Shallue et al.
       stop_after: stop at this step at the latest (a previous group of trials of the same batch
         size already reached the goal here); None for no such limit.
-      noise_every: measure the gradient noise scale every this many steps (None: every step;
-        on several devices the per-device gradients come free with the all-reduce, on one device
-        the two half-batch gradients cost extra dispatch at small batch sizes, and a larger
-        value trades the estimate's variance for speed).
+      noise_every: measure the gradient noise scale every this many steps. None: every step
+        on several devices (the per-device gradients come free with the all-reduce), every
+        ONE_DEVICE_NOISE_EVERY-th step on one device (where the two half-batch gradients cost
+        extra dispatch); the moving averages decay by noise_decay per step either way. 0: not
+        measured on one device (b_simple None); several devices measure it every step anyway.
     """
 
     batch_size: int
@@ -95,9 +101,10 @@ class RunConfig:
                 raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
         if not math.isfinite(self.goal):
             raise ValueError(f"goal must be a finite number, got {self.goal}")
-        if self.noise_every is not None and (not isinstance(self.noise_every, int)
-                                             or self.noise_every < 1):
-            raise ValueError(f"noise_every must be a whole number >= 1, got {self.noise_every!r}")
+        if self.noise_every is not None and (not isinstance(self.noise_every, (int, np.integer))
+                                             or self.noise_every < 0):
+            raise ValueError(f"noise_every must be a whole number >= 0 (0: off), got "
+                             f"{self.noise_every!r}")
         if not 0.0 <= self.eval_resolution <= 1.0:
             raise ValueError(f"eval_resolution must be in [0, 1], got {self.eval_resolution}")
 
@@ -137,7 +144,7 @@ class BatchStream:
             return self.task.draw_batch(self.rng, self.batch_size)
         if self.pos + self.batch_size > self.order.size:
             self.order, self.pos = self.rng.permutation(self.task.train_size), 0
-        idx = np.sort(self.order[self.pos:self.pos + self.batch_size])
+        idx = self.order[self.pos:self.pos + self.batch_size]
         self.pos += self.batch_size
         return {k: v[idx] for k, v in self.task.train.items()}
 
@@ -175,7 +182,8 @@ def _val_chunks(val: dict, chunk: int, mesh) -> list[dict]:
 
 
 def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=None,
-               on_eval: Callable[[int], None] | None = None) -> list[dict]:
+               on_eval: Callable[[int], None] | None = None,
+               final_params: list | None = None) -> list[dict]:
     """Trains `trials` of one batch size together; returns one record per trial.
 
     Args:
@@ -184,6 +192,8 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
       trials: metaparameters, one per trial (all vmapped into one program).
       devices: devices to shard over (default: every device JAX sees).
       on_eval: called with the current step after every evaluation (progress bars).
+      final_params: if a list, each trial's parameters when the run ended (host numpy pytrees,
+        in the order of `trials`) are appended to it (checkpoints for calibration).
 
     Returns:
       Records with batch_size, trial_id, status, metaparameters, steps_to_goal (None unless
@@ -193,20 +203,24 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         return []
     mesh = meshlib.data_mesh(config.batch_size, devices)
     n_dev = mesh.devices.size
-    groups = groups_for(n_dev, config.batch_size)
+    noise_every = config.noise_every
+    if noise_every is None:
+        noise_every = ONE_DEVICE_NOISE_EVERY if n_dev == 1 else 1
+    groups = groups_for(n_dev, config.batch_size) if noise_every else n_dev
     # a device computes the gradients of its groups_per_device groups at once (vmapped)
     groups_per_device = max(1, groups // n_dev)
     micro = microbatches_for(config.batch_size // groups,
                              max(1, config.max_rows_per_device // groups_per_device))
+    # the moving averages decay by noise_decay per *step*, whatever the measuring cadence
     step_config = StepConfig(optimizer=config.optimizer, decay_steps=config.max_steps,
-                             groups=groups, microbatches=micro, noise_decay=config.noise_decay,
+                             groups=groups, microbatches=micro,
+                             noise_decay=config.noise_decay ** max(noise_every, 1),
                              population=task.train_size or 0)
     if task.exact_eval is not None:
         eval_fn = None
     else:
         eval_fn = task.eval_fn
     train, evaluate = compile_steps(task.loss_fn, eval_fn, step_config, mesh)
-    noise_every = config.noise_every or 1
     train_plain = train
     if n_dev == 1 and groups > 1 and noise_every > 1:
         plain_config = dataclasses.replace(step_config, groups=1, microbatches=microbatches_for(
@@ -239,49 +253,53 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     stopped = None
     budget = config.max_steps if config.stop_after is None else min(config.max_steps,
                                                                    config.stop_after)
-    for target_step in eval_steps(budget, config.eval_resolution):
-        while last_step < target_step:
-            program = train if last_step % noise_every == 0 else train_plain
-            states, stats = program(states, hps, meshlib.place_batch(stream.next(), mesh))
-            last_step += 1
-            if lockstep:
-                stats["loss"].block_until_ready()
-            if first_loss is None:
-                first_loss = np.asarray(stats["loss"], np.float64)
-        if task.exact_eval is not None:
-            sums = exact(states)
-        else:
-            parts = [evaluate(states, chunk) for chunk in val_chunks]
-            sums = {k: sum(p[k] for p in parts) for k in parts[0]}
-        metric = np.asarray(sums["metric_sum"], np.float64) / np.asarray(sums["count"], np.float64)
-        loss = np.asarray(stats["loss"], np.float64)
-        ema_g, ema_t = (np.asarray(x, np.float64) for x in (states.noise.grad_sq,
-                                                            states.noise.trace_cov))
-        for i in range(n):
-            if reached[i] is not None or failed[i] is not None:
-                continue
-            for key, value in (("step", last_step), ("metric", _f32(metric[i])),
-                               ("train_loss", _f32(loss[i])),
-                               ("grad_sq_ema", _f32(ema_g[i])), ("trace_cov_ema", _f32(ema_t[i])),
-                               ("b_simple", _f32(ema_t[i] / ema_g[i])
-                                if groups > 1 and min(ema_g[i], ema_t[i]) > 0 else None)):
-                curves[key][i].append(value)
-            bad_loss = not np.isfinite(loss[i]) or abs(loss[i]) > config.divergence_factor * max(
-                abs(first_loss[i]), 1e-12)
-            if bad_loss or not np.isfinite(metric[i]):
-                failed[i] = f"diverged: training loss {loss[i]:.3g} at step {last_step}"
-            elif metric[i] <= config.goal:
-                reached[i] = last_step
-        if on_eval is not None:
-            on_eval(last_step)
-        if all(r is not None or f is not None for r, f in zip(reached, failed)):
-            break
-        if config.stop_at_first_goal and any(r is not None for r in reached):
-            stopped = f"stopped at step {last_step}: another trial reached the goal first"
-            break
-        if last_step == budget and budget < config.max_steps:
-            stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
+    with Prefetcher(lambda: meshlib.place_batch(stream.next(), mesh)) as batches:
+        for target_step in eval_steps(budget, config.eval_resolution):
+            while last_step < target_step:
+                program = train if noise_every and last_step % noise_every == 0 else train_plain
+                states, stats = program(states, hps, batches.next())
+                last_step += 1
+                if lockstep:
+                    stats["loss"].block_until_ready()
+                if first_loss is None:
+                    first_loss = np.asarray(stats["loss"], np.float64)
+            if task.exact_eval is not None:
+                sums = exact(states)
+            else:
+                parts = [evaluate(states, chunk) for chunk in val_chunks]
+                sums = {k: sum(p[k] for p in parts) for k in parts[0]}
+            metric = np.asarray(sums["metric_sum"], np.float64) / np.asarray(sums["count"], np.float64)
+            loss = np.asarray(stats["loss"], np.float64)
+            ema_g, ema_t = (np.asarray(x, np.float64) for x in (states.noise.grad_sq,
+                                                                states.noise.trace_cov))
+            for i in range(n):
+                if reached[i] is not None or failed[i] is not None:
+                    continue
+                for key, value in (("step", last_step), ("metric", _f32(metric[i])),
+                                   ("train_loss", _f32(loss[i])),
+                                   ("grad_sq_ema", _f32(ema_g[i])), ("trace_cov_ema", _f32(ema_t[i])),
+                                   ("b_simple", _f32(ema_t[i] / ema_g[i])
+                                    if groups > 1 and min(ema_g[i], ema_t[i]) > 0 else None)):
+                    curves[key][i].append(value)
+                bad_loss = not np.isfinite(loss[i]) or abs(loss[i]) > config.divergence_factor * max(
+                    abs(first_loss[i]), 1e-12)
+                if bad_loss or not np.isfinite(metric[i]):
+                    failed[i] = f"diverged: training loss {loss[i]:.3g} at step {last_step}"
+                elif metric[i] <= config.goal:
+                    reached[i] = last_step
+            if on_eval is not None:
+                on_eval(last_step)
+            if all(r is not None or f is not None for r, f in zip(reached, failed)):
+                break
+            if config.stop_at_first_goal and any(r is not None for r in reached):
+                stopped = f"stopped at step {last_step}: another trial reached the goal first"
+                break
+            if last_step == budget and budget < config.max_steps:
+                stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
 
+    if final_params is not None:
+        host = jax.tree.map(np.asarray, states.params)
+        final_params.extend(jax.tree.map(lambda x, i=i: x[i], host) for i in range(n))
     records = []
     for i, spec in enumerate(trials):
         status = ("INFEASIBLE" if failed[i] else "COMPLETE" if reached[i] is not None

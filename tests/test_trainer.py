@@ -290,3 +290,39 @@ def test_cnn_trains_on_one_and_eight_devices_alike(eight_devices):
         assert a["status"] == b["status"] == "INCOMPLETE" and a["steps_run"] == 4
         np.testing.assert_allclose(a["eval"]["train_loss"], b["eval"]["train_loss"], rtol=1e-4)
     assert [r["noise_scale"]["b_small"] for r in one + eight] == [16, 16, 4, 4]   # halves; devices
+
+
+def test_final_params_are_each_trials_own_parameters():
+    # the checkpoints handed to calibration: trial 1 of a vmapped pair equals trial 1 run alone,
+    # and the two trials' parameters differ (different rates)
+    task = _digits()
+    config = RunConfig(batch_size=32, max_steps=5, goal=-1.0, optimizer="momentum", seed=3)
+    pair, alone = [], []
+    trainer.run_trials(task, config, [TrialSpec(0, 0.05, 0.9), TrialSpec(1, 0.2, 0.5)],
+                       devices=_cpu(1), final_params=pair)
+    trainer.run_trials(task, config, [TrialSpec(1, 0.2, 0.5)], devices=_cpu(1), final_params=alone)
+    assert len(pair) == 2 and len(alone) == 1
+    flat = [np.concatenate([np.ravel(x) for x in jax.tree.leaves(p)]) for p in pair + alone]
+    np.testing.assert_allclose(flat[1], flat[2], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(flat[0], flat[1])
+
+
+def test_noise_cadence_does_not_change_the_training():
+    # On one device the noise scale takes two half-batch gradients on measuring steps and one
+    # full-batch gradient on the others: the same update up to float rounding, whatever the
+    # cadence. Off (0), no b_simple is recorded.
+    task = _digits()
+    finals, records = {}, {}
+    for every in (0, 1, 3):
+        config = RunConfig(batch_size=64, max_steps=12, goal=-1.0, optimizer="momentum", seed=1,
+                           noise_every=every)
+        out = []
+        (records[every],) = trainer.run_trials(task, config, [TrialSpec(0, 0.1, 0.9)],
+                                               devices=_cpu(1), final_params=out)
+        finals[every] = np.concatenate([np.ravel(x) for x in jax.tree.leaves(out[0])])
+    np.testing.assert_allclose(finals[3], finals[1], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(finals[0], finals[1], rtol=1e-4, atol=1e-6)
+    assert all(b is None for b in records[0]["noise_scale"]["b_simple"])
+    assert records[0]["noise_scale"]["b_small"] is None
+    assert all(b is not None and b > 0 for b in records[3]["noise_scale"]["b_simple"])
+    assert records[3]["noise_every"] == 3
