@@ -181,6 +181,45 @@ def _val_chunks(val: dict, chunk: int, mesh) -> list[dict]:
             for i in range(0, total, chunk)]
 
 
+class _Outcomes:
+    """Per-trial evaluation curves and fates while a group of trials trains."""
+
+    KEYS = ("step", "metric", "train_loss", "grad_sq_ema", "trace_cov_ema", "b_simple")
+
+    def __init__(self, n: int, goal: float, divergence_factor: float, noise_measured: bool):
+        self.curves = {k: [[] for _ in range(n)] for k in self.KEYS}
+        self.reached: list[int | None] = [None] * n
+        self.failed: list[str | None] = [None] * n
+        self.goal, self.divergence_factor = goal, divergence_factor
+        self.noise_measured = noise_measured
+        self.first_loss = None
+
+    def settled(self, i: int) -> bool:
+        return self.reached[i] is not None or self.failed[i] is not None
+
+    def add(self, step: int, metric_T, loss_T, ema_g_T, ema_t_T) -> None:
+        """One evaluation: metric, training loss and noise averages of each trial, (T,)."""
+        for i in range(len(self.reached)):
+            if self.settled(i):
+                continue
+            b_simple = (_f32(ema_t_T[i] / ema_g_T[i])
+                        if self.noise_measured and min(ema_g_T[i], ema_t_T[i]) > 0 else None)
+            for key, value in zip(self.KEYS, (step, _f32(metric_T[i]), _f32(loss_T[i]),
+                                              _f32(ema_g_T[i]), _f32(ema_t_T[i]), b_simple)):
+                self.curves[key][i].append(value)
+            loss = loss_T[i]
+            bad_loss = not np.isfinite(loss) or abs(loss) > self.divergence_factor * max(
+                abs(self.first_loss[i]), 1e-12)
+            if bad_loss or not np.isfinite(metric_T[i]):
+                self.failed[i] = f"diverged: training loss {loss:.3g} at step {step}"
+            elif metric_T[i] <= self.goal:
+                self.reached[i] = step
+
+    def status(self, i: int) -> str:
+        return ("INFEASIBLE" if self.failed[i] else "COMPLETE" if self.reached[i] is not None
+                else "INCOMPLETE")
+
+
 def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=None,
                on_eval: Callable[[int], None] | None = None,
                final_params: list | None = None) -> list[dict]:
@@ -242,11 +281,7 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     hps = jax.device_put(hps, rep)
 
     n = len(trials)
-    curves = {k: [[] for _ in range(n)] for k in ("step", "metric", "train_loss", "grad_sq_ema",
-                                                    "trace_cov_ema", "b_simple")}
-    reached = [None] * n
-    failed: list[str | None] = [None] * n
-    first_loss = None
+    out = _Outcomes(n, config.goal, config.divergence_factor, noise_measured=groups > 1)
     stream = BatchStream(task, config.batch_size, config.seed)
     lockstep = meshlib.needs_lockstep(mesh)
     last_step = 0
@@ -261,8 +296,8 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
                 last_step += 1
                 if lockstep:
                     stats["loss"].block_until_ready()
-                if first_loss is None:
-                    first_loss = np.asarray(stats["loss"], np.float64)
+                if out.first_loss is None:
+                    out.first_loss = np.asarray(stats["loss"], np.float64)
             if task.exact_eval is not None:
                 sums = exact(states)
             else:
@@ -272,26 +307,12 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
             loss = np.asarray(stats["loss"], np.float64)
             ema_g, ema_t = (np.asarray(x, np.float64) for x in (states.noise.grad_sq,
                                                                 states.noise.trace_cov))
-            for i in range(n):
-                if reached[i] is not None or failed[i] is not None:
-                    continue
-                for key, value in (("step", last_step), ("metric", _f32(metric[i])),
-                                   ("train_loss", _f32(loss[i])),
-                                   ("grad_sq_ema", _f32(ema_g[i])), ("trace_cov_ema", _f32(ema_t[i])),
-                                   ("b_simple", _f32(ema_t[i] / ema_g[i])
-                                    if groups > 1 and min(ema_g[i], ema_t[i]) > 0 else None)):
-                    curves[key][i].append(value)
-                bad_loss = not np.isfinite(loss[i]) or abs(loss[i]) > config.divergence_factor * max(
-                    abs(first_loss[i]), 1e-12)
-                if bad_loss or not np.isfinite(metric[i]):
-                    failed[i] = f"diverged: training loss {loss[i]:.3g} at step {last_step}"
-                elif metric[i] <= config.goal:
-                    reached[i] = last_step
+            out.add(last_step, metric, loss, ema_g, ema_t)
             if on_eval is not None:
                 on_eval(last_step)
-            if all(r is not None or f is not None for r, f in zip(reached, failed)):
+            if all(out.settled(i) for i in range(n)):
                 break
-            if config.stop_at_first_goal and any(r is not None for r in reached):
+            if config.stop_at_first_goal and any(r is not None for r in out.reached):
                 stopped = f"stopped at step {last_step}: another trial reached the goal first"
                 break
             if last_step == budget and budget < config.max_steps:
@@ -300,17 +321,18 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     if final_params is not None:
         host = jax.tree.map(np.asarray, states.params)
         final_params.extend(jax.tree.map(lambda x, i=i: x[i], host) for i in range(n))
+    curves = out.curves
     records = []
     for i, spec in enumerate(trials):
-        status = ("INFEASIBLE" if failed[i] else "COMPLETE" if reached[i] is not None
-                  else "INCOMPLETE")
+        status = out.status(i)
         records.append({
             "batch_size": config.batch_size, "trial_id": spec.trial_id, "status": status,
             "learning_rate": spec.learning_rate, "momentum": spec.momentum,
             "final_lr_fraction": spec.final_lr_fraction, "optimizer": config.optimizer,
-            "steps_to_goal": reached[i], "steps_run": curves["step"][i][-1] if curves["step"][i] else 0,
+            "steps_to_goal": out.reached[i],
+            "steps_run": curves["step"][i][-1] if curves["step"][i] else 0,
             "goal": config.goal, "metric": task.metric,
-            "reason": failed[i] or (stopped if status == "INCOMPLETE" else None),
+            "reason": out.failed[i] or (stopped if status == "INCOMPLETE" else None),
             "eval": {"step": curves["step"][i], "metric": curves["metric"][i],
                      "train_loss": curves["train_loss"][i]},
             "noise_scale": {"step": curves["step"][i], "grad_sq_ema": curves["grad_sq_ema"][i],
