@@ -20,7 +20,7 @@ import functools
 import pandas as pd
 import streamlit as st
 
-from nqm import charts, explorer
+from nqm import charts, explorer, warmup
 from nqm.problem import NOISE_MODELS, NQMConfig
 
 st.set_page_config(page_title="batchscope", layout="wide")
@@ -35,7 +35,18 @@ SOURCES = ("sweeps/ or results/", "a sweep directory", "a batch_science director
 @st.cache_data(show_spinner="Tuning the NQM...")
 def cached_exploration(config: NQMConfig, optimizers: tuple, precond_powers: tuple,
                        batch_sizes: tuple):
-    return explorer.explore(config, optimizers, precond_powers, batch_sizes)
+    # waits for the warm-up if it is computing this very setting; kept in its cache too
+    return warmup.EXPLORATIONS.get_or_compute((config, optimizers, precond_powers, batch_sizes))
+
+
+def exploration(config: NQMConfig, optimizers: tuple, precond_powers: tuple,
+                batch_sizes: tuple):
+    """The setting's exploration: from the warm-up's cache if it was computed ahead of time (no
+    spinner, no copy), else through `cached_exploration`."""
+    hit = warmup.EXPLORATIONS.get((config, optimizers, precond_powers, batch_sizes))
+    if hit is not None:
+        return hit
+    return cached_exploration(config, optimizers, precond_powers, batch_sizes)
 
 
 def apply_preset():
@@ -50,7 +61,7 @@ def apply_preset():
 def cached_chart_specs(config: NQMConfig, optimizers: tuple, precond_powers: tuple,
                        batch_sizes: tuple):
     """The Vega-Lite specs of the two curve charts, built (and validated) once per setting."""
-    result = cached_exploration(config, optimizers, precond_powers, batch_sizes)
+    result = exploration(config, optimizers, precond_powers, batch_sizes)
     return (charts.steps_chart(result.points, result.lower_bound, result.summary).to_dict(),
             charts.rate_chart(result.points).to_dict())
 
@@ -106,8 +117,8 @@ def export_buttons(chart, name: str, key: str) -> None:
 
 def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes: tuple):
     try:
-        result = cached_exploration(config, tuple(optimizers), tuple(float(p) for p in powers),
-                                    batch_sizes)  # the same key as the chart specs below
+        result = exploration(config, tuple(optimizers), tuple(float(p) for p in powers),
+                             batch_sizes)  # the same key as the chart specs below
     except ValueError as err:
         st.session_state["error"] = str(err)
         st.error(f"Cannot compute this setting: {err}")
@@ -173,6 +184,10 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
             "second state per direction. All curves are exact expectations (no sampling): steps "
             "to target is the first step with E[L] <= target, tuned over the metaparameters at "
             "every batch size (Zhang et al. 2019).")
+
+    # After the draw: the settings one notch away, computed in the background for the next move
+    if warmup.worth_warming(*key):
+        warmup.EXPLORATIONS.schedule(warmup.neighbours(*key, CONTROL_GRID))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -435,18 +450,27 @@ def show_run():
 
 st.title("batchscope: how far does a bigger batch speed up training?")
 
+# The sliders' values, which the warm-up's neighbours step through one notch at a time
+CONTROL_GRID = warmup.ControlGrid(dims=(100, 300, 1000, 3000, 10000), spectrum=(0.5, 2.0, 0.1),
+                                  noise_exponent=(0.0, 2.0, 0.1),
+                                  batch_sizes=tuple(2 ** k for k in range(0, 23)))
+
 with st.sidebar:
     st.header("Classic findings")
     preset = st.selectbox("preset", list(explorer.PRESETS), key="preset")
     st.button("show this finding", on_click=apply_preset, key="apply_preset")
     st.header("Problem")
-    dim = st.select_slider("dimensions d", options=[100, 300, 1000, 3000, 10000], value=10000,
+    dim = st.select_slider("dimensions d", options=list(CONTROL_GRID.dims), value=10000,
                            key="dim")
-    spectrum = st.slider("spectrum exponent a (h_i = i^-a)", 0.5, 2.0, 1.0, 0.1, key="spectrum")
+    spectrum = warmup.snap(st.slider("spectrum exponent a (h_i = i^-a)",
+                                     *CONTROL_GRID.spectrum[:2], 1.0, CONTROL_GRID.spectrum[2],
+                                     key="spectrum"))
     noise = st.selectbox("gradient noise c_i", NOISE_MODELS, index=0, key="noise",
                          help="curvature: c = h; power: c_i = i^-b; constant: c_i = 1")
-    noise_exp = st.slider("noise exponent b (power noise)", 0.0, 2.0, 1.0, 0.1, key="noise_exp",
-                          disabled=noise != "power")
+    noise_exp = warmup.snap(st.slider("noise exponent b (power noise)",
+                                      *CONTROL_GRID.noise_exponent[:2], 1.0,
+                                      CONTROL_GRID.noise_exponent[2], key="noise_exp",
+                                      disabled=noise != "power"))
     target = st.number_input("target loss", value=0.01, format="%.4g", key="target")
     st.header("Optimizers")
     optimizers = st.multiselect("tune and compare", list(explorer.OPTIMIZER_LABELS),
@@ -457,12 +481,12 @@ with st.sidebar:
                             default=[0.0], key="powers",
                             help="0: SGD-like; 0.5: Adam-like; 1: K-FAC-like")
     low, high = st.select_slider("batch sizes (powers of two)",
-                                 options=[2 ** k for k in range(0, 23)], value=(4, 2 ** 21),
+                                 options=list(CONTROL_GRID.batch_sizes), value=(4, 2 ** 21),
                                  key="batch_range")
     st.caption("Measured curves are compared with this problem and the first optimizer "
                "(the `nqm` workload with its own exact NQM).")
 
-batch_sizes = tuple(b for b in (2 ** k for k in range(0, 23)) if low <= b <= high)
+batch_sizes = tuple(b for b in CONTROL_GRID.batch_sizes if low <= b <= high)
 config = NQMConfig(dim=dim, spectrum_exponent=spectrum, noise=noise, noise_exponent=noise_exp,
                    target=target)
 

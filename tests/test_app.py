@@ -96,6 +96,30 @@ def test_csv_download_holds_the_curve():
     np.testing.assert_allclose(back["learning_rate"], points["learning_rate"])
 
 
+def test_a_slider_notch_after_the_warm_up_redraws_without_tuning():
+    from nqm import explorer, warmup
+    from nqm.problem import NQMConfig
+
+    warm = warmup.EXPLORATIONS
+    at = run_app(dim=100, batch_range=(4, 64))
+    assert warm.wait_idle(timeout=120)   # the neighbours are computed
+    tuned = warm.computed_on_demand
+    at.slider(key="spectrum").set_value(1.1).run()
+    assert not at.exception
+    assert warm.computed_on_demand == tuned    # served from the warm-up, not tuned
+    live = explorer.explore(NQMConfig(dim=100, spectrum_exponent=1.1), ("sgd",), (0.0,),
+                            (4, 8, 16, 32, 64))
+    pd.testing.assert_frame_equal(at.session_state["points"], live.points)
+    # one notch of the batch range, from there, too; a far value is tuned on the spot
+    assert warm.wait_idle(timeout=120)
+    at.select_slider(key="batch_range").set_value((4, 128)).run()
+    assert warm.computed_on_demand == tuned
+    assert list(at.session_state["points"]["batch_size"]) == [4, 8, 16, 32, 64, 128]
+    assert warm.wait_idle(timeout=120)
+    at.slider(key="spectrum").set_value(1.7).run()
+    assert not at.exception and warm.computed_on_demand == tuned + 1
+
+
 # ------------------------------------------------------------------------------------------------
 # Measured curves and Run a sweep
 
