@@ -94,9 +94,12 @@ class EpochSampler:
 
 # --- the baseline: a bare jit + optax loop ------------------------------------------------------
 
-def bare_step(task):
-    """One momentum-SGD step, jitted with the state donated (the plain idiom)."""
-    optimizer = optax.sgd(LEARNING_RATE, momentum=MOMENTUM)
+def bare_step(task, decay_steps: int):
+    """One momentum-SGD step with the trainer's optimizer (optax heavy-ball momentum, the rate
+    on a linear schedule over the budget; here from LEARNING_RATE to itself, as the trials'
+    final fraction is 1), jitted with the state donated: the plain idiom."""
+    schedule = optax.linear_schedule(LEARNING_RATE, LEARNING_RATE, decay_steps)
+    optimizer = optax.sgd(schedule, momentum=MOMENTUM)
 
     def init(key):
         params = task.init_params(key)
@@ -279,7 +282,7 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
 
     # Warm-up: the first run_trials call of this shape compiles (cold); the bare step and the
     # trainer's step are compiled once here and reused.
-    bare_init, bare = bare_step(task)
+    bare_init, bare = bare_step(task, steps)
     bare_c = bare.lower(bare_init(jax.random.key(0)),
                         {k: jax.device_put(v, device)
                          for k, v in EpochSampler(task.train, batch_size, 0).next().items()}).compile()

@@ -169,6 +169,8 @@ def _group_gradients(value_and_grad, params, batch, groups: int, microbatches: i
 
 
 def _mean_over_groups(x_G):
+    if x_G.shape[0] == 1:       # one group: no op at all (a size-1 contraction is a real dot)
+        return x_G[0]
     # A contraction, not jnp.mean(axis=0): XLA:CPU reduces a short leading axis very slowly
     # (jax-ml/jax#25187).
     weights = jnp.full((x_G.shape[0],), 1.0 / x_G.shape[0], x_G.dtype)
@@ -226,16 +228,7 @@ def make_train_step(loss_fn: Callable, config: StepConfig, mesh=None):
             stats.update(grad_sq_small=small_sq, grad_sq_big=big_sq, b_simple=noise.b_simple())
         return TrainState(params, opt_state, noise), stats
 
-    vmapped = jax.vmap(one_trial, in_axes=(0, 0, None))
-
-    def trials(states, hps, batch):
-        # One trial runs unbatched: on XLA:CPU a size-1 vmap axis makes the matmuls batched
-        # ones (+4% on an MLP step at B = 256).
-        if jax.tree.leaves(hps)[0].shape[0] != 1:
-            return vmapped(states, hps, batch)
-        squeeze = lambda tree: jax.tree.map(lambda x: x[0], tree)  # noqa: E731
-        expand = lambda tree: jax.tree.map(lambda x: x[None], tree)  # noqa: E731
-        return expand(one_trial(squeeze(states), squeeze(hps), batch))
+    trials = jax.vmap(one_trial, in_axes=(0, 0, None))
 
     if mesh is None or n == 1:
         # pmean over one device is the identity, and a 1-device shard_map still costs ~9% of
