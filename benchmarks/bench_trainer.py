@@ -9,13 +9,15 @@ busy machine slows every row alike only when they take turns.
 
 1. Harness overhead: `realnets.trainer.run_trials` with 1 trial, momentum SGD, a fixed number of
    steps and an unreachable goal (-1: the whole budget runs) against a bare loop on the same
-   model, batch size and data: `jax.jit` of `value_and_grad` + `optax.sgd(momentum)` (state
-   donated), batches of random indices (epoch permutations) gathered in numpy and `device_put`.
-   Rows in between show where the time goes: the trainer's own jitted step (per-group gradients
-   for the noise scale, vmap over trials) in the bare loop, then `run_trials` with sparse
-   evaluations (eval_resolution=1: after steps 1, 2, 4, ..., N) and with the workload's default
-   cadence (every step up to 50, then every 2%). mnist_mlp at B = 16 and 256; mnist_cnn at B = 64
-   in the full run.
+   model, batch size, data and optimizer: `jax.jit` of `value_and_grad` + `optax.sgd` with
+   momentum and the trainer's linear-decay schedule (state donated), batches of random indices
+   (epoch permutations) gathered in numpy and `device_put`, and the validation set evaluated
+   after the same steps as the trainer (1, 2, 4, ..., N; a plain jitted `eval_fn`, result to
+   the host): the BASELINE. Also shown: the bare loop without evaluations, and run_trials with
+   the noise scale off, at its default cadence (every ONE_DEVICE_NOISE_EVERY-th step on one
+   device) and every step, so that the cost of the harness (loop, data feed, vmapped trials,
+   bookkeeping) and of the noise-scale measurement can be told apart. mnist_mlp at B = 16 and
+   256; mnist_cnn at B = 64 in the full run.
 2. Vmapped trials: K = 8 trials of one batch size in one `run_trials` call against the same 8
    trials in 8 calls, the same steps, default cadence; mnist_mlp, B = 16 and 256.
 
@@ -432,7 +434,7 @@ def main():
             repeats, vmap_cases, vmap_repeats = 3, [(16, 30), (256, 16)], 1
         else:
             cases = [("mnist_mlp", 16, 600), ("mnist_mlp", 256, 250), ("mnist_cnn", 64, 60)]
-            repeats, vmap_cases, vmap_repeats = 3, [(16, 150), (256, 60)], 2
+            repeats, vmap_cases, vmap_repeats = 5, [(16, 150), (256, 60)], 2
         print(f"\n1. Harness overhead on one device (momentum SGD, lr {LEARNING_RATE}, "
               f"b {MOMENTUM}, goal {UNREACHABLE_GOAL}: every step runs)")
         compile_one = None

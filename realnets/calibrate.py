@@ -166,6 +166,85 @@ def gradient_statistics(loss_fn: Callable, params, batch: dict, directions_KxP=N
         grad_sq_norm=grad_sq, grad_sq_norm_se=float(2.0 * _standard_error(dev_dot_N)))
 
 
+@dataclass(frozen=True)
+class HessianNoiseScale:
+    """B_noise = tr(H Sigma) / (G^T H G) measured with Hessian-vector products.
+
+    Attributes (H of the sample's mean loss, Sigma the per-example gradient covariance):
+      trace_h_cov, trace_h_cov_se: tr(H Sigma) ~ n / (n - 1) mean_j (g_j - G)^T H (g_j - G) over
+        the first m rows j of the sample (G: the mean gradient over all n rows); standard error
+        over the m rows.
+      grad_h_grad: unbiased G^T H G = G_n^T H G_n - tr(H Sigma) / n.
+      b_noise, b_noise_se: their ratio and its first-order standard error (from tr(H Sigma)'s
+        error only: the spread of G_n^T H G_n over resamples is not estimated).
+      noise_rows: m; num_examples: n.
+    """
+
+    trace_h_cov: float
+    trace_h_cov_se: float
+    grad_h_grad: float
+    b_noise: float
+    b_noise_se: float
+    noise_rows: int
+    num_examples: int
+
+    def to_dict(self) -> dict:
+        return {"trace_h_cov": _measured(self.trace_h_cov, self.trace_h_cov_se,
+                                         "standard error over the rows' quadratic forms"),
+                "grad_h_grad": _finite_or_none(self.grad_h_grad),
+                "b_noise": _measured(self.b_noise, self.b_noise_se,
+                                     "first-order standard error from tr(H Sigma) only"),
+                "noise_rows": self.noise_rows, "num_examples": self.num_examples}
+
+
+def hessian_noise_scale(hessian: curvature.HessianOperator, loss_fn: Callable, params,
+                        sample: dict, noise_rows: int) -> HessianNoiseScale:
+    """B_noise = tr(H Sigma) / (G^T H G) (McCandlish et al. 2018, eq. 2.8), by HVPs.
+
+    The per-example deviations d_j = g_j - G of the first m = `noise_rows` rows of the sample
+    (`per_example_gradients`, host float64 (m, P)) each cost one product H d_j. G is the mean
+    gradient over all n rows, which include row j, so E[d_j d_j^T] = (1 - 1/n) Sigma: hence the
+    factor n / (n - 1). G^T H G is unbiased like |G|^2 in `gradient_statistics`:
+    E[G_n^T H G_n] = G^T H G + tr(H Sigma) / n.
+
+    Args:
+      hessian: `curvature.hvp(loss_fn, params, sample, ...)` (the same params and sample).
+      loss_fn: (params, batch) -> mean loss over rows.
+      params: the parameter tree.
+      sample: dict of host arrays, the n rows the Hessian was built on.
+      noise_rows: m, 2 <= m <= n (m + 1 Hessian-vector products).
+
+    Returns:
+      HessianNoiseScale.
+    """
+    n = hessian.num_rows
+    m = int(noise_rows)
+    if not 2 <= m <= n:
+        raise ValueError(f"noise_rows must be in [2, {n}] (the sample's rows), got {noise_rows}")
+    G_P = hessian.gradient()
+    rows = {name: np.asarray(v)[:m] for name, v in sample.items()}
+    theta_P, unravel = ravel_pytree(params)
+
+    def flat_loss(t_P, batch):
+        return loss_fn(unravel(t_P), batch)
+
+    per_row = jax.jit(lambda t, r: per_example_gradients(flat_loss, t, r))
+    g_MxP = np.asarray(per_row(theta_P, rows), np.float64)
+    q_M = np.array([float(d @ hessian(d)) for d in g_MxP - G_P]) * n / (n - 1)
+    trace_h_cov = float(q_M.mean())
+    trace_se = float(_standard_error(q_M))
+    grad_h_grad = float(G_P @ hessian(G_P)) - trace_h_cov / n
+    if grad_h_grad > 0:
+        b_noise = trace_h_cov / grad_h_grad
+        # dB/dtr = 1 / gHg + tr / (n gHg^2): gHg depends on tr through its bias correction
+        b_noise_se = abs(1.0 / grad_h_grad + trace_h_cov / (n * grad_h_grad ** 2)) * trace_se
+    else:
+        b_noise, b_noise_se = math.nan, math.nan
+    return HessianNoiseScale(trace_h_cov=trace_h_cov, trace_h_cov_se=trace_se,
+                             grad_h_grad=grad_h_grad, b_noise=b_noise, b_noise_se=b_noise_se,
+                             noise_rows=m, num_examples=n)
+
+
 # ---------------------------------------------------------------------------------------------
 # The spectrum beyond the top-k: a power law fitted to the SLQ counting function.
 

@@ -1,6 +1,7 @@
-"""`python -m realnets {sweep, workloads, report, import-batch-science}`.
+"""`python -m realnets {sweep, workloads, report, import-batch-science, validate}`.
 
-All logic lives in the library (`realnets.sweep`, `realnets.report`, `realnets.batch_science`);
+All logic lives in the library (`realnets.sweep`, `realnets.report`, `realnets.batch_science`,
+`realnets.validate` and `realnets.validation_report`);
 this module parses flags, calls it and prints. Bad input prints one line `error: ...` and exits 2.
 Multi-host: run the same command on every host with `--coordinator HOST:PORT --num-processes N
 --process-id I` (see the README).
@@ -75,6 +76,42 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--metric", help="measurement column (default: val/classification_error)")
     b.add_argument("--format", choices=("table", "json", "csv"), default="table")
     b.add_argument("--out", help="write each curve as a sweep-style curve.json under this directory")
+
+    v = sub.add_parser("validate", help="predict B_crit from a calibrated NQM and the noise scale, "
+                                        "beside the measured one, and write a report")
+    v.add_argument("--workload", required=True)
+    v.add_argument("--sweep", help="sweep directory (default: sweeps/WORKLOAD); run with the "
+                                   "workload's defaults and --trials if it does not exist")
+    v.add_argument("--trials", type=int, default=8, help="trials per batch size of a new sweep")
+    v.add_argument("--out", required=True, help="report directory")
+    v.add_argument("--batch-size", type=int,
+                   help="calibration batch size (default: the smallest the sweep reached)")
+    v.add_argument("--checkpoints", default="goal,init",
+                   help="where curvature and noise are measured: goal and/or init, the first is "
+                        "the headline (default goal,init)")
+    v.add_argument("--top-k", type=int, default=20, help="measured Hessian eigen-directions")
+    v.add_argument("--lanczos-steps", type=int, help="default max(2k, k + 20)")
+    v.add_argument("--slq-steps", type=int, default=40)
+    v.add_argument("--slq-probes", type=int, default=8)
+    v.add_argument("--floor-ratio", type=float, default=1e-2,
+                   help="the tail stops at this fraction of the top eigenvalue")
+    v.add_argument("--sample-rows", type=int, default=1024, help="training rows measured")
+    v.add_argument("--noise-rows", type=int, default=128,
+                   help="per-example gradients in tr(H Sigma) (one HVP each)")
+    v.add_argument("--chunk-rows", type=int, help="rows per compiled call (default all)")
+    v.add_argument("--loss-floor", type=float, default=0.0,
+                   help="L*, subtracted from the training loss at the goal for the NQM's target")
+    v.add_argument("--seed", type=int, default=0)
+    v.add_argument("--bootstrap", type=int, default=8,
+                   help="NQMs redrawn from the fitted uncertainties for the predictions' spread")
+    v.add_argument("--target-rule", choices=("train_loss", "quadratic"), default="train_loss",
+                   help="headline NQM target: the training loss at the goal (minus --loss-floor) "
+                        "or the fitted quadratic's own loss there (both are reported)")
+    v.add_argument("--notes", help="markdown file: where the NQM's assumptions hold and break, "
+                                   "put into the report")
+    v.add_argument("--reuse", action="store_true",
+                   help="re-render OUT/validation.json if it was made with the same settings")
+    v.add_argument("--no-progress", action="store_true")
     return parser
 
 
@@ -178,6 +215,81 @@ def import_text(args) -> str:
     return "\n\n".join(report.render(c, args.format) for c in curves)
 
 
+def validation_config(args):
+    """ValidationConfig from parsed flags."""
+    from realnets.validate import ValidationConfig
+
+    checkpoints = tuple(c.strip() for c in args.checkpoints.split(",") if c.strip())
+    return ValidationConfig(
+        batch_size=args.batch_size, checkpoints=checkpoints, top_k=args.top_k,
+        lanczos_steps=args.lanczos_steps, slq_steps=args.slq_steps, slq_probes=args.slq_probes,
+        floor_ratio=args.floor_ratio, sample_rows=args.sample_rows, noise_rows=args.noise_rows,
+        chunk_rows=args.chunk_rows, loss_floor=args.loss_floor, seed=args.seed,
+        bootstrap=args.bootstrap, target_rule=args.target_rule)
+
+
+def validate_command(args, argv) -> str:
+    import shlex
+    import time
+
+    from realnets import validate, validation_report, workloads
+    from realnets.sweep import load_sweep
+
+    start = time.perf_counter()
+    workload = workloads.get(args.workload)
+    vcfg = validation_config(args)
+    notes = None
+    if args.notes:
+        try:
+            notes = Path(args.notes).read_text(encoding="utf-8")
+        except OSError as err:
+            raise ValueError(f"notes: cannot read {args.notes} ({err.strerror})") from None
+    out = Path(args.out)
+    sweep_dir = Path(args.sweep) if args.sweep else Path(__file__).resolve().parents[1] / "sweeps" / workload.name
+    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+    doc = None
+    if args.reuse and (out / validate.VALIDATION_FILE).exists():
+        old = validate.read_validation(out)
+        if old.get("workload") == workload.name and old.get("settings") == vcfg.to_dict():
+            doc = old
+            say(f"reusing {out / validate.VALIDATION_FILE}")
+    if doc is None:
+        if not (sweep_dir / "config.json").exists():
+            from realnets.search import SearchSpace  # noqa: F401  (the workload's own)
+            from realnets.sweep import SweepConfig, run_sweep
+
+            say(f"no sweep in {sweep_dir}: running one ({args.trials} trials per batch size)")
+            run_sweep(SweepConfig(workload=workload.name, batch_sizes=workload.batch_sizes,
+                                  trials=args.trials, max_steps=workload.max_steps,
+                                  goal=workload.goal, optimizer=workload.optimizer,
+                                  search=workload.search,
+                                  eval_resolution=workload.eval_resolution),
+                      sweep_dir, progress=not args.no_progress)
+        config, records = load_sweep(sweep_dir)
+        if config.get("workload") != workload.name:
+            raise ValueError(f"sweep {sweep_dir} is of workload {config.get('workload')!r}, not "
+                             f"{workload.name!r}")
+        if not records:
+            raise ValueError(f"sweep directory {sweep_dir} has no finished trials")
+        task = workload.build(text_file=config.get("text_file"))
+        doc = validate.validate(task, config, records, vcfg, log=say,
+                                reference=validate.reference_nqm(workload.name))
+        doc["provenance"] = {"command": "python -m realnets " + shlex.join(argv),
+                             "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
+        validate.write_validation(out, doc)
+    prov = doc.get("provenance") or {}
+    report = validation_report.write_report(out, doc, notes=notes, command=prov.get("command"),
+                                            wall_seconds=prov.get("wall_seconds"))
+    table = validate.load_validation(out)
+    lines = [f"{'estimate':<76} {'checkpoint':>10} {'B':>10} {'ratio':>7}"]
+    for row in table.itertuples():
+        checkpoint = row.checkpoint if isinstance(row.checkpoint, str) else "-"
+        lines.append(f"{row.quantity:<76} {checkpoint:>10} {row.value:>10.4g} "
+                     f"{row.ratio:>7.3g}")
+    lines.append(f"report: {report}")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
@@ -191,6 +303,8 @@ def main(argv=None) -> int:
             text = workloads_text(args.format)
         elif args.command == "report":
             text = report_text(args.dir, args.format)
+        elif args.command == "validate":
+            text = validate_command(args, list(sys.argv[1:] if argv is None else argv))
         else:
             text = import_text(args)
     except ValueError as err:
