@@ -325,6 +325,8 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
                                mime="text/csv", key="download_measured_csv", on_click="ignore")
         export_buttons(steps_chart, f"{file_stem}_vs_nqm", "export_measured_steps")
 
+    show_validation(measured)
+
     st.subheader("The trials behind each point")
     trials_chart = charts.trials_chart(measured.trials)
     st.altair_chart(trials_chart, width="content")
@@ -355,6 +357,41 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
                    "It grows as the loss falls. Dashed: the measured B_crit (fit), which "
                    "McCandlish et al. predict to be about the noise scale. A batch size whose "
                    "best trial has no estimate yet is missing.")
+
+
+def show_validation(measured) -> None:
+    """The calibrated NQM's predictions of B_crit for this sweep, when its validation report
+    ships (`python -m realnets validate`, reports/validation/<workload>/)."""
+    from realnets import gallery, validate, validation_report
+
+    where = gallery.validation_for(measured.config)
+    st.session_state["validation"] = None
+    if where is None:
+        return
+    st.subheader("The NQM calibrated on this network")
+    try:
+        doc = validate.read_validation(where)
+        table = validate.load_validation(where)
+    except ValueError as err:
+        st.error(f"Cannot read the validation report in {where}: {err}")
+        return
+    st.caption(f"From `{where.relative_to(gallery.REPO_ROOT)}/report.md` (made by `python -m "
+               "realnets validate`): curvature (Lanczos on Hessian-vector products), gradient "
+               "noise along the top eigenvectors and the start, measured on the network at a "
+               "checkpoint of the sweep's best trial, turned into an NQM whose tuned curve "
+               "predicts B_crit; beside it McCandlish's B_noise and B_simple. Ratio: prediction / "
+               "measured B_crit.")
+    try:
+        figure = validation_report.steps_figure(doc)
+    except (KeyError, ValueError) as err:
+        st.info(f"No chart for this report: {err}")
+    else:
+        st.altair_chart(figure, width="stretch")
+        with st.container(horizontal=True):
+            export_buttons(figure, f"{measured.name.replace('/', '_')}_calibrated_nqm",
+                           "export_validation")
+    st.session_state["validation"] = table
+    st.dataframe(table.drop(columns=["workload"]), hide_index=True)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -233,7 +233,6 @@ def validate_command(args, argv) -> str:
     import time
 
     from realnets import validate, validation_report, workloads
-    from realnets.sweep import load_sweep
 
     start = time.perf_counter()
     workload = workloads.get(args.workload)
@@ -245,32 +244,19 @@ def validate_command(args, argv) -> str:
         except OSError as err:
             raise ValueError(f"notes: cannot read {args.notes} ({err.strerror})") from None
     out = Path(args.out)
-    sweep_dir = Path(args.sweep) if args.sweep else Path(__file__).resolve().parents[1] / "sweeps" / workload.name
+    sweep_dir = Path(args.sweep) if args.sweep else validate.SWEEPS_DIR / workload.name
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
     doc = None
     if args.reuse and (out / validate.VALIDATION_FILE).exists():
         old = validate.read_validation(out)
         if old.get("workload") == workload.name and old.get("settings") == vcfg.to_dict():
             doc = old
+            doc["comparison"] = validate.comparison(doc)    # the table is a function of the rest
+            validate.write_validation(out, doc)
             say(f"reusing {out / validate.VALIDATION_FILE}")
     if doc is None:
-        if not (sweep_dir / "config.json").exists():
-            from realnets.search import SearchSpace  # noqa: F401  (the workload's own)
-            from realnets.sweep import SweepConfig, run_sweep
-
-            say(f"no sweep in {sweep_dir}: running one ({args.trials} trials per batch size)")
-            run_sweep(SweepConfig(workload=workload.name, batch_sizes=workload.batch_sizes,
-                                  trials=args.trials, max_steps=workload.max_steps,
-                                  goal=workload.goal, optimizer=workload.optimizer,
-                                  search=workload.search,
-                                  eval_resolution=workload.eval_resolution),
-                      sweep_dir, progress=not args.no_progress)
-        config, records = load_sweep(sweep_dir)
-        if config.get("workload") != workload.name:
-            raise ValueError(f"sweep {sweep_dir} is of workload {config.get('workload')!r}, not "
-                             f"{workload.name!r}")
-        if not records:
-            raise ValueError(f"sweep directory {sweep_dir} has no finished trials")
+        config, records = validate.ensure_sweep(workload, sweep_dir, args.trials,
+                                                progress=not args.no_progress, log=say)
         task = workload.build(text_file=config.get("text_file"))
         doc = validate.validate(task, config, records, vcfg, log=say,
                                 reference=validate.reference_nqm(workload.name))

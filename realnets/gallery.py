@@ -10,6 +10,7 @@ Every loader raises ValueError with a message naming the path and what is wrong.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from dataclasses import dataclass, replace
@@ -432,3 +433,30 @@ def lower_bound(setup: PredictionSetup, batch_sizes) -> pd.DataFrame | None:
         return None
     b = np.asarray(batch_sizes, dtype=float)
     return pd.DataFrame({"batch_size": b, "steps": setup.config.problem().lower_bound_steps(b)})
+
+
+# ----------------------------------------------------------------------------------------------
+# Validation reports (`python -m realnets validate`) beside a measured curve.
+
+VALIDATION_ROOT = REPO_ROOT / "reports" / "validation"
+
+
+def validation_for(config: dict, root: Path = VALIDATION_ROOT) -> Path | None:
+    """The directory of the validation report made from a sweep with this config (same workload,
+    goal, optimizer, trials, budget and seed), or None: a report of another study of the same
+    workload would compare the wrong curve."""
+    workload = config.get("workload")
+    if not workload:
+        return None
+    path = Path(root) / str(workload)
+    doc_path = path / "validation.json"
+    if not doc_path.is_file():
+        return None
+    try:
+        made_from = json.loads(doc_path.read_text()).get("sweep_config") or {}
+    except (OSError, ValueError):
+        return None
+    keys = ("workload", "goal", "optimizer", "trials", "max_steps", "seed")
+    if any(made_from.get(k) != config.get(k) for k in keys):
+        return None
+    return path

@@ -168,11 +168,40 @@ def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
     # markers: B_crit (fit), cbs20 and maximal from, for both curves
     rules = next(f for f in chart_frames(at) if "marker" in f)
     assert sorted(rules["marker"]) == sorted(["B_crit (fit)", "cbs20", "maximal from"] * 2)
-    # trials scatter and noise-scale charts are drawn too
-    assert len(at.get("vega_lite_chart")) == 3
+    # the calibrated NQM's report (reports/validation/mnist_mlp), trials scatter and noise-scale
+    # charts are drawn too
+    assert len(at.get("vega_lite_chart")) == 4
     trials = at.session_state["measured_trials"]
     assert len(trials) == 9 * 32
     assert set(trials["status"]) == {"reached", "not reached", "infeasible"}
+
+
+def test_the_shipped_validation_report_shows_beside_its_sweep(measured_app):
+    # reports/validation/mnist_mlp was made from sweeps/mnist_mlp: its table of B_crit
+    # predictions is shown, each ratio = prediction / the measured B_crit of the same sweep
+    table = measured_app.session_state["validation"]
+    assert table is not None
+    measured = table[table["quantity"] == "measured B_crit (fit)"]["value"].iloc[0]
+    summary = measured_app.session_state["comparison"]    # the app's own fit of the sweep
+    assert measured == pytest.approx(summary.iloc[0]["b_crit"], rel=1e-6)
+    rows = table.dropna(subset=["value", "ratio"])
+    assert len(rows) >= 4
+    assert np.allclose(rows["ratio"], rows["value"] / measured, rtol=1e-9)
+    assert {"B_noise = tr(H Sigma) / (G^T H G)", "B_simple (sweep, moving averages)"} <= set(
+        table["quantity"])
+
+
+def test_no_validation_report_for_a_sweep_it_was_not_made_from(tmp_path):
+    import shutil
+    from realnets import gallery
+    config = json.loads((gallery.REPO_ROOT / "sweeps" / "mnist_mlp" / "config.json").read_text())
+    assert gallery.validation_for(config) is not None
+    assert gallery.validation_for(dict(config, goal=0.05)) is None      # another study
+    assert gallery.validation_for(dict(config, workload="digits_mlp")) is None
+    # a corrupt report is ignored rather than shown
+    shutil.copytree(gallery.VALIDATION_ROOT / "mnist_mlp", tmp_path / "mnist_mlp")
+    (tmp_path / "mnist_mlp" / "validation.json").write_text("{broken")
+    assert gallery.validation_for(config, root=tmp_path) is None
 
 
 def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
@@ -364,11 +393,12 @@ def test_every_measured_chart_exports_png_and_svg(deferred_downloads):
     at = section_app("Measured curves")
     assert not at.exception and not errors(at)
     buttons = export_buttons(at)
-    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 6
+    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 8
     assert all(b.proto.ignore_rerun for b in at.get("download_button"))
     names = sorted(deferred_downloads)
     assert names == sorted(f"mnist_mlp_{kind}.{fmt}" for kind in
-                           ("vs_nqm", "trials", "noise_scale") for fmt in ("png", "svg"))
+                           ("vs_nqm", "calibrated_nqm", "trials", "noise_scale")
+                           for fmt in ("png", "svg"))
     # the faceted trials chart keeps its panel size: one panel per batch size, 3 across
     width, height = png_size(deferred_downloads["mnist_mlp_trials.png"][0]())
     assert width > 2 * 3 * 200 and height > 2 * 3 * 160

@@ -1,0 +1,435 @@
+"""A self-contained validation report from a `realnets.validate` document: report.md with PNG and
+SVG charts, readable without running anything.
+
+Pure rendering: tables and charts are functions of the document (`validation.json`); nothing here
+measures or fits. Charts are drawn by `nqm.charts` (Altair) and exported with `chart_bytes`.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import altair as alt
+import numpy as np
+import pandas as pd
+
+from nqm.charts import LOG10, chart_bytes, steps_chart
+from nqm.scaling import Fit
+from realnets.validate import TARGET_LABELS, TARGET_RULES
+
+STEPS_CHART = "steps"
+SPECTRUM_CHART = "spectrum_{}"
+
+
+def _rules(doc: dict) -> list[str]:
+    """Target rules, the headline first."""
+    headline = doc["settings"].get("target_rule", "train_loss")
+    return [headline] + [r for r in TARGET_RULES if r != headline]
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return str(int(x))
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    return f"{v:.{digits}g}" if math.isfinite(v) else "-"
+
+
+def _pm(measured: dict | None, digits: int = 4) -> str:
+    """'value ± uncertainty' of a `calibrate._measured` record (or a bare number)."""
+    if measured is None:
+        return "-"
+    if not isinstance(measured, dict):
+        return _fmt(measured, digits)
+    value, err = measured.get("value"), measured.get("uncertainty")
+    return _fmt(value, digits) + ("" if err is None else f" ± {_fmt(err, 2)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Tables for the charts.
+
+
+def _curve_rows(label: str, summary: dict) -> list[dict]:
+    fit = summary["fit"]
+    f = Fit(fit["s_min"], fit["b_crit"], fit["r2"], 0)
+    points = summary["points"]
+    first = next((p for p in points if p["steps"] is not None), None)
+    rows = []
+    for p in points:
+        b = p["batch_size"]
+        perfect = (first["steps"] * first["batch_size"] / b
+                   if first is not None and points[0]["steps"] is not None else np.nan)
+        rows.append({"curve": label, "batch_size": b,
+                     "steps": np.nan if p["steps"] is None else float(p["steps"]),
+                     "learning_rate": p.get("learning_rate"), "momentum": p.get("momentum"),
+                     "regime": "", "perfect": perfect, "fit": float(f.predict([b])[0])})
+    return rows
+
+
+def curves_tables(doc: dict, checkpoint: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(points, summary) for `nqm.charts.steps_chart`: the measured curve and the calibrated
+    NQM's curves at `checkpoint` (default: the headline, the first one), plus the reference NQM
+    when the document has one."""
+    checkpoint = checkpoint or doc["settings"]["checkpoints"][0]
+    series = [(f"measured ({doc['workload']})", doc["measured"])]
+    preds = (doc["checkpoints"].get(checkpoint) or {}).get("predictions") or {}
+    for rule in _rules(doc):
+        pred = preds.get(rule) or {}
+        tag = f"{checkpoint}, {TARGET_LABELS[rule]}"
+        if pred.get("tuned"):
+            series.append((f"calibrated NQM, tuned {pred['family']} ({tag})", pred["tuned"]))
+        if pred.get("search_matched"):
+            series.append((f"calibrated NQM, the sweep's trials ({tag})", pred["search_matched"]))
+    ref = doc.get("reference") or {}
+    if ref.get("tuned"):
+        series.append(("the workload's own NQM, tuned", ref["tuned"]))
+    points, summary = [], []
+    for label, s in series:
+        points += _curve_rows(label, s)
+        summary.append({"curve": label, "b_crit": s["fit"]["b_crit"],
+                        "cbs20": s["regimes"]["cbs20"], "maximal_from": s["regimes"]["maximal_from"]})
+    points = pd.DataFrame(points)
+    for col in ("learning_rate", "momentum"):
+        points[col] = pd.to_numeric(points[col], errors="coerce").astype(float)
+    summary = pd.DataFrame(summary)
+    for col in ("b_crit", "cbs20", "maximal_from"):
+        summary[col] = pd.to_numeric(summary[col], errors="coerce").astype(float)
+    return points, summary
+
+
+def noise_marks(doc: dict, checkpoint: str | None = None) -> pd.DataFrame:
+    """Vertical marks: B_noise and B_simple at the checkpoint and the sweep's pooled B_simple."""
+    checkpoint = checkpoint or doc["settings"]["checkpoints"][0]
+    rows = []
+    for r in doc["comparison"]:
+        if r["value"] is None or not r["quantity"].startswith("B_"):
+            continue
+        if r["checkpoint"] not in (None, checkpoint):
+            continue
+        label = r["quantity"].split(" =")[0] + (f" ({r['checkpoint']})" if r["checkpoint"] else "")
+        rows.append({"batch_size": float(r["value"]), "estimate": label})
+    return pd.DataFrame(rows, columns=["batch_size", "estimate"])
+
+
+def steps_figure(doc: dict, checkpoint: str | None = None):
+    """Steps to goal vs batch size, measured beside the calibrated NQM (log-log), with each
+    curve's B_crit (fit), cbs20 and maximal-parallelism rules, and the noise scales (grey)."""
+    points, summary = curves_tables(doc, checkpoint)
+    chart = steps_chart(points, None, summary, series="curve")
+    marks = noise_marks(doc, checkpoint)
+    lo, hi = points["batch_size"].min() / 4, points["batch_size"].max() * 4
+    marks = marks[(marks["batch_size"] >= lo) & (marks["batch_size"] <= hi)]
+    if len(marks):
+        rules = alt.Chart(marks).mark_rule(color="grey", strokeWidth=2, opacity=0.7).encode(
+            x=alt.X("batch_size:Q", scale=alt.Scale(type="log", base=2)),
+            tooltip=["estimate", "batch_size"])
+        labels = alt.Chart(marks).mark_text(angle=270, align="left", dx=4, dy=-4, fontSize=10,
+                                            color="dimgrey").encode(
+            x=alt.X("batch_size:Q", scale=alt.Scale(type="log", base=2)),
+            y=alt.value(4), text="estimate:N")
+        chart = alt.layer(chart, rules, labels)
+    return chart.properties(title=f"{doc['workload']}: steps to goal, measured and predicted "
+                                  "(grey: noise scales)")
+
+
+def spectrum_table(record: dict) -> pd.DataFrame:
+    """Per direction: index i, curvature h_i (top-k, the tail's power law, the SLQ points) and
+    noise c_i (top-k, the tail's c = ratio * h)."""
+    nqm = record["nqm"]
+    top = nqm["top"]
+    h = top["curvature"]["value"]
+    h_err = top["curvature"]["uncertainty"] or [None] * len(h)
+    c = top["noise_variance"]["value"]
+    c_err = top["noise_variance"]["uncertainty"] or [None] * len(c)
+    rows = []
+    for i, (hv, he, cv, ce) in enumerate(zip(h, h_err, c, c_err), start=1):
+        rows.append({"index": i, "value": hv, "lo": hv - (he or 0), "hi": hv + (he or 0),
+                     "series": "curvature h_i (Lanczos, ± residual)"})
+        rows.append({"index": i, "value": cv, "lo": cv - 2 * (ce or 0), "hi": cv + 2 * (ce or 0),
+                     "series": "noise c_i (± 2 s.e.)"})
+    tail = nqm.get("tail")
+    if tail:
+        k, h_k, a = tail["anchor_index"], tail["anchor_curvature"], tail["exponent"]["value"]
+        d = tail["dim"]["value"]
+        rho = tail["noise_ratio"]["value"]
+        for i in np.unique(np.geomspace(k, max(d, k + 1), 40).astype(int)):
+            hv = h_k * (i / k) ** -a
+            rows.append({"index": int(i), "value": hv, "lo": hv, "hi": hv,
+                         "series": f"tail h_i = h_k (i/k)^-{a:.3g}"})
+            rows.append({"index": int(i), "value": rho * hv, "lo": rho * hv, "hi": rho * hv,
+                         "series": f"tail c_i = {rho:.3g} h_i"})
+        pts = tail["points"]
+        for t, idx in zip(pts["curvature"], pts["index"]):
+            rows.append({"index": idx, "value": t, "lo": t, "hi": t,
+                         "series": "SLQ counting function (N(t) + 1/2, t)"})
+    return pd.DataFrame(rows)
+
+
+def spectrum_figure(record: dict, title: str):
+    """Curvature and noise per direction, log-log: measured top-k with error bars, the fitted
+    tail, and the SLQ points it was fitted to."""
+    data = spectrum_table(record)
+    data = data[(data["value"] > 0)]
+    data = data.assign(lo=data["lo"].clip(lower=data["value"] * 1e-3))
+    x = alt.X("index:Q", scale=LOG10, title="direction i (by curvature)")
+    color = alt.Color("series:N", title="", legend=alt.Legend(orient="bottom", direction="vertical",
+                                                             labelLimit=600))
+    measured = data[~data["series"].str.startswith(("tail", "SLQ"))]
+    lines = data[data["series"].str.startswith("tail")]
+    slq = data[data["series"].str.startswith("SLQ")]
+    layers = [alt.Chart(measured).mark_point(filled=True, size=30).encode(
+                  x=x, y=alt.Y("value:Q", scale=LOG10, title="curvature h (loss/param²) | noise c"),
+                  color=color, tooltip=["series", "index", "value"]),
+              alt.Chart(measured).mark_rule().encode(x=x, y="lo:Q", y2="hi:Q", color=color)]
+    if len(lines):
+        layers.append(alt.Chart(lines).mark_line(strokeDash=[5, 3]).encode(
+            x=x, y="value:Q", color=color))
+    if len(slq):
+        layers.append(alt.Chart(slq).mark_point(shape="cross", size=25).encode(
+            x=x, y="value:Q", color=color, tooltip=["series", "index", "value"]))
+    return alt.layer(*layers).properties(height=360, title=title)
+
+
+def export(chart, out_dir: Path, stem: str) -> dict:
+    """Writes stem.png and stem.svg; returns {"png": name, "svg": name}."""
+    names = {}
+    for fmt in ("png", "svg"):
+        name = f"{stem}.{fmt}"
+        (Path(out_dir) / name).write_bytes(chart_bytes(chart, fmt, scale=1.0))
+        names[fmt] = name
+    return names
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown.
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return out
+
+
+def comparison_markdown(doc: dict) -> list[str]:
+    rows = []
+    for r in doc["comparison"]:
+        value = _fmt(r["value"]) + ("" if r["uncertainty"] is None else f" ± {_fmt(r['uncertainty'], 2)}")
+        rows.append([r["quantity"], r["checkpoint"] or "-", value, _fmt(r["ratio"], 3), r["note"]])
+    return _table(["estimate", "checkpoint", "B", "ratio to measured B_crit", "how"], rows)
+
+
+def _curve_markdown(summaries: list[tuple[str, dict]]) -> list[str]:
+    sizes = [p["batch_size"] for p in summaries[0][1]["points"]]
+    header = ["B"] + [label for label, _ in summaries]
+    rows = []
+    for i, b in enumerate(sizes):
+        row = [b]
+        for _, s in summaries:
+            p = s["points"][i]
+            cell = _fmt(p["steps"])
+            if p["steps"] is not None and p.get("learning_rate") is not None:
+                cell += f" (lr {_fmt(p['learning_rate'], 3)}"
+                cell += f", m {_fmt(p['momentum'], 3)})" if p.get("momentum") is not None else ")"
+            row.append(cell)
+        rows.append(row)
+    fits = ["fit: S_min, B_crit, R²"] + [
+        f"{_fmt(s['fit']['s_min'])}, {_fmt(s['fit']['b_crit'])}, {_fmt(s['fit']['r2'], 3)}"
+        for _, s in summaries]
+    regimes = ["cbs20, maximal from"] + [
+        f"{_fmt(s['regimes']['cbs20'])}, {_fmt(s['regimes']['maximal_from'])}"
+        for _, s in summaries]
+    return _table(header, rows + [fits, regimes])
+
+
+def checkpoint_markdown(name: str, record: dict, chart: dict | None) -> list[str]:
+    out = [f"### Checkpoint: {name} (step {record['step']}, training loss "
+           f"{_fmt(record['train_loss'])} on the calibration sample)", ""]
+    out.append(f"Measured on {record['sample_rows']} training rows, {record['num_params']} "
+               f"parameters, {record['hessian_matvecs']} Hessian-vector products, "
+               f"{_fmt(record['measure_seconds'], 3)} s.")
+    out.append("")
+    g, gi, bn = record["gradient"], record["gradient_at_init"], record["b_noise"]
+    out += _table(["noise statistic", "here", "at init"], [
+        ["tr(Sigma)", _pm(g["trace_cov"]), _pm(gi["trace_cov"])],
+        ["‖G‖² (unbiased)", _pm(g["grad_sq_norm"]), _pm(gi["grad_sq_norm"])],
+        ["B_simple = tr(Sigma) / ‖G‖²", _fmt(g["b_simple"]), _fmt(gi["b_simple"])],
+        ["tr(H Sigma)", _pm(bn["trace_h_cov"]), "-"],
+        ["G^T H G (unbiased)", _fmt(bn["grad_h_grad"]), "-"],
+        ["B_noise = tr(H Sigma) / G^T H G", _pm(bn["b_noise"]), "-"],
+        ["tr(H) (SLQ)", _pm(record["spectrum"]["trace"]), "-"]])
+    out.append("")
+    out.append(f"B_noise uses {bn['noise_rows']} per-example gradients (one HVP each); "
+               "uncertainties are standard errors over examples (over SLQ probes for tr(H)).")
+    out.append("")
+    if record.get("error"):
+        out += [f"**No NQM could be fitted here:** {record['error']}", ""]
+        return out
+    nqm = record["nqm"]
+    top = nqm["top"]
+    out.append(f"**Fitted NQM:** d = {nqm['dim']} directions, target loss {_fmt(nqm['target'])}, "
+               f"initial loss {_fmt(nqm['initial_loss'])} (0.5 Σ h_i E[θ_i²]), "
+               f"tr(C) = {_fmt(nqm['trace_noise'])}, tr(H) = {_fmt(nqm['trace_curvature'])}.")
+    cap = record["captured"]
+    out.append(f"The NQM keeps {_fmt(cap['trace_noise_fraction'], 3)} of the measured tr(Sigma) "
+               f"and {_fmt(cap['trace_curvature_fraction'], 3)} of the SLQ tr(H).")
+    al = record.get("alignment") or {}
+    if al:
+        out.append(f"Noise against curvature on the top-{nqm['top_k']}: c_i / h_i from "
+                   f"{_fmt(al['ratio_min'], 3)} to {_fmt(al['ratio_max'], 3)} (median "
+                   f"{_fmt(al['ratio_median'], 3)}); slope of log c on log h "
+                   f"{_fmt(al.get('log_slope'), 3)}, correlation {_fmt(al.get('log_correlation'), 3)} "
+                   "(the NQM's c ∝ h gives slope 1).")
+    s0 = record.get("nqm_noise_scale_at_start") or {}
+    out.append(f"The fitted NQM's own noise scales at its start: B_simple {_fmt(s0.get('b_simple'))}, "
+               f"B_noise {_fmt(s0.get('b_noise'))}.")
+    out.append("")
+    keys = ("curvature", "noise_variance", "grad_components", "init_second_moments")
+
+    def col(key, i):
+        m = top[key]
+        err = (m["uncertainty"] or [None] * len(m["value"]))[i]
+        return _fmt(m["value"][i]) + ("" if err is None else f" ± {_fmt(err, 2)}")
+
+    rows = [[i + 1] + [col(k, i) for k in keys] for i in range(len(top["curvature"]["value"]))]
+    out += _table(["i", "h_i ± Ritz residual", "c_i ± s.e.", "g_i (at init) ± s.e.",
+                   "E[θ_i²] = g_i²/h_i² ± err"], rows)
+    out.append("")
+    tail = nqm.get("tail")
+    if tail:
+        out.append(f"**Tail** (i = {tail['anchor_index'] + 1} .. d): h_i = h_k (i/k)^-a with "
+                   f"a = {_pm(tail['exponent'])} (jackknife over SLQ probes), h_k = "
+                   f"{_fmt(tail['anchor_curvature'])}, fitted to the SLQ counting function from "
+                   f"the floor {_fmt(tail['floor'])} up (R² {_fmt(tail['r2'], 3)}); "
+                   f"d = {_pm(tail['dim'])} (SLQ count above the floor; quadrature resolution "
+                   f"{_fmt(tail['dim_resolution'], 3)}); c_i = ratio × h_i with ratio "
+                   f"{_pm(tail['noise_ratio'])}; E[θ_i²] = {_pm(tail['init_second_moment'])} "
+                   f"({tail['init_rule']}).")
+        out.append("")
+    if chart:
+        out += [f"![spectrum at {name}]({chart['png']}) ([SVG]({chart['svg']}))", ""]
+    targets = record.get("targets") or {}
+    out.append("Targets: " + "; ".join(
+        f"{TARGET_LABELS[r]}: {_fmt(targets.get(r))}" for r in TARGET_RULES) + ".")
+    for rule, why in (record.get("target_errors") or {}).items():
+        out.append(f"No prediction with the {TARGET_LABELS[rule]}: {why}.")
+    out.append("")
+    for rule in TARGET_RULES:
+        pred = (record.get("predictions") or {}).get(rule)
+        if not pred:
+            continue
+        summaries = [("calibrated NQM tuned " + pred["family"], pred["tuned"])]
+        if pred.get("search_matched"):
+            summaries.append(("calibrated NQM at the sweep's trials", pred["search_matched"]))
+        boot = pred.get("bootstrap") or {}
+        spread = "; ".join(f"{label} B_crit 16-84% over the bootstrap {_fmt(b['p16'])} .. "
+                           f"{_fmt(b['p84'])}" for label, b in (
+                               ("tuned", boot.get("tuned")),
+                               ("sweep's trials", boot.get("search_matched"))) if b)
+        out.append(f"Steps predicted with the {TARGET_LABELS[rule]} ({_fmt(pred['target'])}); "
+                   f"tuned with a budget of {pred['tuned']['config']['max_steps']} steps"
+                   + (f"; {spread}" if spread else "") + ":")
+        out.append("")
+        out += _curve_markdown(summaries)
+        if pred.get("search_matched_note"):
+            out += ["", f"No search-matched curve: {pred['search_matched_note']}."]
+        out.append("")
+    return out
+
+
+def render_markdown(doc: dict, charts: dict, notes: str | None = None,
+                    command: str | None = None, wall_seconds: float | None = None) -> str:
+    """report.md: the comparison table, the charts, the measured sweep, the calibration run, and
+    every fitted number with its uncertainty."""
+    w = doc["workload"]
+    sc = doc["sweep_config"]
+    run = doc["calibration_run"]
+    lines = [f"# Validation: {w}", ""]
+    if command:
+        lines += ["Made by", "", "```", command, "```", ""]
+    if wall_seconds is not None:
+        lines += [f"Wall time {wall_seconds:.0f} s (phases: " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in doc.get("seconds", {}).items()) + ").", ""]
+    lines += ["## Critical batch size: measured and predicted", ""]
+    lines += comparison_markdown(doc)
+    boots = [p.get("bootstrap") for c in doc["settings"]["checkpoints"]
+             for p in ((doc["checkpoints"].get(c) or {}).get("predictions") or {}).values()]
+    boots = [b for b in boots if b]
+    lines += ["", "Ratios are prediction / measured B_crit (the fit S(B) = S_min (1 + B_crit / B) "
+              "of each curve, DESIGN.md section 3). B_noise and B_simple are McCandlish et al.'s "
+              "predictions B_crit ≈ B_noise (eq. 2.11) and its cheap proxy. The ± of the NQM "
+              "rows is the standard deviation of B_crit over "
+              + (f"{boots[0]['draws']} NQMs redrawn from the fitted numbers' uncertainties "
+                 f"(parametric bootstrap; {sum(b['failed'] for b in boots)} draws failed)"
+                 if boots else "(no bootstrap run)")
+              + "; the measured B_crit's own uncertainty (one sweep, quasi-random trials) is not "
+              "estimated.", ""]
+    if STEPS_CHART in charts:
+        c = charts[STEPS_CHART]
+        lines += [f"![steps to goal]({c['png']}) ([SVG]({c['svg']}))", ""]
+    if notes:
+        lines += ["## Where the NQM's assumptions hold and break", "", notes.strip(), ""]
+    lines += ["## The measured sweep", "",
+              f"Sweep: workload {sc['workload']}, goal {sc['goal']}, optimizer {sc['optimizer']}, "
+              f"{sc['trials']} trials per batch size, budget {sc['max_steps']} steps, seed "
+              f"{sc['seed']}, search {sc['search']}.", ""]
+    summaries = [("measured", doc["measured"])]
+    ref = doc.get("reference")
+    if ref:
+        summaries.append(("the workload's own NQM, tuned", ref["tuned"]))
+        if ref.get("search_matched"):
+            summaries.append(("the workload's own NQM, at the sweep's trials", ref["search_matched"]))
+    lines += _curve_markdown(summaries)
+    lines += ["", f"B_simple measured during training (moving averages of the best trials, pooled "
+              f"over batch sizes with weights B²): {_fmt(doc['measured']['b_simple_pooled'])}.", ""]
+    lines += ["## Calibration run", "",
+              f"The best trial at B = {run['batch_size']} (trial {run['trial_id']}, learning rate "
+              f"{_fmt(run['learning_rate'])}, momentum {_fmt(run['momentum'])}, {run['optimizer']}) "
+              f"reached the goal in {run['sweep_steps_to_goal']} steps in the sweep; rerun alone "
+              f"with the same seed it ended {run['rerun_status']} after {run['rerun_steps_run']} "
+              f"steps (steps to goal {_fmt(run['rerun_steps_to_goal'])}, last metric "
+              f"{_fmt(run['rerun_final_metric'])}). Its checkpoints: step 0 and the last step.",
+              "",
+              f"Training loss on the calibration sample: {_fmt(run['train_loss_init'])} at init, "
+              f"{_fmt(run['train_loss_goal'])} at the goal. NQM target: {_fmt(run['target'])} "
+              f"({run['target_rule']}).", ""]
+    st = doc["settings"]
+    lines += [f"Settings: top-k {st['top_k']}, Lanczos steps {st['lanczos_steps'] or 'default'}, "
+              f"SLQ {st['slq_probes']} probes × {st['slq_steps']} steps, tail floor "
+              f"{st['floor_ratio']} × h_1, sample {st['sample_rows']} rows, {st['noise_rows']} "
+              f"per-example gradients for tr(H Sigma), seed {st['seed']}, headline target rule "
+              f"{st.get('target_rule', 'train_loss')}, {st.get('bootstrap', 0)} bootstrap NQMs.", ""]
+    lines += ["## The NQM fitted to the network", ""]
+    for name in st["checkpoints"]:
+        record = doc["checkpoints"].get(name)
+        if record:
+            lines += checkpoint_markdown(name, record, charts.get(SPECTRUM_CHART.format(name)))
+    lines += ["## Files", "",
+              "`validation.json` holds every number above (fitted values with their "
+              "uncertainties, the SLQ nodes and weights, the curves); "
+              "`realnets.validate.load_validation(DIR)` reads its comparison table.", ""]
+    return "\n".join(lines)
+
+
+def write_report(out_dir: Path, doc: dict, notes: str | None = None, command: str | None = None,
+                 wall_seconds: float | None = None) -> Path:
+    """Charts (PNG + SVG) and report.md into `out_dir`; returns the report's path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    charts = {STEPS_CHART: export(steps_figure(doc), out_dir, STEPS_CHART)}
+    for name in doc["settings"]["checkpoints"]:
+        record = doc["checkpoints"].get(name)
+        if record and record.get("nqm"):
+            stem = SPECTRUM_CHART.format(name)
+            charts[stem] = export(spectrum_figure(
+                record, f"{doc['workload']}: Hessian spectrum and gradient noise at {name}"),
+                out_dir, stem)
+    path = out_dir / "report.md"
+    tmp = out_dir / ".report.md.tmp"
+    tmp.write_text(render_markdown(doc, charts, notes, command, wall_seconds), encoding="utf-8")
+    tmp.replace(path)
+    return path
