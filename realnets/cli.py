@@ -53,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--full-trials", action="store_true",
                    help="run every trial to its end (default: stop a batch size's trials once one "
                         "reached the goal; steps to result are the same)")
+    s.add_argument("--noise-every", type=int,
+                   help="measure the gradient noise scale every N steps (default: every step on "
+                        "several devices, where it is free; every 8th on one, where it costs a "
+                        "second half-batch gradient; 0: off on one device)")
     s.add_argument("--text-file", help="text for the text_transformer workload")
     s.add_argument("--out", required=True, help="sweep directory (rerun to resume)")
     s.add_argument("--no-progress", action="store_true")
@@ -141,7 +145,7 @@ def sweep_config(args):
         eval_resolution=(args.eval_resolution if args.eval_resolution is not None
                          else w.eval_resolution),
         vmap_trials=args.vmap_trials, max_rows_per_device=args.max_rows_per_device,
-        full_trials=args.full_trials,
+        full_trials=args.full_trials, noise_every=args.noise_every,
         text_file=None if args.text_file is None else str(Path(args.text_file).resolve()))
 
 

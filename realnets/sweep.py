@@ -54,6 +54,8 @@ class SweepConfig:
       text_file: text for the text workload (None: pydoc_data).
       full_trials: run every trial to its own end instead of stopping a batch size's trials once
         one reached the goal (see RunConfig.stop_at_first_goal; steps to result are the same).
+      noise_every: see RunConfig (None: every step on several devices, every 8th on one; 0: off
+        on one device).
     """
 
     workload: str
@@ -69,6 +71,7 @@ class SweepConfig:
     max_rows_per_device: int = 4096
     text_file: str | None = None
     full_trials: bool = False
+    noise_every: int | None = None
 
     def __post_init__(self):
         workloads.get(self.workload)
@@ -89,6 +92,10 @@ class SweepConfig:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
         if self.vmap_trials < 0:
             raise ValueError(f"vmap-trials must be >= 0, got {self.vmap_trials}")
+        if self.noise_every is not None and (not isinstance(self.noise_every, (int, np.integer))
+                                             or not 0 <= self.noise_every <= 10 ** 6):
+            raise ValueError(f"noise-every must be a whole number in [0, 1e6] (0: off), got "
+                             f"{self.noise_every!r}")
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -248,6 +255,7 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
                         eval_resolution=config.eval_resolution,
                         max_rows_per_device=config.max_rows_per_device,
                         stop_at_first_goal=not config.full_trials,
+                        noise_every=config.noise_every,
                         stop_after=min(best) if best and not config.full_trials else None)
             bar = _bar(progress and writer, batch_size, group, config.max_steps)
             def report_step(step: int, batch_size=batch_size, bar=bar) -> None:

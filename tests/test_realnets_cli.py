@@ -35,6 +35,7 @@ def _run(capsys, *argv):
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--goal", "nan"], "goal"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--optimizer", "lbfgs"], "optimizer"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--trials", "two"], "trials"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--noise-every", "-1"], "noise-every"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--text-file", "a.txt"], "text-file"),
     (["sweep", "--workload", "text_transformer", "--out", "X", "--text-file", "/no/such.txt"],
      "text-file"),
@@ -127,3 +128,18 @@ def test_import_batch_science_gives_the_same_curve_format(capsys, tmp_path):
     assert doc["source"] == "batch_science"
     (written,) = list((tmp_path / "imported").glob("*/curve.json"))
     assert json.loads(written.read_text())["points"] == doc["points"]
+
+
+def test_noise_every_flag_reaches_the_trials(capsys, tmp_path):
+    # --noise-every 0: no noise-scale estimate on one device (several devices, as here under
+    # tests/conftest.py, measure it anyway: it comes with the all-reduce); 2: estimates
+    for every in (0, 2):
+        out = tmp_path / f"n{every}"
+        status, _, err = _run(capsys, "sweep", "--workload", "digits_mlp", "--batch-sizes", "32",
+                              "--trials", "1", "--max-steps", "6", "--goal", "0.9",
+                              "--noise-every", str(every), "--out", str(out), "--no-progress")
+        assert status == 0, err
+        (record,) = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+        assert record["noise_every"] == every
+        measured = every > 0 or record["devices"] > 1
+        assert any(b is not None for b in record["noise_scale"]["b_simple"]) == measured
