@@ -433,7 +433,7 @@ def main():
             cases = [("mnist_mlp", 16, 400), ("mnist_mlp", 256, 100)]
             repeats, vmap_cases, vmap_repeats = 3, [(16, 30), (256, 16)], 1
         else:
-            cases = [("mnist_mlp", 16, 600), ("mnist_mlp", 256, 250), ("mnist_cnn", 64, 60)]
+            cases = [("mnist_mlp", 16, 3000), ("mnist_mlp", 256, 1000), ("mnist_cnn", 64, 60)]
             repeats, vmap_cases, vmap_repeats = 5, [(16, 150), (256, 60)], 2
         print(f"\n1. Harness overhead on one device (momentum SGD, lr {LEARNING_RATE}, "
               f"b {MOMENTUM}, goal {UNREACHABLE_GOAL}: every step runs)")
