@@ -202,12 +202,13 @@ def make_train_step(loss_fn: Callable, config: StepConfig, mesh=None):
     def across_devices(x):
         return x if n == 1 else jax.lax.pmean(x, meshlib.DATA_AXIS)
 
-    def one_trial(state: TrainState, hp: Metaparameters, batch):
-        batch_size = jax.tree.leaves(batch)[0].shape[0] * n       # the global batch
+    def gradients(params, batch):
         # check_vma=False below: the gradient of this device's loss is its own rows' gradient
         # (with check_vma=True, grad would add the psum of replicated parameters' cotangents
         # itself and the pmean after it would make it n times too large).
-        loss_G, grads_G = _group_gradients(value_and_grad, state.params, batch, local_G, M)
+        return _group_gradients(value_and_grad, params, batch, local_G, M)
+
+    def update(state: TrainState, hp: Metaparameters, loss_G, grads_G, batch_size: int):
         grads = jax.tree.map(lambda g: across_devices(_mean_over_groups(g)), grads_G)
         loss = across_devices(_mean_over_groups(loss_G))
         noise = state.noise
@@ -228,7 +229,28 @@ def make_train_step(loss_fn: Callable, config: StepConfig, mesh=None):
             stats.update(grad_sq_small=small_sq, grad_sq_big=big_sq, b_simple=noise.b_simple())
         return TrainState(params, opt_state, noise), stats
 
-    trials = jax.vmap(one_trial, in_axes=(0, 0, None))
+    def one_trial(state: TrainState, hp: Metaparameters, batch, batch_size: int):
+        return update(state, hp, *gradients(state.params, batch), batch_size)
+
+    def trials(states: TrainState, hps: Metaparameters, batch):
+        batch_size = jax.tree.leaves(batch)[0].shape[0] * n       # the global batch
+        if jax.tree.leaves(hps)[0].shape[0] != 1:
+            return jax.vmap(functools.partial(one_trial, batch_size=batch_size),
+                            in_axes=(0, 0, None))(states, hps, batch)
+        # One trial: its gradients are taken outside the vmap, on the unbatched parameters.
+        # Under vmap the activations carry the size-1 trial axis, and the batching rule of
+        # reduce_window (max-pool) adds a window dimension for it: XLA:CPU's select-and-scatter
+        # expansion of the pool's gradient then materialises an index array for that axis too
+        # (an extra s32 broadcast, reduce-window output and scatter index per pool), the dense
+        # kernels' gradients come out transposed, and a CNN step (mnist_cnn, B = 64) took ~15%
+        # longer than the same step unbatched. Only the gradient is unbatched: the state keeps
+        # its trial axis through the update, so the donated buffers still alias the outputs
+        # (squeezing the whole state made XLA copy every donated buffer of an MLP).
+        params = jax.tree.map(lambda p: p[0], states.params)
+        loss_G, grads_G = gradients(params, batch)
+        expand = lambda x: x[None]  # noqa: E731
+        return jax.vmap(functools.partial(update, batch_size=batch_size))(
+            states, hps, expand(loss_G), jax.tree.map(expand, grads_G))
 
     if mesh is None or n == 1:
         # pmean over one device is the identity, and a 1-device shard_map still costs ~9% of

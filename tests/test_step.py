@@ -12,6 +12,7 @@ import functools
 import re
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -183,6 +184,52 @@ def test_vmapped_trials_are_independent(one_device):
         _assert_trees_close(params_i, jax.tree.map(lambda p: p[i:i + 1], params_ab), rtol=1e-6,
                             atol=1e-8)
         np.testing.assert_allclose(stats_i[-1]["loss"], stats_ab[-1]["loss"][i:i + 1], rtol=1e-6)
+
+
+def _cnn_task():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((BATCH, 8, 8)).astype(np.float32)
+    y = rng.integers(0, CLASSES, BATCH).astype(np.int32)
+    return tasks.classification_task(models.SimpleCNN(features=(4,), kernel=3, dense=8), x, y, x, y)
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_one_trial_cnn_step_is_the_vmapped_step_unbatched(groups):
+    # T = 1 takes its gradients outside the trial vmap (max-pool's gradient with a size-1 trial
+    # axis is slow on XLA:CPU): the same step as a trial of a T = 2 program, and no trial axis
+    # on the activations (the pools' reduce_window operands are 4-D).
+    cnn = _cnn_task()
+    config = StepConfig(optimizer="momentum", decay_steps=STEPS, groups=groups)
+    train = jax.jit(step.make_train_step(cnn.loss_fn, config))
+    params = [cnn.init_params(key) for key in _keys((0, 1))]
+    params_T = jax.tree.map(lambda *p: jnp.stack(p), *params)
+    states_ab = step.init_states(lambda p: p, config, params_T, HPS)
+    batch = cnn.train
+    states_1, states_2 = _take(states_ab, [1]), states_ab
+    for _ in range(2):
+        states_1, stats_1 = train(states_1, _take(HPS, [1]), batch)
+        states_2, stats_2 = train(states_2, HPS, batch)
+    _assert_trees_close(states_1, _take(states_2, [1]), rtol=1e-5, atol=1e-7)
+    for key, value in stats_1.items():
+        np.testing.assert_allclose(value, np.asarray(stats_2[key])[1:], rtol=1e-5)
+    assert sorted(stats_1) == (["loss"] if groups == 1 else
+                               ["b_simple", "grad_sq_big", "grad_sq_small", "loss"])
+
+    def pool_ranks(jaxpr):
+        ranks = []
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name.startswith(("reduce_window", "select_and")):
+                ranks.append(eqn.invars[0].aval.ndim)
+        for sub in jax.extend.core.subjaxprs(jaxpr):
+            ranks += pool_ranks(sub)
+        return ranks
+
+    ranks_1 = pool_ranks(jax.make_jaxpr(step.make_train_step(cnn.loss_fn, config))(
+        states_1, _take(HPS, [1]), batch).jaxpr)
+    ranks_2 = pool_ranks(jax.make_jaxpr(step.make_train_step(cnn.loss_fn, config))(
+        states_2, HPS, batch).jaxpr)
+    assert ranks_1 and set(ranks_1) == {4}
+    assert ranks_2 and set(ranks_2) == {5}
 
 
 # (e) ---------------------------------------------------------------------------------------
