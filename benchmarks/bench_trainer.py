@@ -158,9 +158,9 @@ def one_trial_hps(trials: int = 1) -> Metaparameters:
 
 
 def compiled_trainer_step(task, batch_size, steps, mesh):
-    """The trainer's train and eval steps as run_trials builds them: (jitted train step, its
-    compiled form, jitted eval step, a function making fresh 1-trial states, hps, the placed
-    validation set with its mask)."""
+    """The trainer's steps as run_trials builds them: (the compiled measuring train step, for
+    XLA's cost analysis; the jitted eval step; a function making fresh 1-trial states; hps; the
+    placed validation set with its mask)."""
     config = trainer_step_config(batch_size, steps, mesh.devices.size)
     train, evaluate = compile_steps(task.loss_fn, task.eval_fn, config, mesh)
     hps = jax.device_put(one_trial_hps(), meshlib.replicated(mesh))
@@ -170,20 +170,7 @@ def compiled_trainer_step(task, batch_size, steps, mesh):
     train_c = train.lower(make_states(), hps, example).compile()     # for XLA's cost analysis
     val = dict(task.val, mask=np.ones(next(iter(task.val.values())).shape[0], np.float32))
     val = meshlib.place_batch(val, mesh)
-    return train, train_c, evaluate, make_states, hps, val
-
-
-def time_trainer_step(task, train, make_states, hps, batch_size, steps, mesh, seed=0) -> Timing:
-    """The trainer's jitted step in the bare loop (same batches, placed by place_batch)."""
-    sampler = EpochSampler(task.train, batch_size, seed)
-    states = make_states()
-    states, stats = train(states, hps, meshlib.place_batch(sampler.next(), mesh))
-    stats["loss"].block_until_ready()
-    start = now()
-    for _ in range(steps - 1):
-        states, stats = train(states, hps, meshlib.place_batch(sampler.next(), mesh))
-    stats["loss"].block_until_ready()
-    return since(start)
+    return train_c, evaluate, make_states, hps, val
 
 
 def time_eval(evaluate, states, val, repeats: int) -> float:
@@ -298,7 +285,7 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
               f"{type(error).__name__} {str(error)[:120]} (jax's conv batching rule under the "
               f"per-group vmap with mesh-sharded state; see the report)")
         return None
-    train, train_c, evaluate, make_states, hps, val = compiled_trainer_step(task, batch_size, steps,
+    train_c, evaluate, make_states, hps, val = compiled_trainer_step(task, batch_size, steps,
                                                                             mesh)
 
     eval_at = eval_steps(steps, 1.0)
@@ -355,7 +342,7 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
           f"(x{flops_t / flops_b:.2f} flops, x{bytes_t / bytes_b:.2f} bytes; XLA's cost analysis)")
     print(f"  one evaluation ({val['mask'].shape[0]} validation rows, result to host): "
           f"{1e3 * t_eval:.2f} ms = {t_eval / t_step:.1f} trainer steps; host batch per step: "
-          f"trainer {1e6 * host_trainer:.0f} us (gather + place_batch, made ahead in a thread), "
+          f"trainer {1e6 * host_trainer:.0f} us (gather + place_batch), "
           f"bare {1e6 * host_bare:.0f} us")
     n_budget = len(eval_steps(budget_steps, resolution))
     share = n_budget * t_eval / (budget_steps * t_step + n_budget * t_eval)

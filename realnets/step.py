@@ -4,7 +4,7 @@ One compiled program runs one step of T trials of one batch size: the trials sha
 (same data order) and differ in their metaparameters, which are traced arrays of shape (T,), so
 a new learning rate never recompiles. Inside a trial the batch of B examples is cut into G
 groups of b = B / G rows, one group per device (on one device, the two halves); the gradient of
-each group is taken by `vmap(grad)` and the full-batch gradient is their mean. Because the
+each group is taken in turn (`_group_gradients`) and the full-batch gradient is their mean. Because the
 groups follow the device layout, GSPMD computes each group's gradient on its own device and the
 mean is the all-reduce. The per-group and the mean gradient give the noise scale for free
 (`realnets.gradient_noise`). No `shard_map`: the whole step is ordinary jit code.

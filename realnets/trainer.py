@@ -19,13 +19,12 @@ import jax.numpy as jnp
 import numpy as np
 
 from realnets import mesh as meshlib
-from realnets.prefetch import Prefetcher
 from realnets.step import Metaparameters, StepConfig, compile_steps, groups_for, init_states
 from realnets.tasks import Task
 
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
 # On one device the noise scale costs a second (half-batch) gradient: measured every this many
-# steps by default (benchmarks/bench_trainer.py: every step costs +70% at B = 16 on an MLP).
+# steps by default (benchmarks/bench_trainer.py: every step costs +80-125% at B = 16 on an MLP).
 ONE_DEVICE_NOISE_EVERY = 8
 
 
@@ -246,7 +245,7 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     if noise_every is None:
         noise_every = ONE_DEVICE_NOISE_EVERY if n_dev == 1 else 1
     groups = groups_for(n_dev, config.batch_size) if noise_every else n_dev
-    # a device computes the gradients of its groups_per_device groups at once (vmapped)
+    # a device takes the gradients of its groups_per_device groups one after the other
     groups_per_device = max(1, groups // n_dev)
     micro = microbatches_for(config.batch_size // groups,
                              max(1, config.max_rows_per_device // groups_per_device))
@@ -288,35 +287,34 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     stopped = None
     budget = config.max_steps if config.stop_after is None else min(config.max_steps,
                                                                    config.stop_after)
-    with Prefetcher(lambda: meshlib.place_batch(stream.next(), mesh)) as batches:
-        for target_step in eval_steps(budget, config.eval_resolution):
-            while last_step < target_step:
-                program = train if noise_every and last_step % noise_every == 0 else train_plain
-                states, stats = program(states, hps, batches.next())
-                last_step += 1
-                if lockstep:
-                    stats["loss"].block_until_ready()
-                if out.first_loss is None:
-                    out.first_loss = np.asarray(stats["loss"], np.float64)
-            if task.exact_eval is not None:
-                sums = exact(states)
-            else:
-                parts = [evaluate(states, chunk) for chunk in val_chunks]
-                sums = {k: sum(p[k] for p in parts) for k in parts[0]}
-            metric = np.asarray(sums["metric_sum"], np.float64) / np.asarray(sums["count"], np.float64)
-            loss = np.asarray(stats["loss"], np.float64)
-            ema_g, ema_t = (np.asarray(x, np.float64) for x in (states.noise.grad_sq,
-                                                                states.noise.trace_cov))
-            out.add(last_step, metric, loss, ema_g, ema_t)
-            if on_eval is not None:
-                on_eval(last_step)
-            if all(out.settled(i) for i in range(n)):
-                break
-            if config.stop_at_first_goal and any(r is not None for r in out.reached):
-                stopped = f"stopped at step {last_step}: another trial reached the goal first"
-                break
-            if last_step == budget and budget < config.max_steps:
-                stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
+    for target_step in eval_steps(budget, config.eval_resolution):
+        while last_step < target_step:
+            program = train if noise_every and last_step % noise_every == 0 else train_plain
+            states, stats = program(states, hps, meshlib.place_batch(stream.next(), mesh))
+            last_step += 1
+            if lockstep:
+                stats["loss"].block_until_ready()
+            if out.first_loss is None:
+                out.first_loss = np.asarray(stats["loss"], np.float64)
+        if task.exact_eval is not None:
+            sums = exact(states)
+        else:
+            parts = [evaluate(states, chunk) for chunk in val_chunks]
+            sums = {k: sum(p[k] for p in parts) for k in parts[0]}
+        metric = np.asarray(sums["metric_sum"], np.float64) / np.asarray(sums["count"], np.float64)
+        loss = np.asarray(stats["loss"], np.float64)
+        ema_g, ema_t = (np.asarray(x, np.float64) for x in (states.noise.grad_sq,
+                                                            states.noise.trace_cov))
+        out.add(last_step, metric, loss, ema_g, ema_t)
+        if on_eval is not None:
+            on_eval(last_step)
+        if all(out.settled(i) for i in range(n)):
+            break
+        if config.stop_at_first_goal and any(r is not None for r in out.reached):
+            stopped = f"stopped at step {last_step}: another trial reached the goal first"
+            break
+        if last_step == budget and budget < config.max_steps:
+            stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
 
     if final_params is not None:
         host = jax.tree.map(np.asarray, states.params)
