@@ -91,6 +91,11 @@ class GradientStatistics:
     grad_sq_norm: float
     grad_sq_norm_se: float
 
+    @property
+    def b_simple(self) -> float:
+        """B_simple = tr(Sigma) / |G|^2 (nan when |G|^2 <= 0)."""
+        return self.trace_cov / self.grad_sq_norm if self.grad_sq_norm > 0 else math.nan
+
     def to_dict(self) -> dict:
         """JSON-ready (without the P-vector G)."""
         return {"num_examples": self.num_examples,
@@ -249,6 +254,13 @@ def hessian_noise_scale(hessian: curvature.HessianOperator, loss_fn: Callable, p
 # The spectrum beyond the top-k: a power law fitted to the SLQ counting function.
 
 
+def tail_curvature(index, anchor_index: int, anchor_curvature: float,
+                   exponent: float) -> np.ndarray:
+    """The power-law tail h_i = h_k (i / k)^-a at direction indices `index` (float64)."""
+    i = np.asarray(index, np.float64)
+    return anchor_curvature * (i / anchor_index) ** -exponent
+
+
 @dataclass(frozen=True)
 class PowerLawTail:
     """h_i = h_k (i / k)^-a for i = k+1 .. dim, fitted to an SLQ density.
@@ -281,7 +293,7 @@ class PowerLawTail:
     def curvature(self) -> np.ndarray:
         """Tail eigenvalues h_{k+1} .. h_d, float64 (d - k,)."""
         i = np.arange(self.anchor_index + 1, self.dim + 1, dtype=np.float64)
-        return self.anchor_curvature * (i / self.anchor_index) ** -self.exponent
+        return tail_curvature(i, self.anchor_index, self.anchor_curvature, self.exponent)
 
     def to_dict(self) -> dict:
         return {"exponent": _measured(self.exponent, self.exponent_se,
@@ -416,7 +428,7 @@ def _optional(name: str, values, k: int) -> np.ndarray:
     return arr
 
 
-def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float,
+def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float | None,
             tail: PowerLawTail | None = None, eigenvalue_errors=None, noise_errors=None,
             grad_errors=None, grad_sq_norm: float | None = None,
             grad_sq_norm_se: float | None = None) -> tuple[NQMConfig, dict]:
@@ -437,7 +449,10 @@ def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float,
       eigenvalues: top-k Hessian eigenvalues h_i > 0 (K,).
       noise_projections: c_i = v_i^T Sigma v_i > 0 (K,).
       grad_components: g_i = v_i . G (K,).
-      target: the loss the NQM must reach (> 0, below the fitted initial loss).
+      target: the loss the NQM must reach (> 0, below the fitted initial loss), or None to fit
+        without one: then the target is not checked against the initial loss, the record's
+        "target" is None and the returned config carries a placeholder target of 1.0, to be set
+        by the caller (`dataclasses.replace`) once a target is chosen.
       tail: PowerLawTail anchored at these eigenvalues, or None (a d = k model).
       eigenvalue_errors, noise_errors, grad_errors: uncertainties (K,) (e.g. Ritz residuals and
         standard errors), propagated to first order.
@@ -508,14 +523,15 @@ def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float,
             "init_rule": rule})
 
     curv, noise, init = (np.concatenate(a) for a in (curv, noise, init))
-    config = NQMConfig(dim=int(curv.shape[0]), target=float(target),
+    config = NQMConfig(dim=int(curv.shape[0]), target=1.0 if target is None else float(target),
                        curvature=tuple(curv.tolist()), noise_variance=tuple(noise.tolist()),
                        init_second_moments=tuple(init.tolist()))
     problem = config.problem()        # validates every array and the target
     initial = problem.initial_loss()
-    if not target < initial:
+    if target is not None and not target < initial:
         raise ValueError(f"target must be in (0, {initial:g}) (the fitted initial loss), got {target:g}")
-    record.update({"dim": problem.dim, "target": float(target), "initial_loss": initial,
+    record.update({"dim": problem.dim, "target": None if target is None else float(target),
+                   "initial_loss": initial,
                    "trace_noise": float(noise.sum()),
                    "trace_curvature": float(curv.sum())})
     return config, record
@@ -569,8 +585,7 @@ def calibrate(loss_fn: Callable, params, sample: dict, *, key, target: float, to
                              grad_errors=stats.grad_components_se_K,
                              grad_sq_norm=stats.grad_sq_norm, grad_sq_norm_se=stats.grad_sq_norm_se)
     gradient = stats.to_dict()
-    gradient["b_simple"] = _finite_or_none(stats.trace_cov / stats.grad_sq_norm
-                                           if stats.grad_sq_norm > 0 else math.nan)
+    gradient["b_simple"] = _finite_or_none(stats.b_simple)
     record.update({"eigenpairs": pairs.to_dict(), "spectrum": spectrum, "gradient": gradient,
                    "num_params": hessian.dim, "sample_rows": hessian.num_rows,
                    "hessian_matvecs": hessian.num_matvecs})

@@ -341,33 +341,29 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
                                      num_steps=vcfg.lanczos_steps)
     density = curvature.spectral_density(hessian, hessian.dim, vcfg.slq_steps, vcfg.slq_probes,
                                          slq_key)
-    h_top = pairs.eigenvalues_K
+    h_top = pairs.eigenvalues_K     # descending (`curvature.top_eigenpairs`), fit_nqm's order
     record: dict = {"eigenpairs": pairs.to_dict()}
     trace, trace_se = density.trace()
     record["spectrum"] = {"trace": calibrate._measured(trace, trace_se,
                                                        "standard error over SLQ probes"),
                           "slq_steps": vcfg.slq_steps, "slq_probes": vcfg.slq_probes,
                           "density": density.to_dict()}
-    order = np.argsort(h_top)[::-1]         # fit_nqm's order (Lanczos gives it already)
     by_params = {}
 
-    def stats_at(p):
+    def stats_at(p):      # one measurement per parameter set (params may be init or goal)
         if id(p) not in by_params:
             by_params[id(p)] = calibrate.gradient_statistics(
-                loss_fn, p, sample, pairs.eigenvectors_KxP[order], chunk_rows=vcfg.chunk_rows,
+                loss_fn, p, sample, pairs.eigenvectors_KxP, chunk_rows=vcfg.chunk_rows,
                 devices=devices)
         return by_params[id(p)]
 
-    stats = calibrate.gradient_statistics(loss_fn, params, sample, pairs.eigenvectors_KxP[order],
-                                          chunk_rows=vcfg.chunk_rows, devices=devices)
-    by_params[id(params)] = stats
+    stats = stats_at(params)
     start = stats_at(init_params)
     at_goal = stats_at(goal_params)
     hns = calibrate.hessian_noise_scale(hessian, loss_fn, params, sample, vcfg.noise_rows)
     for name, s in (("gradient", stats), ("gradient_at_init", start)):
         d = s.to_dict()
-        d["b_simple"] = calibrate._finite_or_none(
-            s.trace_cov / s.grad_sq_norm if s.grad_sq_norm > 0 else math.nan)
+        d["b_simple"] = calibrate._finite_or_none(s.b_simple)
         record[name] = d
     record["b_noise"] = hns.to_dict()
     record["measure_seconds"] = time.perf_counter() - t0
@@ -375,21 +371,19 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
     record["sample_rows"] = hessian.num_rows
     record["hessian_matvecs"] = hessian.num_matvecs
     record["negative_top"] = bool(np.any(h_top <= 0))
-    record["alignment"] = _alignment(np.maximum(h_top[order], 1e-300), stats.noise_projections_K) \
-        if np.all(h_top > 0) else None
-    positive = h_top[h_top > 0]
-    if positive.size < h_top.size:
+    record["alignment"] = None if record["negative_top"] else \
+        _alignment(h_top, stats.noise_projections_K)
+    if record["negative_top"]:
         record["error"] = ("a top-k Hessian eigenvalue is not positive: no quadratic to fit "
                            f"(eigenvalues {h_top.tolist()})")
         return {}, record
     floor = tail_floor(density, h_top, vcfg.floor_ratio)
-    h_sorted = h_top[order]
     try:
-        tail = calibrate.fit_power_law_tail(density, h_sorted, floor=floor)
-        # fitted with a vanishing target; the targets are set below, once the start is known
+        tail = calibrate.fit_power_law_tail(density, h_top, floor=floor)
+        # fitted without a target; the targets are set below, once the start is known
         config, fitted = calibrate.fit_nqm(
-            h_sorted, stats.noise_projections_K, start.grad_components_K, target=1e-300,
-            tail=tail, eigenvalue_errors=pairs.residuals_K[order],
+            h_top, stats.noise_projections_K, start.grad_components_K, target=None,
+            tail=tail, eigenvalue_errors=pairs.residuals_K,
             noise_errors=stats.noise_projections_se_K, grad_errors=start.grad_components_se_K,
             grad_sq_norm=start.grad_sq_norm, grad_sq_norm_se=start.grad_sq_norm_se)
     except ValueError as err:
@@ -397,7 +391,6 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
         return {}, record
     targets = {"train_loss": train_target,
                "quadratic": quadratic_target(config, h_top.size, at_goal)}
-    fitted["target"] = None
     record["nqm"] = fitted
     record["targets"] = targets
     record["target_errors"] = {}
@@ -515,8 +508,7 @@ def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMC
         d = max(k + 1, int(round(tail["dim"]["value"] + sd * rng.standard_normal())))
         rho = float(draw(tail["noise_ratio"]))
         m = float(draw(tail["init_second_moment"], positive=False))
-        i = np.arange(k + 1, d + 1, dtype=float)
-        h_tail = float(h.min()) * (i / k) ** -a
+        h_tail = calibrate.tail_curvature(np.arange(k + 1, d + 1), k, float(h.min()), a)
         curv.append(h_tail)
         noise.append(rho * h_tail)
         init.append(np.full(h_tail.shape, max(m, 0.0)))
@@ -581,6 +573,12 @@ def _ratio_se(b_simple, gradient: dict):
     return abs(b_simple) * math.hypot(t_se / t, g_se / g)
 
 
+def target_rules(doc: dict) -> list[str]:
+    """The document's target rules, its headline rule (settings "target_rule") first."""
+    headline = doc["settings"].get("target_rule", "train_loss")
+    return [headline] + [r for r in TARGET_RULES if r != headline]
+
+
 def comparison(doc: dict) -> list[dict]:
     """The table: every B_crit estimate of one workload beside the measured one.
 
@@ -599,8 +597,7 @@ def comparison(doc: dict) -> list[dict]:
         rows.append({"workload": name, "quantity": quantity, "checkpoint": checkpoint,
                      "value": value, "uncertainty": uncertainty, "ratio": ratio, "note": note})
 
-    headline = doc["settings"].get("target_rule", "train_loss")
-    rules = [headline] + [r for r in TARGET_RULES if r != headline]
+    rules = target_rules(doc)
     for ckpt in doc["settings"]["checkpoints"]:
         c = doc["checkpoints"].get(ckpt) or {}
         for rule in rules:

@@ -16,16 +16,11 @@ import pandas as pd
 
 from nqm.charts import LOG10, chart_bytes, steps_chart
 from nqm.scaling import Fit
-from realnets.validate import TARGET_LABELS, TARGET_RULES
+from realnets.calibrate import tail_curvature
+from realnets.validate import TARGET_LABELS, TARGET_RULES, target_rules
 
 STEPS_CHART = "steps"
 SPECTRUM_CHART = "spectrum_{}"
-
-
-def _rules(doc: dict) -> list[str]:
-    """Target rules, the headline first."""
-    headline = doc["settings"].get("target_rule", "train_loss")
-    return [headline] + [r for r in TARGET_RULES if r != headline]
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -78,7 +73,7 @@ def curves_tables(doc: dict, checkpoint: str | None = None) -> tuple[pd.DataFram
     checkpoint = checkpoint or doc["settings"]["checkpoints"][0]
     series = [(f"measured ({doc['workload']})", doc["measured"])]
     preds = (doc["checkpoints"].get(checkpoint) or {}).get("predictions") or {}
-    for rule in _rules(doc):
+    for rule in target_rules(doc):
         pred = preds.get(rule) or {}
         tag = f"{checkpoint}, {TARGET_LABELS[rule]}"
         if pred.get("tuned"):
@@ -158,7 +153,7 @@ def spectrum_table(record: dict) -> pd.DataFrame:
         d = tail["dim"]["value"]
         rho = tail["noise_ratio"]["value"]
         for i in np.unique(np.geomspace(k, max(d, k + 1), 40).astype(int)):
-            hv = h_k * (i / k) ** -a
+            hv = float(tail_curvature(i, k, h_k, a))
             rows.append({"index": int(i), "value": hv, "lo": hv, "hi": hv,
                          "series": f"tail h_i = h_k (i/k)^-{a:.3g}"})
             rows.append({"index": int(i), "value": rho * hv, "lo": rho * hv, "hi": rho * hv,
