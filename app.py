@@ -32,21 +32,15 @@ SOURCES = ("sweeps/ or results/", "a sweep directory", "a batch_science director
 # explorer does not need.
 
 
-@st.cache_data(show_spinner="Tuning the NQM...")
-def cached_exploration(config: NQMConfig, optimizers: tuple, precond_powers: tuple,
-                       batch_sizes: tuple):
-    # waits for the warm-up if it is computing this very setting; kept in its cache too
-    return warmup.EXPLORATIONS.get_or_compute((config, optimizers, precond_powers, batch_sizes))
-
-
-def exploration(config: NQMConfig, optimizers: tuple, precond_powers: tuple,
-                batch_sizes: tuple):
-    """The setting's exploration: from the warm-up's cache if it was computed ahead of time (no
-    spinner, no copy), else through `cached_exploration`."""
-    hit = warmup.EXPLORATIONS.get((config, optimizers, precond_powers, batch_sizes))
+def exploration(key: tuple):
+    """The exploration of `key` = (config, optimizers, precond_powers, batch_sizes), from the
+    warm-up's process-wide cache (`nqm.warmup.EXPLORATIONS`): at once if it was computed ahead
+    of time, else tuned here under a spinner (or waited for, if the warm-up is computing it)."""
+    hit = warmup.EXPLORATIONS.get(key)
     if hit is not None:
         return hit
-    return cached_exploration(config, optimizers, precond_powers, batch_sizes)
+    with st.spinner("Tuning the NQM..."):
+        return warmup.EXPLORATIONS.get_or_compute(key)
 
 
 def apply_preset():
@@ -61,7 +55,7 @@ def apply_preset():
 def cached_chart_specs(config: NQMConfig, optimizers: tuple, precond_powers: tuple,
                        batch_sizes: tuple):
     """The Vega-Lite specs of the two curve charts, built (and validated) once per setting."""
-    result = exploration(config, optimizers, precond_powers, batch_sizes)
+    result = exploration((config, optimizers, precond_powers, batch_sizes))
     return (charts.steps_chart(result.points, result.lower_bound, result.summary).to_dict(),
             charts.rate_chart(result.points).to_dict())
 
@@ -116,9 +110,9 @@ def export_buttons(chart, name: str, key: str) -> None:
 
 
 def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes: tuple):
+    key = (config, tuple(optimizers), tuple(float(p) for p in powers), batch_sizes)
     try:
-        result = exploration(config, tuple(optimizers), tuple(float(p) for p in powers),
-                             batch_sizes)  # the same key as the chart specs below
+        result = exploration(key)  # the same key as the chart specs below
     except ValueError as err:
         st.session_state["error"] = str(err)
         st.error(f"Cannot compute this setting: {err}")
@@ -132,7 +126,6 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
         name = st.session_state["shown_preset"]
         st.info(f"**{name}.** {explorer.PRESETS[name][1]}")
     st.subheader("Steps to reach the target, tuned at each batch size")
-    key = (config, tuple(optimizers), tuple(float(p) for p in powers), batch_sizes)
     steps_spec, rate_spec = cached_chart_specs(*key)
     st.vega_lite_chart(spec=steps_spec, width="stretch")
     st.caption("Solid: tuned steps. Dashed: perfect scaling from the smallest batch. Grey: the "
@@ -297,7 +290,7 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     summary = measured.summary if comparison is None else comparison.summary
     steps_chart = charts.steps_chart(points, bound, summary, series="curve")
     st.altair_chart(steps_chart, width="stretch")
-    file_stem = measured.name.replace("/", "_")
+    stem = file_stem(measured)
     st.caption(
         "Solid: steps to result (the fewest steps of any trial at that batch size) and the NQM "
         "prediction at the same batch sizes"
@@ -321,9 +314,9 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     with st.container(horizontal=True):
         if comparison is not None:
             st.download_button("Download both curves (CSV)", comparison.points.to_csv(index=False),
-                               file_name=f"{measured.name.replace('/', '_')}_vs_nqm.csv",
+                               file_name=f"{stem}_vs_nqm.csv",
                                mime="text/csv", key="download_measured_csv", on_click="ignore")
-        export_buttons(steps_chart, f"{file_stem}_vs_nqm", "export_measured_steps")
+        export_buttons(steps_chart, f"{stem}_vs_nqm", "export_measured_steps")
 
     show_validation(measured)
 
@@ -338,9 +331,9 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     st.dataframe(measured.points.drop(columns=["curve", "perfect"]), hide_index=True)
     with st.container(horizontal=True):
         st.download_button("Download the trials (CSV)", measured.trials.to_csv(index=False),
-                           file_name=f"{measured.name.replace('/', '_')}_trials.csv",
+                           file_name=f"{stem}_trials.csv",
                            mime="text/csv", key="download_trials_csv", on_click="ignore")
-        export_buttons(trials_chart, f"{file_stem}_trials", "export_trials")
+        export_buttons(trials_chart, f"{stem}_trials", "export_trials")
 
     st.subheader("Gradient noise scale along training")
     if measured.noise.empty:
@@ -351,12 +344,17 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
                                                 measured.summary["b_crit"].iloc[0])
         st.altair_chart(noise_chart, width="stretch")
         with st.container(horizontal=True):
-            export_buttons(noise_chart, f"{file_stem}_noise_scale", "export_measured_noise")
+            export_buttons(noise_chart, f"{stem}_noise_scale", "export_measured_noise")
         st.caption("B_simple = tr(Sigma) / |G|^2 of each batch size's best trial, from gradient "
                    "norms at two batch sizes (moving averages; McCandlish et al. 2018, app. A). "
                    "It grows as the loss falls. Dashed: the measured B_crit (fit), which "
                    "McCandlish et al. predict to be about the noise scale. A batch size whose "
                    "best trial has no estimate yet is missing.")
+
+
+def file_stem(measured) -> str:
+    """The start of every file name exported for `measured` (no '/' of its name)."""
+    return measured.name.replace("/", "_")
 
 
 def show_validation(measured) -> None:
@@ -388,8 +386,7 @@ def show_validation(measured) -> None:
     else:
         st.altair_chart(figure, width="stretch")
         with st.container(horizontal=True):
-            export_buttons(figure, f"{measured.name.replace('/', '_')}_calibrated_nqm",
-                           "export_validation")
+            export_buttons(figure, f"{file_stem(measured)}_calibrated_nqm", "export_validation")
     st.session_state["validation"] = table
     st.dataframe(table.drop(columns=["workload"]), hide_index=True)
 

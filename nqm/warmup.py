@@ -131,10 +131,6 @@ class WarmCache(Generic[V]):
                 self._thread.start()
             self._changed.notify_all()
 
-    def cancel(self) -> None:
-        """Drops the pending queue (the job running finishes)."""
-        self.schedule(())
-
     def pending(self) -> list[Key]:
         """The keys still to compute, next first."""
         with self._lock:

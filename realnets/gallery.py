@@ -27,7 +27,7 @@ from nqm.tuning import OptimizerSpec, tune_curve
 from realnets import report, workloads
 from realnets.batch_science import load_batch_science
 from realnets.search import SearchSpace
-from realnets.sweep import SweepConfig, build_curve, curve_document, load_sweep
+from realnets.sweep import SweepConfig, best_trial, build_curve, curve_document, load_sweep
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SWEEPS_DIR = REPO_ROOT / "sweeps"      # sweeps shipped with the repository
@@ -216,12 +216,9 @@ def trials_table(curve: ScalingCurve) -> pd.DataFrame:
     (plain SGD) has momentum 0, so 1 - momentum = 1."""
     rows = []
     for p in curve.points:
-        best_found = False
+        best = best_trial(p.trials)
         for t in p.trials:
-            is_best = (not best_found and p.steps is not None
-                       and t.get("steps_to_goal") == p.steps
-                       and t.get("learning_rate") == p.learning_rate)
-            best_found |= is_best
+            is_best = best is not None and t.get("trial_id") == best["trial_id"]
             momentum = t.get("momentum")
             momentum = 0.0 if momentum is None else float(momentum)
             rows.append({"batch_size": int(p.batch_size), "trial_id": str(t.get("trial_id")),
@@ -250,10 +247,8 @@ def noise_series(records) -> pd.DataFrame:
         by_batch.setdefault(int(r["batch_size"]), []).append(r)
     rows = []
     for batch_size, trials in sorted(by_batch.items()):
-        reached = [r for r in trials if r.get("steps_to_goal") is not None]
-        if reached:
-            best = min(reached, key=lambda r: (r["steps_to_goal"], r["trial_id"]))
-        else:
+        best = best_trial(trials)
+        if best is None:
             alive = [r for r in trials if r.get("status") != "INFEASIBLE"]
             if not alive:
                 continue

@@ -127,6 +127,23 @@ def _edges(best: dict, config: dict) -> tuple[str, ...]:
     return tuple(edges)
 
 
+def best_trial(records) -> dict | None:
+    """The trial that sets a point: the fewest steps_to_goal, ties to the lowest trial_id (None
+    if no trial reached the goal). Takes full records or `trial_summary` rows alike. Ids are
+    ordered as numbers where they are numbers, even as strings (batch_science's "2" < "10")."""
+    reached = [r for r in records if r.get("steps_to_goal") is not None]
+    return min(reached, key=lambda r: (r["steps_to_goal"], _id_order(r["trial_id"]))) \
+        if reached else None
+
+
+def _id_order(trial_id) -> tuple:
+    """Sort key of a trial id: numeric ids (int or digit string) by value first, then the rest
+    by name (the order of `realnets.batch_science` trial directories)."""
+    if isinstance(trial_id, int) or (isinstance(trial_id, str) and trial_id.isdigit()):
+        return (0, int(trial_id), "")
+    return (1, 0, str(trial_id))
+
+
 def trial_summary(record: dict) -> dict:
     """What a curve point keeps of a trial (the full record stays in trials.jsonl)."""
     keys = ("trial_id", "status", "learning_rate", "momentum", "final_lr_fraction",
@@ -147,10 +164,9 @@ def pooled_b_simple(points) -> float | None:
     1 / B^2: at a batch size far below B_simple one step says almost nothing about |G|^2)."""
     num = den = 0.0
     for p in points:
-        reached = [t for t in p.trials if t.get("steps_to_goal") is not None]
-        if not reached:
+        best = best_trial(p.trials)
+        if best is None:
             continue
-        best = min(reached, key=lambda t: (t["steps_to_goal"], t["trial_id"]))
         g, t = best.get("grad_sq_ema"), best.get("trace_cov_ema")
         if g is None or t is None or not (math.isfinite(g) and math.isfinite(t)):
             continue
@@ -168,8 +184,7 @@ def build_curve(records: list[dict], config: dict) -> ScalingCurve:
     points = []
     for batch_size, trials in sorted(by_batch.items()):
         trials = sorted(trials, key=lambda r: r["trial_id"])
-        done = [r for r in trials if r.get("steps_to_goal") is not None]
-        best = min(done, key=lambda r: (r["steps_to_goal"], r["trial_id"])) if done else None
+        best = best_trial(trials)
         points.append(CurvePoint(
             batch_size=batch_size, steps=None if best is None else int(best["steps_to_goal"]),
             learning_rate=None if best is None else best["learning_rate"],
@@ -197,10 +212,8 @@ def curve_document(curve: ScalingCurve) -> dict:
 
 def _best_b_simple(point: CurvePoint):
     """The noise scale of the trial that set the point (None if unreached or not estimated)."""
-    reached = [t for t in point.trials if t.get("steps_to_goal") is not None]
-    if not reached:
-        return None
-    return min(reached, key=lambda t: (t["steps_to_goal"], t["trial_id"])).get("b_simple")
+    best = best_trial(point.trials)
+    return None if best is None else best.get("b_simple")
 
 
 def load_sweep(out_dir: Path) -> tuple[dict, list[dict]]:

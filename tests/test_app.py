@@ -208,8 +208,9 @@ def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
     at = measured_app
     summary = at.session_state["comparison"]
     measured, nqm = summary.iloc[0], summary.iloc[1]
-    assert measured["b_crit_ratio"] == 1.0
-    assert nqm["b_crit_ratio"] == pytest.approx(nqm["b_crit"] / measured["b_crit"])
+    # the fit of sweeps/mnist_mlp as README.md reports it (the ratio's arithmetic is tested in
+    # test_gallery.test_comparison_ratio_of_known_fits)
+    assert measured["b_crit"] == pytest.approx(299.5, abs=0.1)
     assert nqm["s_min"] == pytest.approx(measured["s_min"], rel=1e-6)   # scaled to it
     metrics = {m.label: m.value for m in at.metric}
     assert float(metrics["ratio NQM / measured"]) == pytest.approx(nqm["b_crit_ratio"], rel=1e-3)
@@ -222,22 +223,15 @@ def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
     assert unscaled["s_min"] != pytest.approx(measured["s_min"], rel=1e-2)
 
 
-@pytest.mark.parametrize("files, message", [
-    (None, "does not exist"),
-    ({"config.json": "{not json"}, "not valid JSON"),
-    ({"config.json": json.dumps({"workload": "mnist_mlp", "goal": 0.04, "batch_sizes": []})},
-     "batch_sizes must list at least one batch size"),
-])
-def test_a_bad_sweep_directory_shows_an_error_not_an_exception(tmp_path, files, message):
-    path = tmp_path / "sweep"
-    if files is not None:
-        path.mkdir()
-        for name, text in files.items():
-            (path / name).write_text(text)
+def test_a_bad_sweep_directory_shows_an_error_not_an_exception(tmp_path):
+    # the loader's ValueError (each bad-directory case: test_gallery) becomes st.error beside
+    # the path box, with no traceback
+    path = tmp_path / "missing"
     at = section_app("Measured curves", measured_source="a sweep directory",
                      measured_path=str(path))
     assert not at.exception
-    assert any(message in e for e in errors(at)), errors(at)
+    assert at.text_input(key="measured_path").value == str(path)
+    assert errors(at) == [f"Cannot load this sweep: sweep directory {path} does not exist"]
     assert "measured_points" not in at.session_state
 
 

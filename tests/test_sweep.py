@@ -12,7 +12,7 @@ import pytest
 
 from realnets import store
 from realnets.search import SearchSpace
-from realnets.sweep import SweepConfig, build_curve, load_sweep, run_sweep
+from realnets.sweep import SweepConfig, best_trial, build_curve, load_sweep, run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP_ARGS = ["sweep", "--workload", "nqm", "--batch-sizes", "64,256", "--trials", "4",
@@ -144,3 +144,14 @@ def test_best_trial_on_the_edge_of_the_search_is_flagged():
                 "learning_rate": 9.0, "momentum": 0.995}]
     config = {"search": {"learning_rate": [1e-3, 10.0], "one_minus_momentum": [1e-2, 1.0]}}
     assert build_curve(records, config).points[0].edge == ("learning_rate", "momentum")
+
+
+def test_best_trial_is_the_fewest_steps_then_the_lowest_trial_id():
+    records = [{"trial_id": 3, "steps_to_goal": 50}, {"trial_id": 1, "steps_to_goal": None},
+               {"trial_id": 2, "steps_to_goal": 50}, {"trial_id": 0, "steps_to_goal": 60}]
+    assert best_trial(records)["trial_id"] == 2       # tie at 50 steps: the lower id
+    assert best_trial(records[1:2]) is None           # none reached the goal
+    assert best_trial([]) is None
+    # batch_science ids are strings, in numeric order: "2" before "10"
+    assert best_trial([{"trial_id": "10", "steps_to_goal": 7},
+                       {"trial_id": "2", "steps_to_goal": 7}])["trial_id"] == "2"
