@@ -4,8 +4,11 @@ vmapped trials.
 Run: `python benchmarks/bench_trainer.py` (add `--quick` for a run of about a minute). Everything
 is measured in this run on one device (the first JAX sees) and printed as ratios against a
 baseline measured in the same run; nothing here is asserted by the test suite. Repeats are
-interleaved (baseline and trainer alternate) and the median is printed with the range, because a
-busy machine slows every row alike only when they take turns.
+interleaved (every row runs once per round, in a new order each round) and the median is printed
+with the range, because a busy machine slows every row alike only when they take turns. The
+overhead is also given as the median over rounds of the round's own ratio to the baseline
+("paired"), which cancels the slow drift of this machine's speed between rounds, and in process CPU
+time.
 
 1. Harness overhead: `realnets.trainer.run_trials` with 1 trial, momentum SGD, a fixed number of
    steps and an unreachable goal (-1: the whole budget runs) against a bare loop on the same
@@ -13,11 +16,12 @@ busy machine slows every row alike only when they take turns.
    momentum and the trainer's linear-decay schedule (state donated), batches of random indices
    (epoch permutations) gathered in numpy and `device_put`, and the validation set evaluated
    after the same steps as the trainer (1, 2, 4, ..., N; a plain jitted `eval_fn`, result to
-   the host): the BASELINE. Also shown: the bare loop without evaluations, and run_trials with
-   the noise scale off, at its default cadence (every ONE_DEVICE_NOISE_EVERY-th step on one
-   device) and every step, so that the cost of the harness (loop, data feed, vmapped trials,
-   bookkeeping) and of the noise-scale measurement can be told apart. mnist_mlp at B = 16 and
-   256; mnist_cnn at B = 64 in the full run.
+   the host): the BASELINE. The harness is run_trials doing the bare loop's work (the noise
+   scale off): its overhead is the cost of the loop, data feed, vmapped trials and bookkeeping.
+   Also shown: the bare loop without evaluations, and run_trials measuring the gradient noise
+   scale, which the bare loop does not do, at its default cadence (every step: on one device the
+   two half-batch gradients) and every 8th step, so that the cost of that measurement is seen
+   apart. mnist_mlp at B = 16 and 256; mnist_cnn at B = 64 in the full run.
 2. Vmapped trials: K = 8 trials of one batch size in one `run_trials` call against the same 8
    trials in 8 calls, the same steps, default cadence; mnist_mlp, B = 16 and 256.
 
@@ -52,13 +56,14 @@ import optax
 from realnets import mesh as meshlib
 from realnets import workloads
 from realnets.step import Metaparameters, StepConfig, compile_steps, groups_for, init_states
-from realnets.trainer import (ONE_DEVICE_NOISE_EVERY, BatchStream, RunConfig, TrialSpec,
+from realnets.trainer import (BatchStream, RunConfig, TrialSpec,
                               eval_steps, microbatches_for, run_trials)
 
 LEARNING_RATE, MOMENTUM = 0.01, 0.9     # small enough that no trial diverges and stops early
 UNREACHABLE_GOAL = -1.0                  # error rates are >= 0: every trial runs its whole budget
 VMAP_TRIALS = 8
-HARNESS: dict = {}                       # (workload, B) -> the default trainer's overhead
+SPARSE_NOISE_EVERY = 8                   # the sparser cadence shown beside the default
+HARNESS: dict = {}                       # (workload, B) -> overheads of the harness and default
 
 
 class Timing(NamedTuple):
@@ -290,7 +295,7 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
 
     eval_at = eval_steps(steps, 1.0)
     plain_eval = bare_eval(task)
-    rows = {k: [] for k in ("bare", "bare_evals", "noise_off", "default", "noise_each")}
+    rows = {k: [] for k in ("bare", "bare_evals", "noise_off", "default", "noise_sparse")}
     fixed = []
     runs = {
         "bare": lambda: time_bare(task, bare_init, bare_c, batch_size, steps, device),
@@ -299,12 +304,13 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
         "noise_off": lambda: timed_run_trials(task, replace(sparse_cfg, noise_every=0), trial,
                                               devices),
         "default": lambda: timed_run_trials(task, sparse_cfg, trial, devices),
-        "noise_each": lambda: timed_run_trials(task, replace(sparse_cfg, noise_every=1), trial,
-                                               devices),
+        "noise_sparse": lambda: timed_run_trials(
+            task, replace(sparse_cfg, noise_every=SPARSE_NOISE_EVERY), trial, devices),
     }
     order = list(runs)
     for r in range(repeats):
-        for key in order[r % 5:] + order[:r % 5]:     # rotate so no row always runs first
+        # a new order each round, so that no row always runs first or after the same row
+        for key in np.random.default_rng(r).permutation(order):
             out = runs[key]()
             if isinstance(out, Call):
                 fixed.append(out.fixed)
@@ -322,20 +328,30 @@ def overhead_case(name, task, batch_size, steps, repeats, devices, budget_steps,
     print(f"\n{name}, B = {batch_size}, {steps} steps, 1 trial, {len(eval_at)} evaluations "
           f"(after steps 1, 2, 4, ..., {steps}); steps 2..{steps} timed, median of {repeats} "
           f"interleaved repeats [range]")
-    print(f"  {'':52s} {'steps/s':>17s} {'ms/step':>8s} {'CPU ms/step':>12s} {'overhead':>9s}")
-    every = ONE_DEVICE_NOISE_EVERY
+    print(f"  {'':52s} {'steps/s':>17s} {'ms/step':>8s} {'CPU ms/step':>12s} {'overhead':>9s} "
+          f"{'paired [range]':>17s} {'CPU':>7s}")
     labels = {"bare": "bare jit + optax loop, no evaluations",
               "bare_evals": "bare loop + the same evaluations (BASELINE)",
-              "noise_off": "run_trials, noise scale off",
-              "default": f"run_trials, default (noise scale every {every}th step)",
-              "noise_each": "run_trials, noise scale every step"}
+              "noise_off": "HARNESS: run_trials, noise scale off",
+              "default": "run_trials, default: + noise scale every step",
+              "noise_sparse": f"run_trials, + noise scale every {SPARSE_NOISE_EVERY}th step"}
+    paired = {k: [100 * (a / b - 1) for a, b in zip(v, per_step["bare_evals"])]
+              for k, v in per_step.items()}
+    paired_cpu = {k: med([100 * (a / b - 1) for a, b in zip(v, cpu_step["bare_evals"])])
+                  for k, v in cpu_step.items()}
     for key, label in labels.items():
         t = med(per_step[key])
         rates = [1.0 / x for x in per_step[key]]
-        over = "" if key == "bare_evals" else f"{100 * (t / base - 1):+8.1f}%"
+        over = pair = cpu = ""
+        if key != "bare_evals":
+            over = f"{100 * (t / base - 1):+8.1f}%"
+            pair = (f"{med(paired[key]):+6.1f}% [{min(paired[key]):+.0f}, "
+                    f"{max(paired[key]):+.0f}]")
+            cpu = f"{paired_cpu[key]:+6.1f}%"
         print(f"  {label:52s} {1 / t:7.0f} {spread(rates):>9s} {1e3 * t:8.2f} "
-              f"{1e3 * med(cpu_step[key]):12.2f} {over:>9s}")
-    HARNESS[(name, batch_size)] = med(per_step["default"]) / base - 1
+              f"{1e3 * med(cpu_step[key]):12.2f} {over:>9s} {pair:>17s} {cpu:>7s}")
+    HARNESS[(name, batch_size)] = (med(paired["noise_off"]), paired_cpu["noise_off"],
+                                   med(paired["default"]))
     t_step = med(per_step["noise_off"])
     print(f"  compiled measuring step (two half-batch gradients): trainer {flops_t / 1e6:.1f} MFLOP, {bytes_t / 1e6:.1f} MB accessed; "
           f"bare {flops_b / 1e6:.1f} MFLOP, {bytes_b / 1e6:.1f} MB "
@@ -404,6 +420,8 @@ def vmap_case(task, batch_size, steps, repeats, devices, resolution, compile_one
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer steps and repeats, no CNN")
+    parser.add_argument("--repeats", type=int, help="rounds of section 1 (default: 5; 3 with "
+                        "--quick); the vmapped-trials section takes its own")
     args = parser.parse_args()
 
     cache_dir = tempfile.mkdtemp(prefix="bench_trainer_jax_cache_")
@@ -422,6 +440,10 @@ def main():
         else:
             cases = [("mnist_mlp", 16, 3000), ("mnist_mlp", 256, 1000), ("mnist_cnn", 64, 60)]
             repeats, vmap_cases, vmap_repeats = 5, [(16, 150), (256, 60)], 2
+        if args.repeats is not None:
+            if args.repeats < 1:
+                parser.error(f"--repeats must be >= 1, got {args.repeats}")
+            repeats = args.repeats
         print(f"\n1. Harness overhead on one device (momentum SGD, lr {LEARNING_RATE}, "
               f"b {MOMENTUM}, goal {UNREACHABLE_GOAL}: every step runs)")
         compile_one = None
@@ -437,9 +459,14 @@ def main():
         for batch_size, steps in vmap_cases:
             compile_all = vmap_case(tasks["mnist_mlp"], batch_size, steps, vmap_repeats, devices,
                                     mlp.eval_resolution, compile_one, compile_all)
-        print("\nSummary: harness overhead of run_trials (default settings) over the bare loop "
-              "with the same evaluations: " + ", ".join(
-                  f"{name} B = {b}: {100 * v:+.1f}%" for (name, b), v in HARNESS.items()))
+        print("\nSummary: harness overhead (run_trials with the noise scale off, the bare loop's "
+              "work) over the bare loop with the same evaluations, median of the rounds' paired "
+              "ratios, wall (CPU): " + ", ".join(
+                  f"{name} B = {b}: {wall:+.1f}% ({cpu:+.1f}%)"
+                  for (name, b), (wall, cpu, _) in HARNESS.items())
+              + ".\nWith the noise scale measured every step (the default; on one device a "
+              "second half-batch gradient): " + ", ".join(
+                  f"{name} B = {b}: {full:+.1f}%" for (name, b), (_, _, full) in HARNESS.items()))
     finally:
         shutil.rmtree(cache_dir, ignore_errors=True)
     print(f"\ntotal {time.perf_counter() - start:.0f} s; load average now "

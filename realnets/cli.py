@@ -54,9 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="run every trial to its end (default: stop a batch size's trials once one "
                         "reached the goal; steps to result are the same)")
     s.add_argument("--noise-every", type=int,
-                   help="measure the gradient noise scale every N steps (default: every step on "
-                        "several devices, where it is free; every 8th on one, where it costs a "
-                        "second half-batch gradient; 0: off on one device)")
+                   help="measure the gradient noise scale every N steps (default 1: every step; "
+                        "free on several devices, a second half-batch gradient on one; sparser "
+                        "is cheaper there but noisier; 0: off on one device)")
     s.add_argument("--text-file", help="text for the text_transformer workload")
     s.add_argument("--out", required=True, help="sweep directory (rerun to resume)")
     s.add_argument("--no-progress", action="store_true")

@@ -121,15 +121,7 @@ def load_sweep_dir(path) -> Measured:
     corrupt config.json, a config without batch sizes, or a bad trials.jsonl record.
     """
     path = Path(path)
-    if not path.is_dir():
-        raise ValueError(f"sweep directory {path} does not exist")
-    if not (path / "config.json").is_file():
-        raise ValueError(f"sweep directory {path} has no config.json: not a sweep directory "
-                         "(expected config.json and trials.jsonl, as `python -m realnets sweep` "
-                         "writes them)")
     config, records = load_sweep(path)
-    _check_config(config, path / "config.json")
-    _check_records(records, path / "trials.jsonl")
     return measured(build_curve(records, config), records, name=path.name)
 
 
@@ -140,42 +132,6 @@ def load_batch_science_dir(path, goal: float | None, metric: str | None = None) 
     curves = load_batch_science(path, goal=goal, metric=metric)
     return [measured(c, (), name="/".join(str(c.config.get(k)) for k in
                                           ("dataset", "model", "optimizer"))) for c in curves]
-
-
-def _whole(value, minimum: int) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value == int(value) and value >= minimum)
-
-
-def _check_config(config: dict, where: Path) -> None:
-    sizes = config.get("batch_sizes")
-    if not isinstance(sizes, list) or not sizes:
-        raise ValueError(f"{where}: batch_sizes must list at least one batch size, "
-                         f"got {sizes!r:.80}")
-    bad = [b for b in sizes if not _whole(b, 1)]
-    if bad:
-        raise ValueError(f"{where}: batch_sizes must be whole numbers >= 1, got {bad[0]!r:.80}")
-    if not isinstance(config.get("workload"), str):
-        raise ValueError(f"{where}: workload must be a name, got {config.get('workload')!r:.80}")
-    goal = config.get("goal")
-    if isinstance(goal, bool) or not isinstance(goal, (int, float)) or not math.isfinite(goal):
-        raise ValueError(f"{where}: goal must be a finite number, got {goal!r:.80}")
-
-
-def _check_records(records: list[dict], where: Path) -> None:
-    for number, r in enumerate(records, start=1):
-        if not _whole(r.get("batch_size"), 1):
-            raise ValueError(f"{where} record {number}: batch_size must be a whole number >= 1, "
-                             f"got {r.get('batch_size')!r:.80}")
-        if "trial_id" not in r:
-            raise ValueError(f"{where} record {number}: trial_id is missing")
-        if r.get("status") not in STATUS_LABELS:
-            raise ValueError(f"{where} record {number}: status must be one of "
-                             f"{', '.join(STATUS_LABELS)}, got {r.get('status')!r:.80}")
-        steps = r.get("steps_to_goal")
-        if steps is not None and not _whole(steps, 0):
-            raise ValueError(f"{where} record {number}: steps_to_goal must be a whole number >= 0 "
-                             f"or null, got {steps!r:.80}")
 
 
 # ----------------------------------------------------------------------------------------------

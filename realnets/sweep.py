@@ -27,7 +27,7 @@ from nqm.scaling import analyse_curve
 from realnets import store, workloads
 from realnets.search import SearchSpace, trial_specs
 from realnets.step import OPTIMIZERS
-from realnets.trainer import RunConfig, run_trials
+from realnets.trainer import STATUSES, RunConfig, run_trials
 
 # Fields that define the study: a rerun with other values would mix incomparable trials.
 IDENTITY = ("workload", "goal", "optimizer", "search", "max_steps", "seed", "eval_resolution",
@@ -54,8 +54,7 @@ class SweepConfig:
       text_file: text for the text workload (None: pydoc_data).
       full_trials: run every trial to its own end instead of stopping a batch size's trials once
         one reached the goal (see RunConfig.stop_at_first_goal; steps to result are the same).
-      noise_every: see RunConfig (None: every step on several devices, every 8th on one; 0: off
-        on one device).
+      noise_every: see RunConfig (None: every step; 0: off on one device).
     """
 
     workload: str
@@ -217,12 +216,65 @@ def _best_b_simple(point: CurvePoint):
 
 
 def load_sweep(out_dir: Path) -> tuple[dict, list[dict]]:
-    """(config, trial records) of a sweep directory; ValueError naming what is wrong."""
+    """(config, trial records) of a sweep directory.
+
+    Raises ValueError naming the file and what is wrong: a missing directory or config.json, a
+    corrupt file, a config without batch sizes, workload or finite goal, a record without a
+    whole batch size, trial id, known status, positive learning rate or whole steps to goal.
+    """
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
         raise ValueError(f"sweep directory {out_dir} does not exist")
+    if not (out_dir / "config.json").is_file():
+        raise ValueError(f"sweep directory {out_dir} has no config.json: not a sweep directory "
+                         "(expected config.json and trials.jsonl, as `python -m realnets sweep` "
+                         "writes them)")
     config = store.read_json(out_dir / "config.json", "sweep config")
-    return config, store.read_jsonl(out_dir / "trials.jsonl")
+    records = store.read_jsonl(out_dir / "trials.jsonl")
+    _check_config(config, out_dir / "config.json")
+    _check_records(records, out_dir / "trials.jsonl")
+    return config, records
+
+
+def _whole(value, minimum: int) -> bool:
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)
+            and math.isfinite(value) and value == int(value) and value >= minimum)
+
+
+def _check_config(config: dict, where: Path) -> None:
+    sizes = config.get("batch_sizes")
+    if not isinstance(sizes, list) or not sizes:
+        raise ValueError(f"{where}: batch_sizes must list at least one batch size, "
+                         f"got {sizes!r:.80}")
+    bad = [b for b in sizes if not _whole(b, 1)]
+    if bad:
+        raise ValueError(f"{where}: batch_sizes must be whole numbers >= 1, got {bad[0]!r:.80}")
+    if not isinstance(config.get("workload"), str):
+        raise ValueError(f"{where}: workload must be a name, got {config.get('workload')!r:.80}")
+    goal = config.get("goal")
+    if isinstance(goal, bool) or not isinstance(goal, (int, float)) or not math.isfinite(goal):
+        raise ValueError(f"{where}: goal must be a finite number, got {goal!r:.80}")
+
+
+def _check_records(records: list[dict], where: Path) -> None:
+    for number, r in enumerate(records, start=1):
+        if not _whole(r.get("batch_size"), 1):
+            raise ValueError(f"{where} record {number}: batch_size must be a whole number >= 1, "
+                             f"got {r.get('batch_size')!r:.80}")
+        if "trial_id" not in r:
+            raise ValueError(f"{where} record {number}: trial_id is missing")
+        if r.get("status") not in STATUSES:
+            raise ValueError(f"{where} record {number}: status must be one of "
+                             f"{', '.join(STATUSES)}, got {r.get('status')!r:.80}")
+        rate = r.get("learning_rate")
+        if (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate)
+                or rate <= 0):
+            raise ValueError(f"{where} record {number}: learning_rate must be a finite number "
+                             f"> 0, got {rate!r:.80}")
+        steps = r.get("steps_to_goal")
+        if steps is not None and not _whole(steps, 0):
+            raise ValueError(f"{where} record {number}: steps_to_goal must be a whole number >= 0 "
+                             f"or null, got {steps!r:.80}")
 
 
 def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
@@ -250,6 +302,7 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
         store.write_json_atomic(out_dir / "config.json", new)
         store.repair_jsonl(out_dir / "trials.jsonl")
     records = store.read_jsonl(out_dir / "trials.jsonl")
+    _check_records(records, out_dir / "trials.jsonl")
     finished = {(int(r["batch_size"]), int(r["trial_id"])) for r in records}
 
     workload = workloads.get(config.workload)

@@ -23,9 +23,6 @@ from realnets.step import Metaparameters, StepConfig, compile_steps, groups_for,
 from realnets.tasks import Task
 
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
-# On one device the noise scale costs a second (half-batch) gradient: measured every this many
-# steps by default (benchmarks/bench_trainer.py: every step costs +80-125% at B = 16 on an MLP).
-ONE_DEVICE_NOISE_EVERY = 8
 
 
 @dataclass(frozen=True)
@@ -72,11 +69,15 @@ class RunConfig:
         trials that no longer matter. False runs every trial to its own end, as Shallue et al.
       stop_after: stop at this step at the latest (a previous group of trials of the same batch
         size already reached the goal here); None for no such limit.
-      noise_every: measure the gradient noise scale every this many steps. None: every step
-        on several devices (the per-device gradients come free with the all-reduce), every
-        ONE_DEVICE_NOISE_EVERY-th step on one device (where the two half-batch gradients cost
-        extra dispatch); the moving averages decay by noise_decay per step either way. 0: not
-        measured on one device (b_simple None); several devices measure it every step anyway.
+      noise_every: measure the gradient noise scale every this many steps; None (default):
+        every step, as DESIGN.md section 4 has it. Several devices measure it for free (the
+        per-device gradients come with the all-reduce); one device splits the batch in two,
+        which costs up to ~1.8x a plain step where a step is tiny (an MLP at B = 16 on a CPU),
+        ~1.05x at B = 256 and nothing measurable on the CNN (benchmarks/bench_trainer.py).
+        A sparser cadence is cheaper but much noisier at small batch sizes, where the |G|^2
+        estimate is noise-dominated: benchmarks/noise_cadence.py measures the error. The
+        moving averages decay by noise_decay per step whatever the cadence. 0: not measured on
+        one device (b_simple None); several devices measure it every step anyway.
     """
 
     batch_size: int
@@ -241,9 +242,7 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         return []
     mesh = meshlib.data_mesh(config.batch_size, devices)
     n_dev = mesh.devices.size
-    noise_every = config.noise_every
-    if noise_every is None:
-        noise_every = ONE_DEVICE_NOISE_EVERY if n_dev == 1 else 1
+    noise_every = 1 if config.noise_every is None else config.noise_every
     groups = groups_for(n_dev, config.batch_size) if noise_every else n_dev
     # a device takes the gradients of its groups_per_device groups one after the other
     groups_per_device = max(1, groups // n_dev)
@@ -289,8 +288,14 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
                                                                    config.stop_after)
     for target_step in eval_steps(budget, config.eval_resolution):
         while last_step < target_step:
-            program = train if noise_every and last_step % noise_every == 0 else train_plain
-            states, stats = program(states, hps, meshlib.place_batch(stream.next(), mesh))
+            batch = meshlib.place_batch(stream.next(), mesh)
+            if groups > 1 and (train_plain is train or last_step % noise_every == 0):
+                states, stats = train(states, hps, batch)
+            else:
+                # a step that measures nothing leaves the noise averages out: fewer buffers to
+                # dispatch (~2% of an MLP step at B = 16)
+                core, stats = train_plain(states._replace(noise=None), hps, batch)
+                states = core._replace(noise=states.noise)
             last_step += 1
             if lockstep:
                 stats["loss"].block_until_ready()

@@ -78,7 +78,7 @@ def test_workloads_lists_every_workload_with_its_goal(capsys):
 
 def _write_sweep(path: Path):
     config = {"workload": "digits_mlp", "goal": 0.1, "optimizer": "momentum", "trials": 2,
-              "max_steps": 100,
+              "max_steps": 100, "batch_sizes": [8, 16, 32],
               "search": {"learning_rate": [1e-3, 3.0], "one_minus_momentum": [0.01, 1.0]}}
     trials = []
     for b, steps, trace in ((8, 80, 100.0), (16, 40, 200.0), (32, 30, 400.0)):
@@ -117,6 +117,39 @@ def test_report_of_corrupt_sweep_is_a_clear_error(capsys, tmp_path):
     (tmp_path / "s" / "config.json").write_text("{not json")
     status, _, err = _run(capsys, "report", str(tmp_path / "s"))
     assert status == 2 and "config" in err and "not valid JSON" in err
+
+
+@pytest.mark.parametrize("field, value, names", [
+    ("trial_id", None, "trial_id is missing"),
+    ("learning_rate", None, "learning_rate must be a finite number > 0"),
+    ("learning_rate", -0.1, "learning_rate must be a finite number > 0"),
+    ("status", "DONE", "status must be one of"),
+    ("batch_size", 2.5, "batch_size must be a whole number"),
+    ("steps_to_goal", -3, "steps_to_goal must be a whole number"),
+])
+def test_report_of_a_bad_trial_record_names_the_field(capsys, tmp_path, field, value, names):
+    _write_sweep(tmp_path / "s")
+    lines = (tmp_path / "s" / "trials.jsonl").read_text().splitlines()
+    record = json.loads(lines[1])
+    if value is None:
+        del record[field]
+    else:
+        record[field] = value
+    lines[1] = json.dumps(record)
+    (tmp_path / "s" / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    status, out, err = _run(capsys, "report", str(tmp_path / "s"))
+    assert status == 2 and out == ""
+    assert err.startswith("error: ") and err.count("\n") == 1
+    assert "trials.jsonl record 2" in err and names in err
+
+
+def test_report_of_a_config_without_batch_sizes_is_a_clear_error(capsys, tmp_path):
+    _write_sweep(tmp_path / "s")
+    config = json.loads((tmp_path / "s" / "config.json").read_text())
+    del config["batch_sizes"]
+    (tmp_path / "s" / "config.json").write_text(json.dumps(config))
+    status, out, err = _run(capsys, "report", str(tmp_path / "s"))
+    assert status == 2 and out == "" and "batch_sizes must list at least one" in err
 
 
 def test_import_batch_science_gives_the_same_curve_format(capsys, tmp_path):

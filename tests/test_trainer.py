@@ -218,7 +218,6 @@ def test_nqm_noise_scale_at_the_start_matches_the_exact_one():
 
 def test_digits_on_eight_devices_matches_one_device(eight_devices):
     task = _digits()
-    # noise_every=1: one device otherwise measures the noise scale every 4th step only
     config = RunConfig(batch_size=64, max_steps=300, goal=0.06, optimizer="momentum", seed=0,
                        noise_every=1)
     trial = [TrialSpec(0, 0.3, momentum=0.9)]
@@ -310,10 +309,10 @@ def test_final_params_are_each_trials_own_parameters():
 def test_noise_cadence_does_not_change_the_training():
     # On one device the noise scale takes two half-batch gradients on measuring steps and one
     # full-batch gradient on the others: the same update up to float rounding, whatever the
-    # cadence. Off (0), no b_simple is recorded.
+    # cadence. Off (0), no b_simple is recorded; the default (None) measures every step.
     task = _digits()
     finals, records = {}, {}
-    for every in (0, 1, 3):
+    for every in (0, 1, 3, None):
         config = RunConfig(batch_size=64, max_steps=12, goal=-1.0, optimizer="momentum", seed=1,
                            noise_every=every)
         out = []
@@ -326,3 +325,7 @@ def test_noise_cadence_does_not_change_the_training():
     assert records[0]["noise_scale"]["b_small"] is None
     assert all(b is not None and b > 0 for b in records[3]["noise_scale"]["b_simple"])
     assert records[3]["noise_every"] == 3
+    # the default is every step, on one device as on several (DESIGN.md section 4)
+    assert records[None]["noise_every"] == 1
+    np.testing.assert_allclose(records[None]["noise_scale"]["b_simple"],
+                               records[1]["noise_scale"]["b_simple"], rtol=1e-5)

@@ -166,7 +166,7 @@ def _run(capsys, *argv):
 
 def _digits_sweep(path: Path) -> Path:
     config = {"workload": "digits_mlp", "goal": 0.1, "optimizer": "momentum", "trials": 1,
-              "max_steps": 100, "search": {"learning_rate": [1e-3, 3.0]}}
+              "max_steps": 100, "batch_sizes": [8], "search": {"learning_rate": [1e-3, 3.0]}}
     trial = {"batch_size": 8, "trial_id": 0, "status": "COMPLETE", "steps_to_goal": 5,
              "learning_rate": 0.1, "momentum": 0.9}
     path.mkdir()
