@@ -203,7 +203,8 @@ class HessianNoiseScale:
 
 
 def hessian_noise_scale(hessian: curvature.HessianOperator, loss_fn: Callable, params,
-                        sample: dict, noise_rows: int) -> HessianNoiseScale:
+                        sample: dict, noise_rows: int,
+                        chunk_rows: int | None = None) -> HessianNoiseScale:
     """B_noise = tr(H Sigma) / (G^T H G) (McCandlish et al. 2018, eq. 2.8), by HVPs.
 
     The per-example deviations d_j = g_j - G of the first m = `noise_rows` rows of the sample
@@ -218,6 +219,8 @@ def hessian_noise_scale(hessian: curvature.HessianOperator, loss_fn: Callable, p
       params: the parameter tree.
       sample: dict of host arrays, the n rows the Hessian was built on.
       noise_rows: m, 2 <= m <= n (m + 1 Hessian-vector products).
+      chunk_rows: per-example gradients taken this many rows at a time (bounds the host's
+        chunk_rows x P float64 block; None: all m at once).
 
     Returns:
       HessianNoiseScale.
@@ -226,16 +229,22 @@ def hessian_noise_scale(hessian: curvature.HessianOperator, loss_fn: Callable, p
     m = int(noise_rows)
     if not 2 <= m <= n:
         raise ValueError(f"noise_rows must be in [2, {n}] (the sample's rows), got {noise_rows}")
+    chunk = m if chunk_rows is None else int(chunk_rows)
+    if chunk < 1:
+        raise ValueError(f"chunk_rows must be >= 1, got {chunk_rows}")
     G_P = hessian.gradient()
-    rows = {name: np.asarray(v)[:m] for name, v in sample.items()}
     theta_P, unravel = ravel_pytree(params)
 
     def flat_loss(t_P, batch):
         return loss_fn(unravel(t_P), batch)
 
     per_row = jax.jit(lambda t, r: per_example_gradients(flat_loss, t, r))
-    g_MxP = np.asarray(per_row(theta_P, rows), np.float64)
-    q_M = np.array([float(d @ hessian(d)) for d in g_MxP - G_P]) * n / (n - 1)
+    q = []
+    for start in range(0, m, chunk):
+        rows = {name: np.asarray(v)[start:min(start + chunk, m)] for name, v in sample.items()}
+        g_CxP = np.asarray(per_row(theta_P, rows), np.float64)
+        q.extend(float(d @ hessian(d)) for d in g_CxP - G_P)
+    q_M = np.array(q) * n / (n - 1)
     trace_h_cov = float(q_M.mean())
     trace_se = float(_standard_error(q_M))
     grad_h_grad = float(G_P @ hessian(G_P)) - trace_h_cov / n
@@ -541,6 +550,37 @@ def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float | 
 # The whole chain.
 
 
+@dataclass(frozen=True)
+class MeasuredSpectrum:
+    """The Hessian at one parameter set: its operator, top-k eigenpairs and (optional) SLQ
+    density, plus `spectrum`, the JSON-ready SLQ trace record (None without a density)."""
+
+    hessian: curvature.HessianOperator
+    pairs: curvature.Eigenpairs
+    density: curvature.SpectralDensity | None
+    spectrum: dict | None
+
+
+def measure_spectrum(loss_fn: Callable, params, sample: dict, key, *, top_k: int,
+                     lanczos_steps: int | None = None, slq_steps: int = 40,
+                     slq_probes: int = 8, with_density: bool = True,
+                     chunk_rows: int | None = None, devices=None) -> MeasuredSpectrum:
+    """Hessian operator (`curvature.hvp`), top-k eigenpairs (Lanczos, `lanczos_steps`) and,
+    with `with_density`, the SLQ density (`slq_probes` x `slq_steps`) of the mean loss of
+    `sample` at `params`. `key` is split into the Lanczos start and the SLQ probes' keys."""
+    hessian = curvature.hvp(loss_fn, params, sample, chunk_rows=chunk_rows, devices=devices)
+    eig_key, slq_key = jax.random.split(key)
+    pairs = curvature.top_eigenpairs(hessian, hessian.dim, top_k, eig_key, num_steps=lanczos_steps)
+    density, spectrum = None, None
+    if with_density:
+        density = curvature.spectral_density(hessian, hessian.dim, slq_steps, slq_probes, slq_key)
+        trace, trace_se = density.trace()
+        spectrum = {"trace": _measured(trace, trace_se, "standard error over SLQ probes"),
+                    "slq_steps": int(slq_steps), "slq_probes": int(slq_probes),
+                    "density": density.to_dict()}
+    return MeasuredSpectrum(hessian, pairs, density, spectrum)
+
+
 def calibrate(loss_fn: Callable, params, sample: dict, *, key, target: float, top_k: int,
               lanczos_steps: int | None = None, slq_steps: int = 40, slq_probes: int = 8,
               floor: float | None = None, chunk_rows: int | None = None,
@@ -565,17 +605,14 @@ def calibrate(loss_fn: Callable, params, sample: dict, *, key, target: float, to
       Hutchinson-equivalent standard error; absent without a floor) and "gradient" statistics
       (including tr(Sigma), |G|^2 and B_simple = tr(Sigma) / |G|^2).
     """
-    hessian = curvature.hvp(loss_fn, params, sample, chunk_rows=chunk_rows, devices=devices)
-    eig_key, slq_key = jax.random.split(key)
-    pairs = curvature.top_eigenpairs(hessian, hessian.dim, top_k, eig_key, num_steps=lanczos_steps)
-    tail, spectrum = None, None
+    measured = measure_spectrum(loss_fn, params, sample, key, top_k=top_k,
+                                lanczos_steps=lanczos_steps, slq_steps=slq_steps,
+                                slq_probes=slq_probes, with_density=floor is not None,
+                                chunk_rows=chunk_rows, devices=devices)
+    hessian, pairs = measured.hessian, measured.pairs
+    tail = None
     if floor is not None:
-        density = curvature.spectral_density(hessian, hessian.dim, slq_steps, slq_probes, slq_key)
-        tail = fit_power_law_tail(density, pairs.eigenvalues_K, floor=floor)
-        trace, trace_se = density.trace()
-        spectrum = {"trace": _measured(trace, trace_se, "standard error over SLQ probes"),
-                    "slq_steps": int(slq_steps), "slq_probes": int(slq_probes),
-                    "density": density.to_dict()}
+        tail = fit_power_law_tail(measured.density, pairs.eigenvalues_K, floor=floor)
     stats = gradient_statistics(loss_fn, params, sample, pairs.eigenvectors_KxP,
                                 chunk_rows=chunk_rows, devices=devices)
     config, record = fit_nqm(pairs.eigenvalues_K, stats.noise_projections_K,
@@ -586,7 +623,8 @@ def calibrate(loss_fn: Callable, params, sample: dict, *, key, target: float, to
                              grad_sq_norm=stats.grad_sq_norm, grad_sq_norm_se=stats.grad_sq_norm_se)
     gradient = stats.to_dict()
     gradient["b_simple"] = _finite_or_none(stats.b_simple)
-    record.update({"eigenpairs": pairs.to_dict(), "spectrum": spectrum, "gradient": gradient,
+    record.update({"eigenpairs": pairs.to_dict(), "spectrum": measured.spectrum,
+                   "gradient": gradient,
                    "num_params": hessian.dim, "sample_rows": hessian.num_rows,
                    "hessian_matvecs": hessian.num_matvecs})
     return config, record

@@ -335,19 +335,14 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
     """
     loss_fn = task.loss_fn
     t0 = time.perf_counter()
-    hessian = curvature.hvp(loss_fn, params, sample, chunk_rows=vcfg.chunk_rows, devices=devices)
-    eig_key, slq_key = jax.random.split(key)
-    pairs = curvature.top_eigenpairs(hessian, hessian.dim, vcfg.top_k, eig_key,
-                                     num_steps=vcfg.lanczos_steps)
-    density = curvature.spectral_density(hessian, hessian.dim, vcfg.slq_steps, vcfg.slq_probes,
-                                         slq_key)
+    measured = calibrate.measure_spectrum(
+        loss_fn, params, sample, key, top_k=vcfg.top_k, lanczos_steps=vcfg.lanczos_steps,
+        slq_steps=vcfg.slq_steps, slq_probes=vcfg.slq_probes, chunk_rows=vcfg.chunk_rows,
+        devices=devices)
+    hessian, pairs, density = measured.hessian, measured.pairs, measured.density
     h_top = pairs.eigenvalues_K     # descending (`curvature.top_eigenpairs`), fit_nqm's order
-    record: dict = {"eigenpairs": pairs.to_dict()}
-    trace, trace_se = density.trace()
-    record["spectrum"] = {"trace": calibrate._measured(trace, trace_se,
-                                                       "standard error over SLQ probes"),
-                          "slq_steps": vcfg.slq_steps, "slq_probes": vcfg.slq_probes,
-                          "density": density.to_dict()}
+    record: dict = {"eigenpairs": pairs.to_dict(), "spectrum": measured.spectrum}
+    trace, _ = density.trace()
     by_params = {}
 
     def stats_at(p):      # one measurement per parameter set (params may be init or goal)
@@ -360,7 +355,8 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
     stats = stats_at(params)
     start = stats_at(init_params)
     at_goal = stats_at(goal_params)
-    hns = calibrate.hessian_noise_scale(hessian, loss_fn, params, sample, vcfg.noise_rows)
+    hns = calibrate.hessian_noise_scale(hessian, loss_fn, params, sample, vcfg.noise_rows,
+                                        chunk_rows=vcfg.chunk_rows)
     for name, s in (("gradient", stats), ("gradient_at_init", start)):
         d = s.to_dict()
         d["b_simple"] = calibrate._finite_or_none(s.b_simple)

@@ -50,6 +50,14 @@ def test_hessian_noise_scale_equals_the_closed_form_on_the_nqm(one_device):
     assert abs(hns.b_noise - b_noise) < 4 * hns.b_noise_se + 0.02 * b_noise
     with pytest.raises(ValueError, match="noise_rows"):
         calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=1)
+    # per-example gradients in chunks of 100 rows (the last one 12): the same rows, same result
+    chunked = calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample,
+                                            noise_rows=512, chunk_rows=100)
+    assert chunked.trace_h_cov == pytest.approx(hns.trace_h_cov, rel=1e-5)
+    assert chunked.b_noise == pytest.approx(hns.b_noise, rel=1e-5)
+    with pytest.raises(ValueError, match="chunk_rows"):
+        calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=8,
+                                      chunk_rows=0)
 
 
 def test_quadratic_target_is_the_loss_when_every_direction_is_measured(one_device):
