@@ -24,9 +24,19 @@ Inputs shared by all kernels (d directions, n rows):
 from __future__ import annotations
 
 import math
+import os
 
-import numba
-import numpy as np
+# numba's parallel kernels run on GNU OpenMP, whose idle threads spin for 300,000 iterations
+# before they sleep. When another thread or process holds a core (the app's warm-up thread, a
+# sweep, a CI neighbour) the spinning thread and the busy one share it, and every parallel launch
+# waits for a thread that is not running: a tuned momentum curve took 1.4x, and an SGD curve
+# 1.7x, the time of a serial run with one core busy. Spinning 1,000 iterations keeps the gain of
+# two free cores (within ~6%) and removes that loss (benchmarks/bench_omp_spin.py). Read when
+# libgomp loads, at the first parallel launch; a value the user set is kept.
+os.environ.setdefault("GOMP_SPINCOUNT", "1000")
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
 
 PARALLEL_MIN_ROWS = 4  # fewer rows: a serial loop (a parallel launch costs more than it saves)
 

@@ -329,3 +329,20 @@ def test_momentum_row_next_to_ema_row_is_not_silently_dropped():
 def test_bad_steps_raise(problem, steps):
     with pytest.raises(ValueError, match="steps"):
         moments.expected_loss(problem, steps, 4, 0.1)
+
+
+@pytest.mark.parametrize("preset, expected", [(None, "1000"), ("50", "50")])
+def test_kernels_shorten_openmp_spinning_unless_the_user_chose(preset, expected):
+    # A fresh interpreter: libgomp reads GOMP_SPINCOUNT once, so nqm.kernels must set it before
+    # numba loads it, and must keep a value the user set (see the comment in nqm/kernels.py).
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "GOMP_SPINCOUNT"}
+    if preset is not None:
+        env["GOMP_SPINCOUNT"] = preset
+    code = "import os, nqm.kernels; print(os.environ['GOMP_SPINCOUNT'])"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True, timeout=120).stdout
+    assert out.strip() == expected
