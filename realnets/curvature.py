@@ -73,10 +73,12 @@ class ShardedSample:
     """A host sample (dict of arrays with n rows) cut into chunks of at most `chunk_rows` rows.
 
     Each chunk is placed once on its own data mesh (`realnets.mesh.data_mesh(rows)`: the rows are
-    split over gcd(rows, device count) devices, as in training). `mean` runs a function that
-    returns a mean over a chunk's rows and averages the chunks with weights rows / n; `rows` runs a
-    per-row function and concatenates its outputs. Calls are made one at a time and brought to the
-    host before the next (multi-device CPU meshes deadlock with several collectives in flight:
+    split over gcd(rows, device count) devices, as in training; with several processes over every
+    device, so a chunk's rows must be a multiple of the global device count). `mean` runs a
+    function that returns a mean over a chunk's rows and averages the chunks with weights rows / n;
+    `rows` runs a per-row function and concatenates its outputs (gathered, so that every process
+    gets the whole result). Calls are made one at a time and brought to the host before the next
+    (multi-device CPU meshes deadlock with several collectives in flight:
     `realnets.mesh.needs_lockstep`).
     """
 
@@ -100,8 +102,11 @@ class ShardedSample:
         cache = self._programs.setdefault((id(fn), per_row), (fn, {}))[1]   # keeps fn alive
         if rows not in cache:
             rep, data = meshlib.replicated(mesh), meshlib.batch_sharding(mesh)
+            # With several processes a per-row output sharded over their devices is not this
+            # process's to read: gather it (replicated) inside the program instead.
+            out = data if per_row and jax.process_count() == 1 else rep
             cache[rows] = jax.jit(fn, in_shardings=(rep,) * num_replicated + (data,),
-                                  out_shardings=data if per_row else rep)
+                                  out_shardings=out)
         return cache[rows]
 
     def mean(self, fn: Callable, *replicated) -> np.ndarray:

@@ -9,8 +9,10 @@ records of `realnets.trainer.run_trials` do not hold them; the CLI sweep test co
 function on two processes). With NUM_PROCESSES 1 the coordinator is ignored and no distributed
 runtime is started: that is the single-process reference the test compares against.
 
-Each process writes `OUT_DIR/process{I}.json` (its loss curve and sums of its own copy of
-the final parameters, seed included); process 0 also writes `OUT_DIR/params.npz` (the
+Then every process measures what calibrates the NQM at trial 0's final parameters
+(`realnets.calibrate.gradient_statistics` and a Hessian-vector product, their rows sharded over
+every device of every process). Each process writes `OUT_DIR/process{I}.json` (its loss curve,
+sums of its own copy of the final parameters and the calibration numbers, seed included); process 0 also writes `OUT_DIR/params.npz` (the
 final parameters, one array per leaf, no pickle). Set XLA_FLAGS and JAX_PLATFORMS in the
 environment before starting it: jax reads them at import.
 """
@@ -33,6 +35,7 @@ SEED = 0
 BATCH_SIZE = 16       # a multiple of the 4 global devices of the test (2 processes x 2)
 STEPS = 12
 TRIALS = ((0, 0.3, 0.9), (1, 0.05, 0.5))   # (trial id, learning rate, momentum)
+CALIBRATION_ROWS = 64  # two chunks of 32 rows, each a multiple of the 4 global devices
 
 
 def build_task():
@@ -75,12 +78,34 @@ def train_loop(task, specs):
         losses.append(np.asarray(stats["loss"].addressable_data(0), np.float64))
     params = {jax.tree_util.keystr(path): np.asarray(leaf.addressable_data(0))
               for path, leaf in jax.tree_util.tree_leaves_with_path(states.params)}
+    first_trial = jax.tree.map(lambda leaf: np.asarray(leaf.addressable_data(0))[0], states.params)
     for name, leaf in jax.tree_util.tree_leaves_with_path(states.params):
         # Every local device must hold the same replica (the value is replicated, not sharded).
         shards = [np.asarray(s.data) for s in leaf.addressable_shards]
         if any(not np.array_equal(shards[0], s) for s in shards[1:]):
             raise AssertionError(f"local replicas of {jax.tree_util.keystr(name)} differ")
-    return params, np.stack(losses)
+    return params, np.stack(losses), first_trial
+
+
+def calibration(task, params) -> dict:
+    """The calibration measurements at trial 0's final parameters on CALIBRATION_ROWS training
+    rows, in chunks over every device of every process: per-example gradient statistics along
+    two fixed unit vectors and one Hessian-vector product."""
+    from jax.flatten_util import ravel_pytree
+
+    from realnets import calibrate, curvature
+
+    sample = {k: np.asarray(v)[:CALIBRATION_ROWS] for k, v in task.train.items()}
+    dim = ravel_pytree(params)[0].shape[0]
+    directions = np.random.default_rng(SEED).standard_normal((2, dim))
+    directions /= np.linalg.norm(directions, axis=1, keepdims=True)
+    stats = calibrate.gradient_statistics(task.loss_fn, params, sample, directions,
+                                          chunk_rows=CALIBRATION_ROWS // 2)
+    hessian = curvature.hvp(task.loss_fn, params, sample, chunk_rows=CALIBRATION_ROWS // 2)
+    return {"trace_cov": stats.trace_cov, "grad_sq_norm": stats.grad_sq_norm,
+            "noise_projections": stats.noise_projections_K.tolist(),
+            "grad_components": stats.grad_components_K.tolist(),
+            "hvp": np.asarray(hessian(directions[0]), np.float64).tolist()}
 
 
 def main(argv=None) -> int:
@@ -99,7 +124,8 @@ def main(argv=None) -> int:
 
     specs = [TrialSpec(trial_id=i, learning_rate=lr, momentum=m) for i, lr, m in TRIALS]
     task = build_task()
-    params, losses = train_loop(task, specs)
+    params, losses, first_trial = train_loop(task, specs)
+    calibrated = calibration(task, first_trial)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -110,6 +136,7 @@ def main(argv=None) -> int:
         "device_count": jax.device_count(), "local_device_count": jax.local_device_count(),
         "losses": losses.tolist(),
         "param_sums": {k: float(np.sum(v, dtype=np.float64)) for k, v in params.items()},
+        "calibration": calibrated,
     }
     (out / f"process{index}.json").write_text(json.dumps(summary, indent=1))
     if index == 0:

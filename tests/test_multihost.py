@@ -129,6 +129,15 @@ def test_two_processes_train_to_the_parameters_of_one(tmp_path):
             # the written file is process 0's own replica
             assert float(np.sum(m[name], dtype=np.float64)) == reports[0]["param_sums"][name]
 
+    # Calibration over both processes' devices: every process gets the whole (gathered) result,
+    # the same on both, and the same as one process's up to the order of the additions.
+    assert reports[0]["calibration"] == reports[1]["calibration"]
+    got, want = reports[0]["calibration"], reference["calibration"]
+    assert sorted(got) == sorted(want)
+    for key in want:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-4, atol=1e-7, err_msg=key)
+    assert want["trace_cov"] > 0 and len(got["hvp"]) == len(want["hvp"]) > 100
+
 
 SWEEP_ARGS = ["-m", "realnets", "sweep", "--workload", "digits_mlp", "--batch-sizes", "8,16",
               "--trials", "2", "--max-steps", "50", "--goal", "0.5", "--no-progress"]
