@@ -38,6 +38,14 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _resampled_line(r: dict) -> str:
+    if not r.get("available"):
+        return f"B_crit over resampled trials: not available ({r.get('note', 'no trials')})"
+    return (f"B_crit over resampled trials: median {_fmt(r['median'])}, 16-84% "
+            f"{_fmt(r['p16'])} .. {_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
+            f"resamples fitted)")
+
+
 def format_table(doc: dict) -> str:
     table = [[_fmt(r[c]) for c in COLUMNS] for r in rows(doc)]
     widths = [max(len(c), *(len(t[j]) for t in table)) for j, c in enumerate(COLUMNS)]
@@ -51,6 +59,7 @@ def format_table(doc: dict) -> str:
               f"{cfg.get('max_steps')} steps",
               f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
+              _resampled_line(doc.get("b_crit_resampled") or {}),
               f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "
               f"from {_fmt(reg['maximal_from'])}",
               f"gradient noise scale B_simple (pooled over batch sizes, weights B^2) "

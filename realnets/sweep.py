@@ -23,7 +23,7 @@ import jax
 import numpy as np
 
 from nqm.curve import CurvePoint, ScalingCurve
-from nqm.scaling import analyse_curve
+from nqm.scaling import analyse_curve, fit_mccandlish
 from realnets import store, workloads
 from realnets.search import SearchSpace, trial_specs
 from realnets.step import OPTIMIZERS
@@ -201,11 +201,58 @@ def curve_document(curve: ScalingCurve) -> dict:
     out["efficiency"] = analysis.efficiency
     out["regime"] = list(analysis.regimes)
     per_point = [_best_b_simple(p) for p in curve.points]
+    out["b_crit_resampled"] = b_crit_resampled(curve)
     out["noise_scale"] = {"b_simple": pooled_b_simple(curve.points),
                           "b_noise": None, "per_point_b_simple": per_point,
                           "note": "each point: its best trial's B_simple at its goal step "
                                   "(moving averages, McCandlish et al. app. A.1); b_simple: "
                                   "those averages pooled over batch sizes with weights B^2"}
+    return out
+
+
+RESAMPLES = 200
+
+
+def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int = 0) -> dict:
+    """How much the measured B_crit depends on which trials the search happened to draw.
+
+    Per resample, every batch size's K trials are drawn again with replacement, its steps to
+    result are the fewest steps_to_goal among the drawn (not reached if none reached), and the
+    McCandlish fit is redone. Only sweeps whose trials all ran to their own end can be resampled
+    (`--full-trials`, or published batch_science data): by default a batch size's other trials
+    stop once one reached the goal, so their steps are censored, and a resample without the
+    winner would count as unreached.
+
+    Returns:
+      {"median", "p16", "p84": B_crit quantiles (None where fewer than half of the resamples
+      could be fitted), "resamples", "fitted": resamples with a fit, "note"}; "available" False
+      and a "note" saying why when the trials cannot be resampled.
+    """
+    uncensored = curve.source == "batch_science" or bool(curve.config.get("full_trials"))
+    if not uncensored:
+        return {"available": False,
+                "note": "trials stopped when one reached the goal; needs --full-trials"}
+    rng = np.random.default_rng(seed)
+    sizes = np.asarray([p.batch_size for p in curve.points], float)
+    steps = []
+    for p in curve.points:
+        s = [t.get("steps_to_goal") for t in p.trials]
+        steps.append(np.asarray([np.inf if v is None else float(v) for v in s]))
+    fits = []
+    for _ in range(int(resamples)):
+        drawn = [np.min(s[rng.integers(0, s.size, s.size)]) if s.size else np.inf for s in steps]
+        drawn = np.where(np.isfinite(drawn), drawn, np.nan)
+        b_crit = fit_mccandlish(sizes, drawn).b_crit
+        if b_crit is not None:
+            fits.append(b_crit)
+    out = {"available": True, "resamples": int(resamples), "fitted": len(fits),
+           "median": None, "p16": None, "p84": None,
+           "note": "B_crit refitted with each batch size's trials drawn again with replacement: "
+                   "the spread from which trials the search drew (not from the data order or "
+                   "initialisation, and not the bias of too few trials)"}
+    if len(fits) >= resamples / 2:
+        out.update(median=float(np.median(fits)), p16=float(np.percentile(fits, 16)),
+                   p84=float(np.percentile(fits, 84)))
     return out
 
 

@@ -12,7 +12,8 @@ import pytest
 
 from realnets import store
 from realnets.search import SearchSpace
-from realnets.sweep import SweepConfig, best_trial, build_curve, load_sweep, run_sweep
+from realnets.sweep import (SweepConfig, b_crit_resampled, best_trial, build_curve, load_sweep,
+                            run_sweep)
 
 ROOT = Path(__file__).resolve().parents[1]
 SWEEP_ARGS = ["sweep", "--workload", "nqm", "--batch-sizes", "64,256", "--trials", "4",
@@ -155,3 +156,48 @@ def test_best_trial_is_the_fewest_steps_then_the_lowest_trial_id():
     # batch_science ids are strings, in numeric order: "2" before "10"
     assert best_trial([{"trial_id": "10", "steps_to_goal": 7},
                        {"trial_id": "2", "steps_to_goal": 7}])["trial_id"] == "2"
+
+
+def _mccandlish_records(other_steps, s_min=100.0, b_crit=64.0, trials=4):
+    """Records whose best trial per batch size sits exactly on S = s_min (1 + b_crit / B); the
+    other trials took `other_steps(best)` steps (None: not reached)."""
+    records = []
+    for b in (8, 16, 32, 64, 128, 256, 512):
+        best = round(s_min * (1 + b_crit / b))
+        for i in range(trials):
+            steps = best if i == 0 else other_steps(best)
+            records.append({"batch_size": b, "trial_id": i, "learning_rate": 0.1,
+                            "status": "COMPLETE" if steps is not None else "INCOMPLETE",
+                            "steps_to_goal": steps, "steps_run": steps or 1000})
+    return records
+
+
+def test_b_crit_resampling_needs_uncensored_trials():
+    records = _mccandlish_records(lambda best: best)
+    censored = b_crit_resampled(build_curve(records, {"goal": 0.1, "full_trials": False}))
+    assert censored["available"] is False and "--full-trials" in censored["note"]
+
+
+def test_b_crit_resampling_of_identical_trials_is_the_fit_itself():
+    # Every trial of a batch size took the same steps: every resample is the same curve.
+    curve = build_curve(_mccandlish_records(lambda best: best), {"goal": 0.1, "full_trials": True})
+    r = b_crit_resampled(curve, resamples=50)
+    assert r["available"] and r["fitted"] == 50
+    assert r["p16"] == pytest.approx(r["p84"], rel=1e-9)
+    assert r["median"] == pytest.approx(64.0, rel=0.02)        # the curve's own B_crit (rounded)
+
+
+def test_b_crit_resampling_spreads_when_the_best_trial_is_missed():
+    # The other trials are 1.5x slower at small batch sizes only: a resample that misses the
+    # best trial there (probability (3/4)^4 = 0.32 per batch size) steepens the curve's left
+    # end, so B_crit rises; with the best trial everywhere it is the curve's own 64.
+    slow = _mccandlish_records(lambda best: round(1.5 * best) if best > 200 else best)
+    curve = build_curve(slow, {"goal": 0.1, "full_trials": True})
+    r = b_crit_resampled(curve, resamples=200, seed=1)
+    assert r["fitted"] == 200
+    assert r["p16"] == pytest.approx(64.0, rel=0.05) and r["p84"] > 1.2 * 64.0
+    assert b_crit_resampled(curve, resamples=200, seed=1) == r       # seeded: reproducible
+    # unreached other trials: resamples that miss every winner leave points unreached, not errors
+    gaps = build_curve(_mccandlish_records(lambda best: None), {"goal": 0.1, "full_trials": True})
+    r = b_crit_resampled(gaps, resamples=100)
+    assert r["available"] and 0 < r["fitted"] <= 100
