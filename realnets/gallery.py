@@ -47,7 +47,8 @@ class Measured:
       points: one row per batch size: curve, batch_size, steps (NaN where not reached),
         learning_rate, momentum, efficiency, regime, reached / not_reached / infeasible (trial
         counts), b_simple, edge, perfect (S(B0) B0 / B), fit (S_min (1 + B_crit / B) of the fit).
-      summary: one row: curve, s_min, b_crit, r2, cbs20, maximal_from.
+      summary: one row: curve, s_min, b_crit, r2, cbs20, maximal_from; where the trials ran
+        to their end, also b_crit_resampled_p16 / _p84 (`realnets.sweep.b_crit_resampled`).
       trials: one row per trial: batch_size, trial_id, status ('reached', 'not reached',
         'infeasible'), learning_rate, momentum, one_minus_momentum, steps_to_goal, steps_run, best
         (the trial that set the point).
@@ -149,9 +150,13 @@ def measured(curve: ScalingCurve, records=(), name: str = "measured") -> Measure
     points["perfect"] = _perfect(points["batch_size"].to_numpy(float), points["steps"].to_numpy())
     fit, regimes = doc["fit"], doc["regimes"]
     points["fit"] = Fit(fit["s_min"], fit["b_crit"], fit["r2"], 0).predict(points["batch_size"])
-    summary = pd.DataFrame([{"curve": label, "s_min": fit["s_min"], "b_crit": fit["b_crit"],
-                             "r2": fit["r2"], "cbs20": regimes["cbs20"],
-                             "maximal_from": regimes["maximal_from"]}])
+    row = {"curve": label, "s_min": fit["s_min"], "b_crit": fit["b_crit"], "r2": fit["r2"],
+           "cbs20": regimes["cbs20"], "maximal_from": regimes["maximal_from"]}
+    resampled = doc.get("b_crit_resampled") or {}
+    if resampled.get("available") and resampled.get("median") is not None:
+        # only where the trials can be resampled (--full-trials sweeps, batch_science)
+        row.update(b_crit_resampled_p16=resampled["p16"], b_crit_resampled_p84=resampled["p84"])
+    summary = pd.DataFrame([row])
     return Measured(name, curve, doc, points, summary, trials_table(curve),
                     noise_series(records))
 

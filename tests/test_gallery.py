@@ -238,3 +238,20 @@ def test_finished_trials_counts_only_this_configs_trials(tmp_path, mnist_mlp):
     config = gallery.sweep_config("mnist_mlp", "16,32,8192", 10, 0)
     # 16 and 32 hold trials 0..31; only ids 0..9 belong to this config; 8192 has none
     assert gallery.finished_trials(mnist_mlp, config) == (20, 30)
+
+
+def test_measured_summary_has_the_resampled_b_crit_only_where_trials_ran_to_their_end():
+    from realnets.sweep import build_curve
+
+    records = []
+    for b, steps in ((8, (900, 1200)), (16, (500, 700)), (32, (300, 300)), (64, (200, 260)),
+                     (128, (150, 150)), (256, (125, 170))):
+        for i, st in enumerate(steps):
+            records.append({"batch_size": b, "trial_id": i, "status": "COMPLETE",
+                            "steps_to_goal": st, "learning_rate": 0.1})
+    full = gallery.measured(build_curve(records, {"goal": 0.1, "full_trials": True}), records)
+    row = full.summary.iloc[0]
+    assert row["b_crit_resampled_p16"] <= row["b_crit_resampled_p84"]
+    assert row["b_crit_resampled_p16"] == pytest.approx(full.document["b_crit_resampled"]["p16"])
+    censored = gallery.measured(build_curve(records, {"goal": 0.1}), records)
+    assert "b_crit_resampled_p16" not in censored.summary.columns
