@@ -280,7 +280,8 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     try:
         predicted = cached_prediction(setup, batch_sizes)
         comparison = gallery.compare(measured.curve, predicted, scale,
-                                     measured.points["curve"].iloc[0], setup.label)
+                                     measured.points["curve"].iloc[0], setup.label,
+                                     gallery.resampled_columns(measured.document))
         bound = gallery.lower_bound(setup, batch_sizes)
     except ValueError as err:
         st.error(f"No NQM prediction for the sidebar's setting: {err}")

@@ -29,9 +29,9 @@ import os
 # numba's parallel kernels run on GNU OpenMP, whose idle threads spin for 300,000 iterations
 # before they sleep. When another thread or process holds a core (the app's warm-up thread, a
 # sweep, a CI neighbour) the spinning thread and the busy one share it, and every parallel launch
-# waits for a thread that is not running: a tuned momentum curve took 1.4x, and an SGD curve
-# 1.7x, the time of a serial run with one core busy. Spinning 1,000 iterations keeps the gain of
-# two free cores (within ~6%) and removes that loss (benchmarks/bench_omp_spin.py). Read when
+# waits for a thread that is not running: a tuned momentum curve took 1.5x, and an SGD curve
+# 2x, the time of a serial run with one core busy. Spinning 1,000 iterations keeps the gain of
+# two free cores (momentum within ~7%) and removes that loss (benchmarks/bench_omp_spin.py). Read when
 # libgomp loads, at the first parallel launch; a value the user set is kept.
 os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from nqm import validation
 from nqm import kernels
 from nqm.powers import LucasSequence, divided_power, signed_power
 from nqm.problem import Problem, preconditioned

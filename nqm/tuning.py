@@ -91,7 +91,6 @@ def metaparameters(spec: OptimizerSpec, z):
     zeros = np.zeros(z.shape[0])
     if spec.name == "sgd":
         return np.exp(z[:, 0]), zeros, zeros
-    one_minus = np.exp(z[:, 1])
     rest = -np.expm1(z[:, 1])  # 1 - exp(z1) without cancellation
     if spec.name == "momentum":
         return np.exp(z[:, 0] + z[:, 1]), rest, zeros

@@ -171,13 +171,15 @@ class WarmCache(Generic[V]):
                 with self._lock:
                     self.background_errors += 1
                     self.last_error = err
-            with self._lock:
-                if value is not _MISSING:
-                    self.computed += 1
-                    self._store(key, value)
-                self._running = None
-                self._changed.notify_all()
-            done.set()
+            finally:
+                # whatever happened, a caller waiting on this key must wake up and find it free
+                with self._lock:
+                    if value is not _MISSING:
+                        self.computed += 1
+                        self._store(key, value)
+                    self._running = None
+                    self._changed.notify_all()
+                done.set()
 
 
 # ----------------------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ class GradientStatistics:
         return self.trace_cov / self.grad_sq_norm if self.grad_sq_norm > 0 else math.nan
 
     def to_dict(self) -> dict:
-        """JSON-ready (without the P-vector G)."""
+        """JSON-ready (without the P-vector G; B_simple null where |G|^2 is not positive)."""
         return {"num_examples": self.num_examples,
                 "grad_components": _measured(self.grad_components_K, self.grad_components_se_K,
                                              "standard error over examples"),
@@ -107,7 +107,8 @@ class GradientStatistics:
                 "trace_cov": _measured(self.trace_cov, self.trace_cov_se,
                                        "standard error over examples"),
                 "grad_sq_norm": _measured(self.grad_sq_norm, self.grad_sq_norm_se,
-                                          "first-order standard error over examples")}
+                                          "first-order standard error over examples"),
+                "b_simple": _finite_or_none(self.b_simple)}
 
 
 def gradient_statistics(loss_fn: Callable, params, batch: dict, directions_KxP=None, *,
@@ -621,10 +622,8 @@ def calibrate(loss_fn: Callable, params, sample: dict, *, key, target: float, to
                              noise_errors=stats.noise_projections_se_K,
                              grad_errors=stats.grad_components_se_K,
                              grad_sq_norm=stats.grad_sq_norm, grad_sq_norm_se=stats.grad_sq_norm_se)
-    gradient = stats.to_dict()
-    gradient["b_simple"] = _finite_or_none(stats.b_simple)
     record.update({"eigenpairs": pairs.to_dict(), "spectrum": measured.spectrum,
-                   "gradient": gradient,
+                   "gradient": stats.to_dict(),
                    "num_params": hessian.dim, "sample_rows": hessian.num_rows,
                    "hessian_matvecs": hessian.num_matvecs})
     return config, record

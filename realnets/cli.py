@@ -10,7 +10,6 @@ Multi-host: run the same command on every host with `--coordinator HOST:PORT --n
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -237,6 +236,7 @@ def validate_command(args, argv) -> str:
     import time
 
     from realnets import validate, validation_report, workloads
+    from realnets.sweep import SWEEPS_DIR
 
     start = time.perf_counter()
     workload = workloads.get(args.workload)
@@ -248,7 +248,7 @@ def validate_command(args, argv) -> str:
         except OSError as err:
             raise ValueError(f"notes: cannot read {args.notes} ({err.strerror})") from None
     out = Path(args.out)
-    sweep_dir = Path(args.sweep) if args.sweep else validate.SWEEPS_DIR / workload.name
+    sweep_dir = Path(args.sweep) if args.sweep else SWEEPS_DIR / workload.name
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
     doc = None
     if args.reuse and (out / validate.VALIDATION_FILE).exists():

@@ -10,7 +10,6 @@ Every loader raises ValueError with a message naming the path and what is wrong.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from dataclasses import dataclass, replace
@@ -27,10 +26,11 @@ from nqm.tuning import OptimizerSpec, tune_curve
 from realnets import report, workloads
 from realnets.batch_science import load_batch_science
 from realnets.search import SearchSpace
-from realnets.sweep import SweepConfig, best_trial, build_curve, curve_document, load_sweep
+from realnets.sweep import (IDENTITY, SWEEPS_DIR, SweepConfig, best_trial, build_curve,
+                            curve_document, load_sweep)
+from realnets.validate import VALIDATION_FILE, read_validation
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-SWEEPS_DIR = REPO_ROOT / "sweeps"      # sweeps shipped with the repository
 RESULTS_DIR = REPO_ROOT / "results"    # the app's own sweeps (git-ignored)
 STATUS_LABELS = {"COMPLETE": "reached", "INCOMPLETE": "not reached", "INFEASIBLE": "infeasible"}
 NO_BUDGET = 10 ** 8                    # the NQM explorer's step budget
@@ -150,15 +150,21 @@ def measured(curve: ScalingCurve, records=(), name: str = "measured") -> Measure
     points["perfect"] = _perfect(points["batch_size"].to_numpy(float), points["steps"].to_numpy())
     fit, regimes = doc["fit"], doc["regimes"]
     points["fit"] = Fit(fit["s_min"], fit["b_crit"], fit["r2"], 0).predict(points["batch_size"])
-    row = {"curve": label, "s_min": fit["s_min"], "b_crit": fit["b_crit"], "r2": fit["r2"],
-           "cbs20": regimes["cbs20"], "maximal_from": regimes["maximal_from"]}
-    resampled = doc.get("b_crit_resampled") or {}
-    if resampled.get("available") and resampled.get("median") is not None:
-        # only where the trials can be resampled (--full-trials sweeps, batch_science)
-        row.update(b_crit_resampled_p16=resampled["p16"], b_crit_resampled_p84=resampled["p84"])
-    summary = pd.DataFrame([row])
+    summary = pd.DataFrame([{"curve": label, "s_min": fit["s_min"], "b_crit": fit["b_crit"],
+                             "r2": fit["r2"], "cbs20": regimes["cbs20"],
+                             "maximal_from": regimes["maximal_from"], **resampled_columns(doc)}])
     return Measured(name, curve, doc, points, summary, trials_table(curve),
                     noise_series(records))
+
+
+def resampled_columns(document: dict) -> dict:
+    """The summary columns of the B_crit over resampled trials (`sweep.b_crit_resampled`):
+    b_crit_resampled_p16 / _p84 where the trials could be resampled (--full-trials sweeps,
+    batch_science), else none."""
+    r = document.get("b_crit_resampled") or {}
+    if not r.get("available") or r.get("median") is None:
+        return {}
+    return {"b_crit_resampled_p16": r["p16"], "b_crit_resampled_p84": r["p84"]}
 
 
 def _perfect(batch_sizes: np.ndarray, steps: np.ndarray) -> np.ndarray:
@@ -300,8 +306,12 @@ class Comparison:
 
 
 def compare(measured_curve: ScalingCurve, predicted: ScalingCurve, scale_to_measured: bool = False,
-            measured_label: str = "measured", predicted_label: str = "NQM") -> Comparison:
+            measured_label: str = "measured", predicted_label: str = "NQM",
+            measured_columns: dict | None = None) -> Comparison:
     """Both curves, their fits, and the ratio of their critical batch sizes.
+
+    `measured_columns` are added to the measured curve's summary row (e.g. `resampled_columns`
+    of its document, computed once when it was loaded).
 
     With `scale_to_measured` the NQM's steps are multiplied by S_min(measured) / S_min(NQM), so
     both fits share S_min and only the shapes differ; B_crit, cbs20 and maximal_from do not
@@ -338,6 +348,7 @@ def compare(measured_curve: ScalingCurve, predicted: ScalingCurve, scale_to_meas
                         "maximal_from": analysis.maximal_from})
     b_meas, b_pred = m_analysis.fit.b_crit, p_analysis.fit.b_crit
     ratio = None if b_meas is None or b_pred is None else b_pred / b_meas
+    summary[0].update(measured_columns or {})
     summary[0]["b_crit_ratio"] = None if b_meas is None else 1.0
     summary[1]["b_crit_ratio"] = ratio
 
@@ -398,21 +409,19 @@ VALIDATION_ROOT = REPO_ROOT / "reports" / "validation"
 
 
 def validation_for(config: dict, root: Path = VALIDATION_ROOT) -> Path | None:
-    """The directory of the validation report made from a sweep with this config (same workload,
-    goal, optimizer, trials, budget and seed), or None: a report of another study of the same
-    workload would compare the wrong curve."""
+    """The directory of the validation report made from a sweep of the same study as this config
+    (`sweep.IDENTITY` and the trials per batch size), or None: a report of another study of the
+    same workload would compare the wrong curve."""
     workload = config.get("workload")
     if not workload:
         return None
     path = Path(root) / str(workload)
-    doc_path = path / "validation.json"
-    if not doc_path.is_file():
+    if not (path / VALIDATION_FILE).is_file():
         return None
     try:
-        made_from = json.loads(doc_path.read_text()).get("sweep_config") or {}
-    except (OSError, ValueError):
+        made_from = read_validation(path).get("sweep_config") or {}
+    except ValueError:
         return None
-    keys = ("workload", "goal", "optimizer", "trials", "max_steps", "seed")
-    if any(made_from.get(k) != config.get(k) for k in keys):
+    if any(made_from.get(k) != config.get(k) for k in (*IDENTITY, "trials")):
         return None
     return path

@@ -18,12 +18,18 @@ from nqm.curve import to_json
 
 
 def write_json_atomic(path: Path, obj, indent: int | None = 1) -> None:
+    write_text_atomic(path, to_json(obj, indent=indent) + "\n")
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """`text` to `path` through a temporary file, fsynced and renamed over it: a reader sees the
+    old file or the new one, never a part."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o644)     # mkstemp makes 0600; results are for everyone to read
         with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(to_json(obj, indent=indent) + "\n")
+            f.write(text)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

@@ -15,19 +15,22 @@ the directory must be on a filesystem that every process reads.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
 import jax
 import numpy as np
 
+from nqm import validation
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.scaling import analyse_curve, fit_mccandlish
 from realnets import store, workloads
 from realnets.search import SearchSpace, trial_specs
 from realnets.step import OPTIMIZERS
 from realnets.trainer import STATUSES, RunConfig, run_trials
+
+SWEEPS_DIR = Path(__file__).resolve().parents[1] / "sweeps"   # sweeps shipped with the repository
 
 # Fields that define the study: a rerun with other values would mix incomparable trials.
 IDENTITY = ("workload", "goal", "optimizer", "search", "max_steps", "seed", "eval_resolution",
@@ -182,7 +185,7 @@ def build_curve(records: list[dict], config: dict) -> ScalingCurve:
         by_batch.setdefault(int(r["batch_size"]), []).append(r)
     points = []
     for batch_size, trials in sorted(by_batch.items()):
-        trials = sorted(trials, key=lambda r: r["trial_id"])
+        trials = sorted(trials, key=lambda r: _id_order(r["trial_id"]))
         best = best_trial(trials)
         points.append(CurvePoint(
             batch_size=batch_size, steps=None if best is None else int(best["steps_to_goal"]),
@@ -267,7 +270,8 @@ def load_sweep(out_dir: Path) -> tuple[dict, list[dict]]:
 
     Raises ValueError naming the file and what is wrong: a missing directory or config.json, a
     corrupt file, a config without batch sizes, workload or finite goal, a record without a
-    whole batch size, trial id, known status, positive learning rate or whole steps to goal.
+    whole batch size, trial id, known status, positive learning rate or whole steps to goal
+    (`nqm.validation`'s checks, with the file and record number).
     """
     out_dir = Path(out_dir)
     if not out_dir.is_dir():
@@ -283,45 +287,37 @@ def load_sweep(out_dir: Path) -> tuple[dict, list[dict]]:
     return config, records
 
 
-def _whole(value, minimum: int) -> bool:
-    return (isinstance(value, (int, float)) and not isinstance(value, bool)
-            and math.isfinite(value) and value == int(value) and value >= minimum)
+def _located(where: str, check, *args):
+    """`check(*args)` (an `nqm.validation` check) with `where` put before its message."""
+    try:
+        return check(*args)
+    except ValueError as err:
+        raise ValueError(f"{where}: {err}") from None
 
 
 def _check_config(config: dict, where: Path) -> None:
     sizes = config.get("batch_sizes")
-    if not isinstance(sizes, list) or not sizes:
-        raise ValueError(f"{where}: batch_sizes must list at least one batch size, "
+    if not isinstance(sizes, list):
+        raise ValueError(f"{where}: batch_sizes must hold at least one batch size >= 1, "
                          f"got {sizes!r:.80}")
-    bad = [b for b in sizes if not _whole(b, 1)]
-    if bad:
-        raise ValueError(f"{where}: batch_sizes must be whole numbers >= 1, got {bad[0]!r:.80}")
+    _located(str(where), validation.check_batch_sizes, sizes)
     if not isinstance(config.get("workload"), str):
         raise ValueError(f"{where}: workload must be a name, got {config.get('workload')!r:.80}")
-    goal = config.get("goal")
-    if isinstance(goal, bool) or not isinstance(goal, (int, float)) or not math.isfinite(goal):
-        raise ValueError(f"{where}: goal must be a finite number, got {goal!r:.80}")
+    _located(str(where), validation.check_finite, "goal", config.get("goal"))
 
 
 def _check_records(records: list[dict], where: Path) -> None:
     for number, r in enumerate(records, start=1):
-        if not _whole(r.get("batch_size"), 1):
-            raise ValueError(f"{where} record {number}: batch_size must be a whole number >= 1, "
-                             f"got {r.get('batch_size')!r:.80}")
+        at = f"{where} record {number}"
+        _located(at, validation.check_positive_int, "batch_size", r.get("batch_size"))
         if "trial_id" not in r:
-            raise ValueError(f"{where} record {number}: trial_id is missing")
+            raise ValueError(f"{at}: trial_id is missing")
         if r.get("status") not in STATUSES:
-            raise ValueError(f"{where} record {number}: status must be one of "
-                             f"{', '.join(STATUSES)}, got {r.get('status')!r:.80}")
-        rate = r.get("learning_rate")
-        if (isinstance(rate, bool) or not isinstance(rate, (int, float)) or not math.isfinite(rate)
-                or rate <= 0):
-            raise ValueError(f"{where} record {number}: learning_rate must be a finite number "
-                             f"> 0, got {rate!r:.80}")
-        steps = r.get("steps_to_goal")
-        if steps is not None and not _whole(steps, 0):
-            raise ValueError(f"{where} record {number}: steps_to_goal must be a whole number >= 0 "
-                             f"or null, got {steps!r:.80}")
+            raise ValueError(f"{at}: status must be one of {', '.join(STATUSES)}, got "
+                             f"{r.get('status')!r:.80}")
+        _located(at, validation.check_positive, "learning_rate", r.get("learning_rate"))
+        if r.get("steps_to_goal") is not None:
+            _located(at, validation.check_positive_int, "steps_to_goal", r["steps_to_goal"])
 
 
 def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,

@@ -258,6 +258,8 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     else:
         eval_fn = task.eval_fn
     train, evaluate = compile_steps(task.loss_fn, eval_fn, step_config, mesh)
+    # several devices measure every step (free); one device every noise_every-th (0: never)
+    measure_every = noise_every if n_dev == 1 else 1
     train_plain = train
     if n_dev == 1 and groups > 1 and noise_every > 1:
         plain_config = dataclasses.replace(step_config, groups=1, microbatches=microbatches_for(
@@ -289,7 +291,7 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     for target_step in eval_steps(budget, config.eval_resolution):
         while last_step < target_step:
             batch = meshlib.place_batch(stream.next(), mesh)
-            if groups > 1 and (train_plain is train or last_step % noise_every == 0):
+            if groups > 1 and last_step % measure_every == 0:
                 states, stats = train(states, hps, batch)
             else:
                 # a step that measures nothing leaves the noise averages out: fewer buffers to
@@ -344,5 +346,5 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
                             "b_small": config.batch_size // groups if groups > 1 else None,
                             "b_big": config.batch_size},
             "seed": config.seed, "devices": n_dev, "processes": jax.process_count(),
-            "microbatches": micro, "noise_every": noise_every})
+            "microbatches": micro, "noise_every": measure_every if groups > 1 else 0})
     return records

@@ -63,11 +63,12 @@ from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, tune_curve
 from realnets import calibrate, curvature, store
-from realnets.sweep import SweepConfig, build_curve, curve_document, load_sweep, run_sweep
+from realnets.sweep import (IDENTITY, SweepConfig, build_curve, curve_document, load_sweep,
+                            run_sweep)
+from realnets.sweep import best_trial as sweep_best_trial
 from realnets.tasks import Task
 from realnets.trainer import RunConfig, TrialSpec, run_trials
 
-SWEEPS_DIR = Path(__file__).resolve().parents[1] / "sweeps"   # the committed sweeps
 CHECKPOINTS = ("goal", "init")
 VALIDATION_FILE = "validation.json"
 TARGET_RULES = ("train_loss", "quadratic")
@@ -212,12 +213,11 @@ def calibration_batch_size(curve: ScalingCurve, requested: int | None) -> int:
 
 
 def best_trial(records: list[dict], batch_size: int) -> dict:
-    """The trial that set the point at `batch_size` (fewest steps to goal, then lowest id)."""
-    done = [r for r in records if int(r["batch_size"]) == batch_size
-            and r.get("steps_to_goal") is not None]
-    if not done:
+    """The trial that set the point at `batch_size` (`realnets.sweep.best_trial`'s rule)."""
+    best = sweep_best_trial([r for r in records if int(r["batch_size"]) == batch_size])
+    if best is None:
         raise ValueError(f"no trial reached the goal at batch size {batch_size}")
-    return min(done, key=lambda r: (r["steps_to_goal"], r["trial_id"]))
+    return best
 
 
 def init_params_of(task: Task, seed: int, trial_id: int):
@@ -241,7 +241,8 @@ def retrain(task: Task, sweep_config: dict, trial: dict, devices=None):
                     max_rows_per_device=int(sweep_config.get("max_rows_per_device", 4096)),
                     stop_after=int(trial["steps_to_goal"]),
                     # the same gradient path (two halves or one batch) as the sweep's trial
-                    noise_every=int(trial.get("noise_every") or 1))
+                    noise_every=(1 if trial.get("noise_every") is None
+                                 else int(trial["noise_every"])))
     spec = TrialSpec(trial_id=int(trial["trial_id"]), learning_rate=float(trial["learning_rate"]),
                      momentum=trial.get("momentum"),
                      final_lr_fraction=float(trial.get("final_lr_fraction") or 1.0))
@@ -357,10 +358,7 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
     at_goal = stats_at(goal_params)
     hns = calibrate.hessian_noise_scale(hessian, loss_fn, params, sample, vcfg.noise_rows,
                                         chunk_rows=vcfg.chunk_rows)
-    for name, s in (("gradient", stats), ("gradient_at_init", start)):
-        d = s.to_dict()
-        d["b_simple"] = calibrate._finite_or_none(s.b_simple)
-        record[name] = d
+    record["gradient"], record["gradient_at_init"] = stats.to_dict(), start.to_dict()
     record["b_noise"] = hns.to_dict()
     record["measure_seconds"] = time.perf_counter() - t0
     record["num_params"] = hessian.dim
@@ -697,9 +695,7 @@ def validate(task: Task, sweep_config: dict, records: list[dict], vcfg: Validati
         "noise_scale_during_run": {k: noise_series.get(k) for k in ("step", "b_simple")},
     }
     out = {"workload": sweep_config["workload"], "settings": vcfg.to_dict(),
-           "sweep_config": {k: sweep_config.get(k) for k in (
-               "workload", "batch_sizes", "trials", "max_steps", "goal", "optimizer", "search",
-               "seed", "eval_resolution")},
+           "sweep_config": {k: sweep_config.get(k) for k in (*IDENTITY, "batch_sizes", "trials")},
            "measured": measured_summary(curve), "calibration_run": calibration_run,
            "checkpoints": {}}
     params_at = {"goal": (goal_params, int(rerun["steps_run"])), "init": (init, 0)}
@@ -770,29 +766,3 @@ def load_validation(out_dir: Path) -> pd.DataFrame:
     for col in ("value", "uncertainty", "ratio"):
         table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
     return table
-
-
-def summary_row(doc: dict) -> dict:
-    """One line per workload for a summary over several validations: the measured B_crit and
-    the three predictions at the headline checkpoint and target rule (value, ±, ratio)."""
-    rows = doc["comparison"]
-    checkpoint = doc["settings"]["checkpoints"][0]
-    label = f" [{TARGET_LABELS[doc['settings'].get('target_rule', 'train_loss')]}]"
-
-    def find(quantity, ckpt):
-        for r in rows:
-            if r["quantity"] == quantity and r["checkpoint"] == ckpt:
-                return r
-        return {"value": None, "uncertainty": None, "ratio": None}
-
-    out = {"workload": doc["workload"], "checkpoint": checkpoint,
-           "measured_b_crit": rows[0]["value"]}
-    for key, quantity, ckpt in (
-            ("nqm_tuned", "NQM tuned B_crit" + label, checkpoint),
-            ("nqm_sweep_trials", "NQM at the sweep's trials B_crit" + label, checkpoint),
-            ("b_noise", "B_noise = tr(H Sigma) / (G^T H G)", checkpoint),
-            ("b_simple_sweep", "B_simple (sweep, moving averages)", None)):
-        r = find(quantity, ckpt)
-        out[key], out[key + "_uncertainty"], out[key + "_ratio"] = (
-            r["value"], r["uncertainty"], r["ratio"])
-    return out

@@ -16,6 +16,7 @@ import pandas as pd
 
 from nqm.charts import LOG10, chart_bytes, steps_chart
 from nqm.scaling import Fit
+from realnets import store
 from realnets.calibrate import tail_curvature
 from realnets.validate import TARGET_LABELS, TARGET_RULES, target_rules
 
@@ -266,7 +267,9 @@ def checkpoint_markdown(name: str, record: dict, chart: dict | None) -> list[str
         return out
     nqm = record["nqm"]
     top = nqm["top"]
-    out.append(f"**Fitted NQM:** d = {nqm['dim']} directions, target loss {_fmt(nqm['target'])}, "
+    targets = "; ".join(f"{_fmt(t)} ({TARGET_LABELS[rule]})"
+                        for rule, t in (record.get("targets") or {}).items())
+    out.append(f"**Fitted NQM:** d = {nqm['dim']} directions, target losses {targets or '-'}, "
                f"initial loss {_fmt(nqm['initial_loss'])} (0.5 Σ h_i E[θ_i²]), "
                f"tr(C) = {_fmt(nqm['trace_noise'])}, tr(H) = {_fmt(nqm['trace_curvature'])}.")
     cap = record["captured"]
@@ -424,7 +427,5 @@ def write_report(out_dir: Path, doc: dict, notes: str | None = None, command: st
                 record, f"{doc['workload']}: Hessian spectrum and gradient noise at {name}"),
                 out_dir, stem)
     path = out_dir / "report.md"
-    tmp = out_dir / ".report.md.tmp"
-    tmp.write_text(render_markdown(doc, charts, notes, command, wall_seconds), encoding="utf-8")
-    tmp.replace(path)
+    store.write_text_atomic(path, render_markdown(doc, charts, notes, command, wall_seconds))
     return path

@@ -121,11 +121,11 @@ def test_report_of_corrupt_sweep_is_a_clear_error(capsys, tmp_path):
 
 @pytest.mark.parametrize("field, value, names", [
     ("trial_id", None, "trial_id is missing"),
-    ("learning_rate", None, "learning_rate must be a finite number > 0"),
-    ("learning_rate", -0.1, "learning_rate must be a finite number > 0"),
+    ("learning_rate", None, "learning_rate must be a finite number, got None"),
+    ("learning_rate", -0.1, "learning_rate must be > 0, got -0.1"),
     ("status", "DONE", "status must be one of"),
-    ("batch_size", 2.5, "batch_size must be a whole number"),
-    ("steps_to_goal", -3, "steps_to_goal must be a whole number"),
+    ("batch_size", 2.5, "batch_size must be a whole number >= 1, got 2.5"),
+    ("steps_to_goal", -3, "steps_to_goal must be a whole number >= 1, got -3"),
 ])
 def test_report_of_a_bad_trial_record_names_the_field(capsys, tmp_path, field, value, names):
     _write_sweep(tmp_path / "s")
@@ -149,7 +149,7 @@ def test_report_of_a_config_without_batch_sizes_is_a_clear_error(capsys, tmp_pat
     del config["batch_sizes"]
     (tmp_path / "s" / "config.json").write_text(json.dumps(config))
     status, out, err = _run(capsys, "report", str(tmp_path / "s"))
-    assert status == 2 and out == "" and "batch_sizes must list at least one" in err
+    assert status == 2 and out == "" and "batch_sizes must hold at least one" in err
 
 
 def test_import_batch_science_gives_the_same_curve_format(capsys, tmp_path):
@@ -173,6 +173,7 @@ def test_noise_every_flag_reaches_the_trials(capsys, tmp_path):
                               "--noise-every", str(every), "--out", str(out), "--no-progress")
         assert status == 0, err
         (record,) = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
-        assert record["noise_every"] == every
         measured = every > 0 or record["devices"] > 1
+        # the record holds the cadence that ran: several devices measure every step
+        assert record["noise_every"] == (every if record["devices"] == 1 else 1)
         assert any(b is not None for b in record["noise_scale"]["b_simple"]) == measured

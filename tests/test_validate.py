@@ -146,6 +146,8 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
     report = validation_report.render_markdown(doc, {}, notes="holds here")
     assert "| measured B_crit (fit) |" in report and "holds here" in report
     assert "B_simple = tr(Sigma) / ‖G‖²" in report
+    # each fitted NQM's line names its target losses (the train-loss rule's is the workload's)
+    assert report.count("0.2 (target = training loss at the goal)") == 2    # goal and init
 
 
 def test_validation_config_and_calibration_batch_size_check_their_input(small_sweep):
