@@ -9,22 +9,26 @@ did alone):
   measured curve, the trials behind each point, the measured gradient noise scale.
 - **Run a sweep**: a sweep from a form, with progress and the curve filling in as trials finish.
 
-All logic lives in libraries: `nqm.explorer` and `realnets.gallery` compute, `nqm.charts`
-draws, `realnets.sweep` runs sweeps; this file only reads the controls, calls them and draws.
+All logic lives in libraries: `ui.explorer` and `ui.gallery` compute, `ui.charts`
+draws, `realnets.sweeps.sweep` runs sweeps; this file only reads the controls, calls them and draws.
 """
 
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from nqm import charts, explorer, warmup
+from ui import charts, explorer, warmup
+from ui.places import Places
 from nqm.problem import NOISE_MODELS, NQMConfig
 
 st.set_page_config(page_title="batchscope", layout="wide")
 
+# Shipped sweeps and reports below this checkout, or below $BATCHSCOPE_HOME.
+PLACES = Places.from_environment(Path(__file__).resolve().parent)
 SECTIONS = ("NQM explorer", "Measured curves", "Run a sweep")
 SOURCES = ("sweeps/ or results/", "a sweep directory", "a batch_science directory")
 
@@ -34,7 +38,7 @@ SOURCES = ("sweeps/ or results/", "a sweep directory", "a batch_science director
 
 def exploration(key: tuple):
     """The exploration of `key` = (config, optimizers, precond_powers, batch_sizes), from the
-    warm-up's process-wide cache (`nqm.warmup.EXPLORATIONS`): at once if it was computed ahead
+    warm-up's process-wide cache (`ui.warmup.EXPLORATIONS`): at once if it was computed ahead
     of time, else tuned here under a spinner (or waited for, if the warm-up is computing it)."""
     hit = warmup.EXPLORATIONS.get(key)
     if hit is not None:
@@ -70,22 +74,19 @@ def cached_noise(config: NQMConfig, batch_size: int, lr: float, momentum: float,
 def cached_sweep(signature: tuple):
     """A sweep directory, keyed on its files' sizes and times: a sweep still being written is
     read again as soon as it gains a trial."""
-    from realnets import gallery
-
+    from ui import gallery
     return gallery.load_sweep_dir(signature[0])
 
 
 @st.cache_data(show_spinner="Reading the batch_science data...")
 def cached_batch_science(path: str, goal: float, metric: str):
-    from realnets import gallery
-
+    from ui import gallery
     return gallery.load_batch_science_dir(path, goal, metric)
 
 
 @st.cache_data(show_spinner="Tuning the NQM at the measured batch sizes...")
 def cached_prediction(setup, batch_sizes: tuple):
-    from realnets import gallery
-
+    from ui import gallery
     return gallery.predict(setup, batch_sizes)
 
 
@@ -189,11 +190,10 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
 
 def pick_measured():
     """The measured curve the controls name, or None (with an error or a hint beside them)."""
-    from realnets import gallery
-
+    from ui import gallery
     source = st.radio("show", SOURCES, horizontal=True, key="measured_source")
     if source == SOURCES[0]:
-        sweeps = gallery.list_sweeps()
+        sweeps = gallery.list_sweeps(PLACES.sweeps, PLACES.results)
         if not sweeps:
             st.info("No sweeps under sweeps/ or results/ yet: run one in the 'Run a sweep' tab.")
             return None
@@ -212,7 +212,7 @@ def pick_measured():
         if not text.strip():
             st.info("Type the path of a sweep directory.")
             return None
-        path = gallery.resolve(text)
+        path = PLACES.resolve(text)
     else:
         where, goal_col, metric_col = st.columns([3, 1, 2])
         text = where.text_input("batch_science directory", key="bs_path",
@@ -227,7 +227,7 @@ def pick_measured():
             st.info("Type the path of a batch_science directory and the goal.")
             return None
         try:
-            curves = cached_batch_science(str(gallery.resolve(text)), float(goal), metric)
+            curves = cached_batch_science(str(PLACES.resolve(text)), float(goal), metric)
         except ValueError as err:
             st.error(f"Cannot load this batch_science directory: {err}")
             return None
@@ -253,8 +253,7 @@ def describe(config: dict) -> str:
 
 
 def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
-    from realnets import gallery
-
+    from ui import gallery
     st.subheader("Steps to result measured on a network, beside the NQM")
     measured = pick_measured()
     if measured is None:
@@ -361,27 +360,28 @@ def file_stem(measured) -> str:
 def show_validation(measured) -> None:
     """The calibrated NQM's predictions of B_crit for this sweep, when its validation report
     ships (`python -m realnets validate`, reports/validation/<workload>/)."""
-    from realnets import gallery, validate, validation_report
-
-    where = gallery.validation_for(measured.config)
+    from ui import gallery
+    from ui import validation_charts
+    from realnets.validation import files
+    where = gallery.validation_for(measured.config, PLACES.validation)
     st.session_state["validation"] = None
     if where is None:
         return
     st.subheader("The NQM calibrated on this network")
     try:
-        doc = validate.read_validation(where)
-        table = validate.load_validation(where)
+        doc = files.read_validation(where)
+        table = gallery.load_validation(where)
     except ValueError as err:
         st.error(f"Cannot read the validation report in {where}: {err}")
         return
-    st.caption(f"From `{where.relative_to(gallery.REPO_ROOT)}/report.md` (made by `python -m "
+    st.caption(f"From `{where.relative_to(PLACES.root)}/report.md` (made by `python -m "
                "realnets validate`): curvature (Lanczos on Hessian-vector products), gradient "
                "noise along the top eigenvectors and the start, measured on the network at a "
                "checkpoint of the sweep's best trial, turned into an NQM whose tuned curve "
                "predicts B_crit; beside it McCandlish's B_noise and B_simple. Ratio: prediction / "
                "measured B_crit.")
     try:
-        figure = validation_report.steps_figure(doc)
+        figure = validation_charts.steps_figure(doc)
     except (KeyError, ValueError) as err:
         st.info(f"No chart for this report: {err}")
     else:
@@ -401,13 +401,13 @@ def cached_task(workload: str):
     """A workload's data and functions, built once per process (its compiled programs are
     cached by the trainer as long as the task object lives)."""
     from realnets import workloads
-
     return workloads.get(workload).build()
 
 
 def show_run():
-    from realnets import gallery, workloads
-    from realnets.sweep import run_sweep
+    from ui import gallery
+    from realnets import workloads
+    from realnets.sweeps.sweep import run_sweep
 
     st.subheader("Run a sweep")
     st.markdown("Trains every trial of the quasi-random search at every batch size (Shallue et "
@@ -435,7 +435,7 @@ def show_run():
         return
     try:
         config = gallery.sweep_config(workload, batch_text, int(trials), int(max_steps))
-        out_dir = gallery.out_dir_for(out_text, workload)
+        out_dir = gallery.out_dir_for(out_text, workload, PLACES)
     except ValueError as err:
         st.error(f"Cannot run this sweep: {err}")
         return

@@ -1,10 +1,10 @@
 """Redraw time of the app's NQM explorer on the default problem.
 
 Run: `python benchmarks/bench_app.py [--repeats N]`. Measures, in one run: the tuning alone (the
-baseline, `nqm.explorer.explore`; median of N), the first draw of the app (AppTest, tuning
+baseline, `ui.explorer.explore`; median of N), the first draw of the app (AppTest, tuning
 included), a redraw after a control moved back to a value already seen (the app's caches serve
 the tuning; back and forth between two values), a redraw after the spectrum slider moved one
-notch once the warm-up (`nqm.warmup`) has computed the neighbours of the setting drawn, and one
+notch once the warm-up (`ui.warmup`) has computed the neighbours of the setting drawn, and one
 after it moved to a value nothing computed ahead (a cold tuning, the warm-up's cache emptied);
 medians of N moves each, with ratios to the baseline and the load average, since the machine may be shared.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 from streamlit.testing.v1 import AppTest
 
-from nqm import explorer, warmup
+from ui import explorer, warmup
 from nqm.problem import NQMConfig
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

@@ -10,7 +10,7 @@ overhead is also given as the median over rounds of the round's own ratio to the
 ("paired"), which cancels the slow drift of this machine's speed between rounds, and in process CPU
 time.
 
-1. Harness overhead: `realnets.trainer.run_trials` with 1 trial, momentum SGD, a fixed number of
+1. Harness overhead: `realnets.training.trainer.run_trials` with 1 trial, momentum SGD, a fixed number of
    steps and an unreachable goal (-1: the whole budget runs) against a bare loop on the same
    model, batch size, data and optimizer: `jax.jit` of `value_and_grad` + `optax.sgd` with
    momentum and the trainer's linear-decay schedule (state donated), batches of random indices
@@ -31,7 +31,7 @@ training loop alone (steps 2..N and the evaluations among them), with no compila
 bare loop is timed over the same steps 2..N. What a call spends outside that window (tracing and
 compiling its programs, the first step and evaluation, the records) is printed as the per-call
 fixed cost. `run_trials` reuses its compiled programs across calls in one process
-(`realnets.step.compile_steps` is cached), so only a program's first call compiles; the
+(`realnets.training.step.compile_steps` is cached), so only a program's first call compiles; the
 benchmark also turns on JAX's persistent compilation cache in a temporary directory (deleted at
 the end) so that its repeats never compile. The CPU column is process CPU time (all threads),
 less sensitive than wall time to other jobs on the machine.
@@ -53,10 +53,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from realnets import mesh as meshlib
+from realnets.training import mesh as meshlib
 from realnets import workloads
-from realnets.step import Metaparameters, StepConfig, compile_steps, groups_for, init_states
-from realnets.trainer import (BatchStream, RunConfig, TrialSpec,
+from realnets.training.step import Metaparameters, StepConfig, compile_steps, groups_for, init_states
+from realnets.training.trainer import (BatchStream, RunConfig, TrialSpec,
                               eval_steps, microbatches_for, run_trials)
 
 LEARNING_RATE, MOMENTUM = 0.01, 0.9     # small enough that no trial diverges and stops early

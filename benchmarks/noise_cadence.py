@@ -4,7 +4,7 @@ Run: `python benchmarks/noise_cadence.py` (about 2 min; `--quick`: 3 seeds, 600 
 
 On one device the trainer measures B_simple = tr(Sigma) / |G|^2 from the two halves of the batch
 and averages numerator and denominator separately (moving averages, decay 0.99 per step,
-`realnets.gradient_noise`). Measuring only every k-th step makes training cheaper but the
+`realnets.training.gradient_noise`). Measuring only every k-th step makes training cheaper but the
 averages then hold fewer measurements: (1 + d) / (1 - d) with d = 0.99^k, i.e. ~199 at k = 1,
 ~25 at k = 8, ~12 at k = 16. At a small batch the |G|^2 estimate is dominated by noise, so the
 ratio of the averages is biased upward and can even come out undefined (a negative |G|^2
@@ -12,7 +12,7 @@ average: b_simple None) when they hold few measurements.
 
 For each seed and cadence, mnist_mlp trains at B = 16 (momentum 0.9, lr 0.02) and the estimate at
 the last step is set against the truth at that run's own final parameters, from per-example
-gradients over the whole training set (`realnets.calibrate.gradient_statistics`). The runs of one
+gradients over the whole training set (`realnets.calibration.calibrate.gradient_statistics`). The runs of one
 seed make the same updates up to float rounding (a measuring step averages two half-batch
 gradients, the others take one full-batch gradient), so they drift apart over the steps: each run
 gets its own truth. The moving average also spans the last ~100 steps, so even k = 1 differs from
@@ -30,8 +30,10 @@ import time
 import jax
 import numpy as np
 
-from realnets import calibrate, workloads
-from realnets.trainer import RunConfig, TrialSpec, run_trials
+from realnets.calibration import calibrate
+
+from realnets import workloads
+from realnets.training.trainer import RunConfig, TrialSpec, run_trials
 
 BATCH_SIZE, LEARNING_RATE, MOMENTUM = 16, 0.02, 0.9
 CADENCES = (1, 4, 8, 16)

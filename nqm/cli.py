@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 from nqm import noise_scale, validation
+from nqm.argparser import OneLineErrorParser
 from nqm.curve import to_json
 from nqm.problem import NOISE_MODELS, NQMConfig
 from nqm.scaling import Thresholds, analyse_curve
@@ -23,45 +24,9 @@ from nqm.tuning import FAMILIES, OptimizerSpec, SearchSpace, tune_curve
 DEFAULT_BATCH_SIZES = "4:2097152"
 
 
-def parse_batch_sizes(text: str) -> list[int]:
-    """'4,8,16' -> [4, 8, 16]; '4:64' -> powers of two times 4 up to 64: [4, 8, 16, 32, 64]."""
-    text = text.strip()
-    if ":" in text:
-        parts = text.split(":")
-        if len(parts) != 2:
-            raise ValueError(f"batch-sizes range must be LOW:HIGH, got {text!r}")
-        try:
-            low, high = int(parts[0]), int(parts[1])
-        except ValueError:
-            raise ValueError(f"batch-sizes range must be two whole numbers LOW:HIGH, got {text!r}") from None
-        if low < 1 or high < low:
-            raise ValueError(f"batch-sizes range must satisfy 1 <= LOW <= HIGH, got {text!r}")
-        out = []
-        b = low
-        while b <= high:
-            out.append(b)
-            b *= 2
-        return out
-    items = [s for s in text.split(",") if s.strip()]
-    if not items:
-        raise ValueError("batch-sizes must list at least one batch size >= 1, got an empty list")
-    try:
-        values = [int(s) for s in items]
-    except ValueError:
-        raise ValueError(f"batch-sizes must be whole numbers >= 1 separated by commas, got {text!r}") from None
-    return [int(v) for v in validation.check_batch_sizes(values, "batch-sizes")]
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad flag as one line `error: ...` and exit status 2."""
-
-    def error(self, message):
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
-
-
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m nqm", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    parser = OneLineErrorParser(prog="python -m nqm", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
     c = sub.add_parser("curve", help="tuned steps to target at each batch size")
     c.add_argument("--optimizer", choices=FAMILIES, default="sgd",
                    help="sgd, heavy-ball momentum, SGD with iterate averaging (ema), or SGD with "
@@ -95,7 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _problem_flags() -> argparse.ArgumentParser:
     """The problem and budget flags shared by `curve` and `compare`."""
-    p = _Parser(add_help=False)
+    p = OneLineErrorParser(add_help=False)
     p.add_argument("--dim", type=int, default=10_000)
     p.add_argument("--spectrum-exponent", type=float, default=1.0)
     p.add_argument("--noise", choices=NOISE_MODELS, default="curvature")
@@ -188,7 +153,7 @@ def run_curve(args) -> dict:
         space = SearchSpace(learning_rate=_range(args.lr_range, "lr-range"))
     except ValueError as err:
         raise ValueError(f"--lr-range: {err}") from None
-    batch_sizes = parse_batch_sizes(args.batch_sizes)
+    batch_sizes = validation.parse_batch_sizes(args.batch_sizes)
     validation.check_positive_int("max-steps", args.max_steps, maximum=10 ** 12)
     if problem.initial_loss() <= problem.target:
         raise ValueError(f"target {problem.target:g} is at or above the initial loss "

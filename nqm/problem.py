@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from nqm import validation
-
 NOISE_MODELS = ("curvature", "power", "constant")
 MAX_DIM = 10_000_000
 

@@ -92,3 +92,32 @@ def check_batch_sizes(values: Iterable[int], name: str = "batch_sizes") -> np.nd
         raise ValueError(f"{name} must hold at least one batch size >= 1, got an empty list")
     out = [check_positive_int(f"{name} entry", v) for v in values]
     return np.unique(np.asarray(out, dtype=np.int64))
+
+
+def parse_batch_sizes(text: str) -> list[int]:
+    """'4,8,16' -> [4, 8, 16]; '4:64' -> powers of two times 4 up to 64: [4, 8, 16, 32, 64]."""
+    text = text.strip()
+    if ":" in text:
+        parts = text.split(":")
+        if len(parts) != 2:
+            raise ValueError(f"batch-sizes range must be LOW:HIGH, got {text!r}")
+        try:
+            low, high = int(parts[0]), int(parts[1])
+        except ValueError:
+            raise ValueError(f"batch-sizes range must be two whole numbers LOW:HIGH, got {text!r}") from None
+        if low < 1 or high < low:
+            raise ValueError(f"batch-sizes range must satisfy 1 <= LOW <= HIGH, got {text!r}")
+        out = []
+        b = low
+        while b <= high:
+            out.append(b)
+            b *= 2
+        return out
+    items = [s for s in text.split(",") if s.strip()]
+    if not items:
+        raise ValueError("batch-sizes must list at least one batch size >= 1, got an empty list")
+    try:
+        values = [int(s) for s in items]
+    except ValueError:
+        raise ValueError(f"batch-sizes must be whole numbers >= 1 separated by commas, got {text!r}") from None
+    return [int(v) for v in check_batch_sizes(values, "batch-sizes")]

@@ -1,10 +1,15 @@
 """realnets: steps to result against batch size, measured on real networks and real data.
 
-The protocol of Shallue et al. 2018 on a JAX data-parallel trainer: `datasets` (offline data),
-`models` (flax), `tasks` and `workloads` (what is trained, to which goal), `mesh` and `step` (the
-sharded, jit-compiled train step with the gradient noise scale of `gradient_noise`), `trainer`
-(trials of one batch size), `search` (quasi-random metaparameters), `sweep` and `store` (the
-resumable sweep directory), `report`, `batch_science` (published data), `curvature` and
-`calibrate` (an NQM fitted to a network), `validate` and `validation_report` (predicted against
-measured B_crit) and `cli`.
+The protocol of Shallue et al. 2018 on a JAX data-parallel trainer, in five sub-packages, each
+importing only from the ones above it (and from `nqm`):
+
+- `workloads`: offline data sets, flax models, tasks and the catalogue of named workloads;
+- `training`: the device mesh, the jit-compiled sharded train step with its gradient noise
+  scale, the trainer of one batch size's trials and the quasi-random metaparameter search;
+- `sweeps`: the resumable sweep directory, its curve and report, and published batch_science data;
+- `calibration`: the curvature and noise of a trained network, and an NQM fitted to them;
+- `validation`: the predicted critical batch size against the measured one, and its report.
+
+`store` holds the atomic JSON file helpers they share; `cli` is the command line
+(`python -m realnets`). See docs/design.md for the maths and the file formats.
 """

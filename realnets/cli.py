@@ -1,7 +1,7 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate}`.
 
-All logic lives in the library (`realnets.sweep`, `realnets.report`, `realnets.batch_science`,
-`realnets.validate` and `realnets.validation_report`);
+All logic lives in the library (`realnets.sweeps.sweep`, `realnets.sweeps.report`, `realnets.sweeps.batch_science`,
+`realnets.validation` and its report);
 this module parses flags, calls it and prints. Bad input prints one line `error: ...` and exits 2.
 Multi-host: run the same command on every host with `--coordinator HOST:PORT --num-processes N
 --process-id I` (see the README).
@@ -13,7 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from nqm.cli import _Parser, parse_batch_sizes
+from nqm.argparser import OneLineErrorParser
+from nqm.validation import parse_batch_sizes
 from nqm.curve import to_json
 
 
@@ -27,9 +28,9 @@ def _range(text: str, name: str) -> tuple[float, float]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m realnets",
+    parser = OneLineErrorParser(prog="python -m realnets",
                      description="Measure steps to result against batch size on real networks.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
 
     s = sub.add_parser("sweep", help="run or resume a sweep (Shallue et al. protocol)")
     s.add_argument("--workload", required=True)
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="predict B_crit from a calibrated NQM and the noise scale, "
                                         "beside the measured one, and write a report")
     v.add_argument("--workload", required=True)
-    v.add_argument("--sweep", help="sweep directory (default: sweeps/WORKLOAD); run with the "
+    v.add_argument("--sweep", help="sweep directory (default: ./sweeps/WORKLOAD, from the current directory); run with the "
                                    "workload's defaults and --trials if it does not exist")
     v.add_argument("--trials", type=int, default=8, help="trials per batch size of a new sweep")
     v.add_argument("--out", required=True, help="report directory")
@@ -121,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 def sweep_config(args):
     """SweepConfig from parsed flags, the workload's defaults filling what is not given."""
     from realnets import workloads
-    from realnets.search import SearchSpace
-    from realnets.sweep import SweepConfig
+    from realnets.workloads.search_space import SearchSpace
+    from realnets.sweeps.sweep import SweepConfig
 
     w = workloads.get(args.workload)
     search = w.search
@@ -149,8 +150,9 @@ def sweep_config(args):
 
 
 def run_sweep_command(args) -> str:
-    from realnets import mesh, report
-    from realnets.sweep import run_sweep
+    from realnets.training import mesh
+    from realnets.sweeps import report
+    from realnets.sweeps.sweep import run_sweep
 
     if args.coordinator:
         if args.distributed_timeout < 1:
@@ -162,7 +164,7 @@ def run_sweep_command(args) -> str:
                          "of process 0)")
     config = sweep_config(args)
     if config.text_file is not None:
-        from realnets.datasets import load_text
+        from realnets.workloads.datasets import load_text
 
         load_text(config.text_file)    # a bad file is a flag error before anything runs
     curve = run_sweep(config, Path(args.out), progress=not args.no_progress)
@@ -191,8 +193,8 @@ def workloads_text(fmt: str) -> str:
 
 
 def report_text(path: str, fmt: str) -> str:
-    from realnets import report
-    from realnets.sweep import build_curve, load_sweep
+    from realnets.sweeps import report
+    from realnets.sweeps.sweep import build_curve, load_sweep
 
     config, records = load_sweep(Path(path))
     if not records:
@@ -201,9 +203,10 @@ def report_text(path: str, fmt: str) -> str:
 
 
 def import_text(args) -> str:
-    from realnets import report, store
-    from realnets.batch_science import load_batch_science
-    from realnets.sweep import curve_document
+    from realnets.sweeps import report
+    from realnets import store
+    from realnets.sweeps.batch_science import load_batch_science
+    from realnets.sweeps.sweep import curve_document
 
     curves = load_batch_science(args.path, goal=args.goal, metric=args.metric)
     if args.out:
@@ -220,7 +223,7 @@ def import_text(args) -> str:
 
 def validation_config(args):
     """ValidationConfig from parsed flags."""
-    from realnets.validate import ValidationConfig
+    from realnets.validation.settings import ValidationConfig
 
     checkpoints = tuple(c.strip() for c in args.checkpoints.split(",") if c.strip())
     return ValidationConfig(
@@ -235,8 +238,12 @@ def validate_command(args, argv) -> str:
     import shlex
     import time
 
-    from realnets import validate, validation_report, workloads
-    from realnets.sweep import SWEEPS_DIR
+    from realnets import workloads
+    from realnets.validation import files, pipeline, report as validation_report
+    from realnets.validation.comparison import comparison
+    from realnets.validation.predictions import reference_nqm
+    from realnets.validation.rerun import ensure_sweep
+    from ui.validation_charts import export_charts
 
     start = time.perf_counter()
     workload = workloads.get(args.workload)
@@ -248,34 +255,37 @@ def validate_command(args, argv) -> str:
         except OSError as err:
             raise ValueError(f"notes: cannot read {args.notes} ({err.strerror})") from None
     out = Path(args.out)
-    sweep_dir = Path(args.sweep) if args.sweep else SWEEPS_DIR / workload.name
+    sweep_dir = Path(args.sweep) if args.sweep else Path("sweeps") / workload.name
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
     doc = None
-    if args.reuse and (out / validate.VALIDATION_FILE).exists():
-        old = validate.read_validation(out)
+    if args.reuse and (out / files.VALIDATION_FILE).exists():
+        old = files.read_validation(out)
         if old.get("workload") == workload.name and old.get("settings") == vcfg.to_dict():
             doc = old
-            doc["comparison"] = validate.comparison(doc)    # the table is a function of the rest
-            validate.write_validation(out, doc)
-            say(f"reusing {out / validate.VALIDATION_FILE}")
+            doc["comparison"] = comparison(doc)    # the table is a function of the rest
+            files.write_validation(out, doc)
+            say(f"reusing {out / files.VALIDATION_FILE}")
     if doc is None:
-        config, records = validate.ensure_sweep(workload, sweep_dir, args.trials,
+        config, records = ensure_sweep(workload, sweep_dir, args.trials,
                                                 progress=not args.no_progress, log=say)
         task = workload.build(text_file=config.get("text_file"))
-        doc = validate.validate(task, config, records, vcfg, log=say,
-                                reference=validate.reference_nqm(workload.name))
+        doc = pipeline.validate(task, config, records, vcfg, log=say,
+                                reference=reference_nqm(workload.name))
         doc["provenance"] = {"command": "python -m realnets " + shlex.join(argv),
                              "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
-        validate.write_validation(out, doc)
+        files.write_validation(out, doc)
     prov = doc.get("provenance") or {}
-    report = validation_report.write_report(out, doc, notes=notes, command=prov.get("command"),
+    report = validation_report.write_report(out, doc, export_charts(out, doc), notes=notes,
+                                            command=prov.get("command"),
                                             wall_seconds=prov.get("wall_seconds"))
-    table = validate.load_validation(out)
+
+    def number(x, width, digits):
+        return f"{'nan' if x is None else format(float(x), f'.{digits}g'):>{width}}"
+
     lines = [f"{'estimate':<76} {'checkpoint':>10} {'B':>10} {'ratio':>7}"]
-    for row in table.itertuples():
-        checkpoint = row.checkpoint if isinstance(row.checkpoint, str) else "-"
-        lines.append(f"{row.quantity:<76} {checkpoint:>10} {row.value:>10.4g} "
-                     f"{row.ratio:>7.3g}")
+    for row in doc["comparison"]:
+        lines.append(f"{row['quantity']:<76} {row['checkpoint'] or '-':>10} "
+                     f"{number(row['value'], 10, 4)} {number(row['ratio'], 7, 3)}")
     lines.append(f"report: {report}")
     return "\n".join(lines)
 

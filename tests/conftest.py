@@ -33,7 +33,7 @@ _append_xla_flags(
     f"--xla_force_host_platform_device_count={SIMULATED_DEVICES}",
     # A deadline on XLA:CPU's in-process collective rendezvous (the all-reduce between simulated
     # devices). Several collective-bearing steps in flight can deadlock that all-reduce on CPU
-    # (jax 0.10; `realnets.mesh.needs_lockstep`), and without a deadline the test session then
+    # (jax 0.10; `realnets.training.mesh.needs_lockstep`), and without a deadline the test session then
     # hangs forever. With it, a thread that waits more than 30 s for its peers aborts the process
     # with "Termination timeout for `all reduce ...` exceeded" (a FATAL log and SIGABRT, not a
     # Python exception: the session dies loudly instead of hanging). A healthy step here waits

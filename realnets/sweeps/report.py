@@ -1,0 +1,85 @@
+"""What `python -m realnets report` prints: the measured curve, its analysis (the same function
+as the NQM's), the noise scale, and the trials behind each point; as a table, JSON or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+from nqm.curve import ScalingCurve, to_json
+from realnets.sweeps.sweep import curve_document
+
+COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
+           "reached", "not_reached", "infeasible", "b_simple", "edge")
+
+
+def rows(doc: dict) -> list[dict]:
+    """One row per batch size of a curve document (see sweep.curve_document)."""
+    out = []
+    for i, p in enumerate(doc["points"]):
+        statuses = [t.get("status") for t in p.get("trials", [])]
+        out.append({"batch_size": p["batch_size"], "steps": p["steps"],
+                    "learning_rate": p["learning_rate"], "momentum": p["momentum"],
+                    "efficiency": doc["efficiency"][i], "regime": doc["regime"][i],
+                    "reached": statuses.count("COMPLETE"),
+                    "not_reached": statuses.count("INCOMPLETE"),
+                    "infeasible": statuses.count("INFEASIBLE"),
+                    "b_simple": doc["noise_scale"]["per_point_b_simple"][i],
+                    "edge": ",".join(p.get("edge", []))})
+    return out
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}" if math.isfinite(v) else "-"
+    return str(v)
+
+
+def _resampled_line(r: dict) -> str:
+    if not r.get("available"):
+        return f"B_crit over resampled trials: not available ({r.get('note', 'no trials')})"
+    return (f"B_crit over resampled trials: median {_fmt(r['median'])}, 16-84% "
+            f"{_fmt(r['p16'])} .. {_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
+            f"resamples fitted)")
+
+
+def format_table(doc: dict) -> str:
+    table = [[_fmt(r[c]) for c in COLUMNS] for r in rows(doc)]
+    widths = [max(len(c), *(len(t[j]) for t in table)) for j, c in enumerate(COLUMNS)]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(COLUMNS, widths))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(t, widths)) for t in table]
+    cfg = doc.get("config", {})
+    fit, reg = doc["fit"], doc["regimes"]
+    lines += ["",
+              f"workload {cfg.get('workload')}  goal {cfg.get('goal')}  optimizer "
+              f"{cfg.get('optimizer')}  trials/batch size {cfg.get('trials')}  budget "
+              f"{cfg.get('max_steps')} steps",
+              f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "
+              f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
+              _resampled_line(doc.get("b_crit_resampled") or {}),
+              f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "
+              f"from {_fmt(reg['maximal_from'])}",
+              f"gradient noise scale B_simple (pooled over batch sizes, weights B^2) "
+              f"{_fmt(doc['noise_scale']['b_simple'])}"]
+    return "\n".join(lines)
+
+
+def format_csv(doc: dict) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=COLUMNS)
+    writer.writeheader()
+    for r in rows(doc):
+        writer.writerow({k: "" if v is None else v for k, v in r.items()})
+    return buf.getvalue()
+
+
+def render(curve: ScalingCurve, fmt: str) -> str:
+    doc = curve_document(curve)
+    if fmt == "json":
+        return to_json(doc, indent=1)
+    if fmt == "csv":
+        return format_csv(doc).rstrip("\n")
+    return format_table(doc)

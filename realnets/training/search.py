@@ -1,0 +1,42 @@
+"""Quasi-random metaparameter search (Shallue et al. 2018, section 3.3 and appendix D).
+
+Trials draw from a scrambled Halton sequence over log learning rate and, for optimizers with
+momentum, log(1 - momentum) ("reverse log"); optionally log of the final fraction of a linear
+learning-rate decay. Trial i is the i-th point of the sequence for a given seed, so every
+batch size sees the same trial ids, and a resumed sweep regenerates exactly the same trials.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import qmc
+
+from realnets.training.trainer import TrialSpec
+from realnets.workloads.search_space import SearchSpace
+
+MOMENTUM_OPTIMIZERS = ("momentum", "nesterov", "adam")
+
+
+def trial_specs(space: SearchSpace, optimizer: str, count: int, seed: int) -> list[TrialSpec]:
+    """The first `count` trials of the sequence for `seed` (trial ids 0 .. count - 1)."""
+    if count < 1:
+        raise ValueError(f"trials must be >= 1, got {count}")
+    names = ["learning_rate"]
+    if optimizer in MOMENTUM_OPTIMIZERS:
+        names.append("one_minus_momentum")
+    if space.final_lr_fraction is not None:
+        names.append("final_lr_fraction")
+    unit = qmc.Halton(d=len(names), scramble=True, seed=seed).random(count)
+    values = {}
+    for j, name in enumerate(names):
+        lo, hi = np.log(getattr(space, name))
+        values[name] = np.exp(lo + (hi - lo) * unit[:, j])
+    specs = []
+    for i in range(count):
+        omm = values.get("one_minus_momentum")
+        specs.append(TrialSpec(
+            trial_id=i, learning_rate=float(values["learning_rate"][i]),
+            momentum=None if omm is None else float(min(1.0 - omm[i], 1.0 - 1e-12)),
+            final_lr_fraction=float(values["final_lr_fraction"][i])
+            if "final_lr_fraction" in values else 1.0))
+    return specs

@@ -1,0 +1,159 @@
+"""Validation: three predictions of a workload's critical batch size beside the measured one.
+
+For a measured sweep (DESIGN.md section 5) this module
+1. analyses the measured curve (`nqm.scaling.analyse_curve`: the fit S_min (1 + B_crit / B));
+2. takes the best trial at a calibration batch size (default: the smallest batch size the sweep
+   reached, which is in the perfect-scaling regime by construction and gives the longest run,
+   so its checkpoints are far apart) and retrains it alone with the sweep's settings (same seed,
+   trial id, budget and schedule; stopped at the sweep's steps to goal) to get two checkpoints:
+   the initialisation (step 0: `task.init_params(fold_in(key(seed), trial_id))`, the trainer's
+   rule) and the parameters at the step it reached the goal;
+3. fits an NQM to the network (`realnets.calibration.calibrate`): curvature h_i and noise c_i of the top-k
+   Hessian directions, a power-law tail, measured at a checkpoint (default: the goal checkpoint,
+   where the noise-dominated end of the run decides how far a bigger batch helps; the
+   initialisation is reported too), and the initial second moments E[theta_i^2] = g_i^2 / h_i^2
+   from the components g_i of the gradient *at initialisation* along those directions (on a
+   fixed quadratic G_0 = H (theta_0 - theta*)). The target is the training loss at which the run
+   reached its goal (the mean loss over the calibration sample at the goal checkpoint, minus an
+   optional loss floor L*, default 0); for a workload whose metric is the loss itself (the NQM)
+   the goal is that loss, and it is used as it is. A second target needs no L*: the fitted
+   quadratic's own loss at the goal checkpoint (`quadratic_target`); predictions are made with
+   both, the headline being `ValidationConfig.target_rule`. Every prediction's B_crit gets a
+   spread from a parametric bootstrap over the fitted numbers (`bootstrap_b_crit`);
+4. predicts B_crit three ways:
+   - the calibrated NQM's tuned curve (`nqm.tuning.tune_curve`; SGD for sgd sweeps, heavy-ball
+     momentum for momentum, nesterov and adam sweeps: Adam has no NQM counterpart in this engine
+     with a learning rate on the same scale, so the NQM tunes momentum SGD instead), analysed by
+     the same function as the measured curve; beside it, the NQM run with exactly the sweep's
+     trial metaparameters and step budget (min over trials per batch size, like the sweep): the
+     same search as the measurement, not available for adam;
+   - McCandlish et al.'s B_crit ~ B_noise = tr(H Sigma) / (G^T H G), measured by Hessian-vector
+     products at the checkpoints of the calibration run (`calibrate.hessian_noise_scale`);
+   - B_simple = tr(Sigma) / |G|^2, the cheap proxy, as the trainer measured it during the sweep
+     (moving averages, pooled over batch sizes: `realnets.sweeps.sweep.pooled_b_simple`), and from the
+     calibration sample at the checkpoints;
+5. returns one JSON-ready document (`validate`), written by `write_validation` and read back by
+   `load_validation`, whose `comparison` table the report (`realnets.validation.report`) and the
+   app show.
+
+References:
+  McCandlish et al. 2018, "An empirical model of large-batch training", eqs. 2.8-2.11 and
+    section 4 (B_crit of a target compared with the noise scale at that loss).
+  Zhang et al. 2019, "Which algorithmic choices matter at which batch sizes?", section 3.
+  Shallue et al. 2018 (the measured protocol).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import jax
+
+from nqm.problem import NQMConfig
+from realnets.sweeps.sweep import IDENTITY, build_curve
+from realnets.validation.checkpoint import fit_checkpoint
+from realnets.validation.comparison import comparison, measured_summary
+from realnets.validation.bootstrap import bootstrap_b_crit
+from realnets.validation.predictions import predict
+from realnets.validation.rerun import (best_trial, calibration_batch_size, calibration_sample,
+                                       init_params_of, mean_loss, retrain)
+from realnets.validation.settings import TARGET_LABELS, ValidationConfig
+from realnets.workloads.tasks import Task
+
+
+def validate(task: Task, sweep_config: dict, records: list[dict], vcfg: ValidationConfig,
+             devices=None, log=None, reference: NQMConfig | None = None) -> dict:
+    """Runs the whole validation of one measured sweep; returns the JSON-ready document.
+
+    Args:
+      task: the workload's Task (the one the sweep trained).
+      sweep_config: the sweep's config.json.
+      records: its trials.jsonl records.
+      vcfg: the validation settings.
+      devices: devices for the rerun and the measurements (default all).
+      log: optional callable(str) for progress lines.
+      reference: the NQM the task was built from, if known (`reference_nqm`): its own tuned and
+        search-matched curves are added as "reference" (target: the same as the calibrated NQM's).
+
+    Returns:
+      dict with workload, settings, measured, calibration_run, checkpoints (per checkpoint: step,
+      train loss, the fitted NQM record, B_noise, B_simple, the prediction curves), comparison
+      (the table, see `comparison`) and seconds per phase.
+    """
+    say = log or (lambda _: None)
+    seconds = {}
+    curve = build_curve(records, sweep_config)
+    batch_size = calibration_batch_size(curve, vcfg.batch_size)
+    trial = best_trial(records, batch_size)
+    say(f"rerunning trial {trial['trial_id']} at B = {batch_size} to step "
+        f"{trial['steps_to_goal']}")
+    t0 = time.perf_counter()
+    seed = int(sweep_config.get("seed", 0))
+    init = init_params_of(task, seed, int(trial["trial_id"]))
+    rerun, goal_params = retrain(task, sweep_config, trial, devices)
+    seconds["rerun"] = time.perf_counter() - t0
+
+    sample = calibration_sample(task, vcfg.sample_rows, vcfg.seed)
+    loss_goal = mean_loss(task, goal_params, sample, vcfg.chunk_rows, devices)
+    loss_init = mean_loss(task, init, sample, vcfg.chunk_rows, devices)
+    if task.metric == "loss":
+        target = float(sweep_config["goal"])
+        target_rule = "the goal itself (the workload's metric is the loss)"
+    else:
+        target = loss_goal - vcfg.loss_floor
+        target_rule = (f"training loss on the calibration sample at the goal checkpoint minus "
+                       f"the loss floor L* = {vcfg.loss_floor:g}")
+    noise_series = rerun.get("noise_scale") or {}
+    calibration_run = {
+        "batch_size": batch_size, "trial_id": int(trial["trial_id"]),
+        "learning_rate": trial["learning_rate"], "momentum": trial.get("momentum"),
+        "final_lr_fraction": trial.get("final_lr_fraction"),
+        "optimizer": sweep_config["optimizer"], "seed": seed,
+        "sweep_steps_to_goal": trial["steps_to_goal"],
+        "rerun_status": rerun["status"], "rerun_steps_to_goal": rerun["steps_to_goal"],
+        "rerun_steps_run": rerun["steps_run"],
+        "rerun_final_metric": (rerun.get("eval") or {}).get("metric", [None])[-1],
+        "train_loss_init": loss_init, "train_loss_goal": loss_goal,
+        "target": target, "target_rule": target_rule,
+        "noise_scale_during_run": {k: noise_series.get(k) for k in ("step", "b_simple")},
+    }
+    out = {"workload": sweep_config["workload"], "settings": vcfg.to_dict(),
+           "sweep_config": {k: sweep_config.get(k) for k in (*IDENTITY, "batch_sizes", "trials")},
+           "measured": measured_summary(curve), "calibration_run": calibration_run,
+           "checkpoints": {}}
+    params_at = {"goal": (goal_params, int(rerun["steps_run"])), "init": (init, 0)}
+    key = jax.random.key(vcfg.seed)
+    for i, name in enumerate(vcfg.checkpoints):
+        params, step = params_at[name]
+        say(f"measuring the {name} checkpoint (step {step})")
+        t0 = time.perf_counter()
+        configs, record = fit_checkpoint(task, params, init, goal_params, sample, target, vcfg,
+                                         jax.random.fold_in(key, i), devices)
+        record["step"] = step
+        record["train_loss"] = loss_goal if name == "goal" else loss_init
+        seconds[f"measure_{name}"] = time.perf_counter() - t0
+        record["predictions"] = {}
+        t0 = time.perf_counter()
+        for rule, config in configs.items():
+            if config is None:
+                continue
+            say(f"predicting with the NQM fitted at {name} (d = {config.problem().dim}, "
+                f"{TARGET_LABELS[rule]} {config.target:.4g})")
+            pred = predict(config, sweep_config, records, curve.batch_sizes, vcfg)
+            pred["target"] = config.target
+            if vcfg.bootstrap:
+                pred["bootstrap"] = bootstrap_b_crit(record["nqm"], config.target, sweep_config,
+                                                     records, curve.batch_sizes, vcfg)
+            record["predictions"][rule] = pred
+        seconds[f"predict_{name}"] = time.perf_counter() - t0
+        out["checkpoints"][name] = record
+    if reference is not None:
+        t0 = time.perf_counter()
+        ref = dataclasses.replace(reference, target=target)
+        out["reference"] = predict(ref, sweep_config, records, curve.batch_sizes, vcfg)
+        out["reference"]["problem"] = ref.to_dict()
+        seconds["reference"] = time.perf_counter() - t0
+    out["seconds"] = seconds
+    out["comparison"] = comparison(out)
+    return out

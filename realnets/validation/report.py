@@ -1,0 +1,258 @@
+"""report.md of a validation document (`realnets.validation.pipeline.validate`): the comparison
+table, the measured sweep, the calibration run and every fitted number with its uncertainty,
+readable without running anything. Pure rendering of `validation.json`; the charts it links are
+drawn by `ui.validation_charts`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from realnets import store
+from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
+
+STEPS_CHART = "steps"
+SPECTRUM_CHART = "spectrum_{}"
+
+
+def _fmt(x, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+        return str(int(x))
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    return f"{v:.{digits}g}" if math.isfinite(v) else "-"
+
+
+def _pm(measured: dict | None, digits: int = 4) -> str:
+    """'value ± uncertainty' of a `calibrate._measured` record (or a bare number)."""
+    if measured is None:
+        return "-"
+    if not isinstance(measured, dict):
+        return _fmt(measured, digits)
+    value, err = measured.get("value"), measured.get("uncertainty")
+    return _fmt(value, digits) + ("" if err is None else f" ± {_fmt(err, 2)}")
+
+
+def _table(header: list[str], rows: list[list]) -> list[str]:
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
+    return out
+
+
+def comparison_markdown(doc: dict) -> list[str]:
+    rows = []
+    for r in doc["comparison"]:
+        value = _fmt(r["value"]) + ("" if r["uncertainty"] is None else f" ± {_fmt(r['uncertainty'], 2)}")
+        rows.append([r["quantity"], r["checkpoint"] or "-", value, _fmt(r["ratio"], 3), r["note"]])
+    return _table(["estimate", "checkpoint", "B", "ratio to measured B_crit", "how"], rows)
+
+
+def _curve_markdown(summaries: list[tuple[str, dict]]) -> list[str]:
+    sizes = [p["batch_size"] for p in summaries[0][1]["points"]]
+    header = ["B"] + [label for label, _ in summaries]
+    rows = []
+    for i, b in enumerate(sizes):
+        row = [b]
+        for _, s in summaries:
+            p = s["points"][i]
+            cell = _fmt(p["steps"])
+            if p["steps"] is not None and p.get("learning_rate") is not None:
+                cell += f" (lr {_fmt(p['learning_rate'], 3)}"
+                cell += f", m {_fmt(p['momentum'], 3)})" if p.get("momentum") is not None else ")"
+            row.append(cell)
+        rows.append(row)
+    fits = ["fit: S_min, B_crit, R²"] + [
+        f"{_fmt(s['fit']['s_min'])}, {_fmt(s['fit']['b_crit'])}, {_fmt(s['fit']['r2'], 3)}"
+        for _, s in summaries]
+    regimes = ["cbs20, maximal from"] + [
+        f"{_fmt(s['regimes']['cbs20'])}, {_fmt(s['regimes']['maximal_from'])}"
+        for _, s in summaries]
+    return _table(header, rows + [fits, regimes])
+
+
+def checkpoint_markdown(name: str, record: dict, chart: dict | None) -> list[str]:
+    out = [f"### Checkpoint: {name} (step {record['step']}, training loss "
+           f"{_fmt(record['train_loss'])} on the calibration sample)", ""]
+    out.append(f"Measured on {record['sample_rows']} training rows, {record['num_params']} "
+               f"parameters, {record['hessian_matvecs']} Hessian-vector products, "
+               f"{_fmt(record['measure_seconds'], 3)} s.")
+    out.append("")
+    g, gi, bn = record["gradient"], record["gradient_at_init"], record["b_noise"]
+    out += _table(["noise statistic", "here", "at init"], [
+        ["tr(Sigma)", _pm(g["trace_cov"]), _pm(gi["trace_cov"])],
+        ["‖G‖² (unbiased)", _pm(g["grad_sq_norm"]), _pm(gi["grad_sq_norm"])],
+        ["B_simple = tr(Sigma) / ‖G‖²", _fmt(g["b_simple"]), _fmt(gi["b_simple"])],
+        ["tr(H Sigma)", _pm(bn["trace_h_cov"]), "-"],
+        ["G^T H G (unbiased)", _fmt(bn["grad_h_grad"]), "-"],
+        ["B_noise = tr(H Sigma) / G^T H G", _pm(bn["b_noise"]), "-"],
+        ["tr(H) (SLQ)", _pm(record["spectrum"]["trace"]), "-"]])
+    out.append("")
+    out.append(f"B_noise uses {bn['noise_rows']} per-example gradients (one HVP each); "
+               "uncertainties are standard errors over examples (over SLQ probes for tr(H)).")
+    out.append("")
+    if record.get("error"):
+        out += [f"**No NQM could be fitted here:** {record['error']}", ""]
+        return out
+    nqm = record["nqm"]
+    top = nqm["top"]
+    targets = "; ".join(f"{_fmt(t)} ({TARGET_LABELS[rule]})"
+                        for rule, t in (record.get("targets") or {}).items())
+    out.append(f"**Fitted NQM:** d = {nqm['dim']} directions, target losses {targets or '-'}, "
+               f"initial loss {_fmt(nqm['initial_loss'])} (0.5 Σ h_i E[θ_i²]), "
+               f"tr(C) = {_fmt(nqm['trace_noise'])}, tr(H) = {_fmt(nqm['trace_curvature'])}.")
+    cap = record["captured"]
+    out.append(f"The NQM keeps {_fmt(cap['trace_noise_fraction'], 3)} of the measured tr(Sigma) "
+               f"and {_fmt(cap['trace_curvature_fraction'], 3)} of the SLQ tr(H).")
+    al = record.get("alignment") or {}
+    if al:
+        out.append(f"Noise against curvature on the top-{nqm['top_k']}: c_i / h_i from "
+                   f"{_fmt(al['ratio_min'], 3)} to {_fmt(al['ratio_max'], 3)} (median "
+                   f"{_fmt(al['ratio_median'], 3)}); slope of log c on log h "
+                   f"{_fmt(al.get('log_slope'), 3)}, correlation {_fmt(al.get('log_correlation'), 3)} "
+                   "(the NQM's c ∝ h gives slope 1).")
+    s0 = record.get("nqm_noise_scale_at_start") or {}
+    out.append(f"The fitted NQM's own noise scales at its start: B_simple {_fmt(s0.get('b_simple'))}, "
+               f"B_noise {_fmt(s0.get('b_noise'))}.")
+    out.append("")
+    keys = ("curvature", "noise_variance", "grad_components", "init_second_moments")
+
+    def col(key, i):
+        m = top[key]
+        err = (m["uncertainty"] or [None] * len(m["value"]))[i]
+        return _fmt(m["value"][i]) + ("" if err is None else f" ± {_fmt(err, 2)}")
+
+    rows = [[i + 1] + [col(k, i) for k in keys] for i in range(len(top["curvature"]["value"]))]
+    out += _table(["i", "h_i ± Ritz residual", "c_i ± s.e.", "g_i (at init) ± s.e.",
+                   "E[θ_i²] = g_i²/h_i² ± err"], rows)
+    out.append("")
+    tail = nqm.get("tail")
+    if tail:
+        out.append(f"**Tail** (i = {tail['anchor_index'] + 1} .. d): h_i = h_k (i/k)^-a with "
+                   f"a = {_pm(tail['exponent'])} (jackknife over SLQ probes), h_k = "
+                   f"{_fmt(tail['anchor_curvature'])}, fitted to the SLQ counting function from "
+                   f"the floor {_fmt(tail['floor'])} up (R² {_fmt(tail['r2'], 3)}); "
+                   f"d = {_pm(tail['dim'])} (SLQ count above the floor; quadrature resolution "
+                   f"{_fmt(tail['dim_resolution'], 3)}); c_i = ratio × h_i with ratio "
+                   f"{_pm(tail['noise_ratio'])}; E[θ_i²] = {_pm(tail['init_second_moment'])} "
+                   f"({tail['init_rule']}).")
+        out.append("")
+    if chart:
+        out += [f"![spectrum at {name}]({chart['png']}) ([SVG]({chart['svg']}))", ""]
+    targets = record.get("targets") or {}
+    out.append("Targets: " + "; ".join(
+        f"{TARGET_LABELS[r]}: {_fmt(targets.get(r))}" for r in TARGET_RULES) + ".")
+    for rule, why in (record.get("target_errors") or {}).items():
+        out.append(f"No prediction with the {TARGET_LABELS[rule]}: {why}.")
+    out.append("")
+    for rule in TARGET_RULES:
+        pred = (record.get("predictions") or {}).get(rule)
+        if not pred:
+            continue
+        summaries = [("calibrated NQM tuned " + pred["family"], pred["tuned"])]
+        if pred.get("search_matched"):
+            summaries.append(("calibrated NQM at the sweep's trials", pred["search_matched"]))
+        boot = pred.get("bootstrap") or {}
+        spread = "; ".join(f"{label} B_crit 16-84% over the bootstrap {_fmt(b['p16'])} .. "
+                           f"{_fmt(b['p84'])}" for label, b in (
+                               ("tuned", boot.get("tuned")),
+                               ("sweep's trials", boot.get("search_matched"))) if b)
+        out.append(f"Steps predicted with the {TARGET_LABELS[rule]} ({_fmt(pred['target'])}); "
+                   f"tuned with a budget of {pred['tuned']['config']['max_steps']} steps"
+                   + (f"; {spread}" if spread else "") + ":")
+        out.append("")
+        out += _curve_markdown(summaries)
+        if pred.get("search_matched_note"):
+            out += ["", f"No search-matched curve: {pred['search_matched_note']}."]
+        out.append("")
+    return out
+
+
+def render_markdown(doc: dict, charts: dict, notes: str | None = None,
+                    command: str | None = None, wall_seconds: float | None = None) -> str:
+    """report.md: the comparison table, the charts, the measured sweep, the calibration run, and
+    every fitted number with its uncertainty."""
+    w = doc["workload"]
+    sc = doc["sweep_config"]
+    run = doc["calibration_run"]
+    lines = [f"# Validation: {w}", ""]
+    if command:
+        lines += ["Made by", "", "```", command, "```", ""]
+    if wall_seconds is not None:
+        lines += [f"Wall time {wall_seconds:.0f} s (phases: " + ", ".join(
+            f"{k} {v:.1f} s" for k, v in doc.get("seconds", {}).items()) + ").", ""]
+    lines += ["## Critical batch size: measured and predicted", ""]
+    lines += comparison_markdown(doc)
+    boots = [p.get("bootstrap") for c in doc["settings"]["checkpoints"]
+             for p in ((doc["checkpoints"].get(c) or {}).get("predictions") or {}).values()]
+    boots = [b for b in boots if b]
+    lines += ["", "Ratios are prediction / measured B_crit (the fit S(B) = S_min (1 + B_crit / B) "
+              "of each curve, DESIGN.md section 3). B_noise and B_simple are McCandlish et al.'s "
+              "predictions B_crit ≈ B_noise (eq. 2.11) and its cheap proxy. The ± of the NQM "
+              "rows is the standard deviation of B_crit over "
+              + (f"{boots[0]['draws']} NQMs redrawn from the fitted numbers' uncertainties "
+                 f"(parametric bootstrap; {sum(b['failed'] for b in boots)} draws failed)"
+                 if boots else "(no bootstrap run)")
+              + "; the measured B_crit's own uncertainty (one sweep, quasi-random trials) is not "
+              "estimated.", ""]
+    if STEPS_CHART in charts:
+        c = charts[STEPS_CHART]
+        lines += [f"![steps to goal]({c['png']}) ([SVG]({c['svg']}))", ""]
+    if notes:
+        lines += ["## Where the NQM's assumptions hold and break", "", notes.strip(), ""]
+    lines += ["## The measured sweep", "",
+              f"Sweep: workload {sc['workload']}, goal {sc['goal']}, optimizer {sc['optimizer']}, "
+              f"{sc['trials']} trials per batch size, budget {sc['max_steps']} steps, seed "
+              f"{sc['seed']}, search {sc['search']}.", ""]
+    summaries = [("measured", doc["measured"])]
+    ref = doc.get("reference")
+    if ref:
+        summaries.append(("the workload's own NQM, tuned", ref["tuned"]))
+        if ref.get("search_matched"):
+            summaries.append(("the workload's own NQM, at the sweep's trials", ref["search_matched"]))
+    lines += _curve_markdown(summaries)
+    lines += ["", f"B_simple measured during training (moving averages of the best trials, pooled "
+              f"over batch sizes with weights B²): {_fmt(doc['measured']['b_simple_pooled'])}.", ""]
+    lines += ["## Calibration run", "",
+              f"The best trial at B = {run['batch_size']} (trial {run['trial_id']}, learning rate "
+              f"{_fmt(run['learning_rate'])}, momentum {_fmt(run['momentum'])}, {run['optimizer']}) "
+              f"reached the goal in {run['sweep_steps_to_goal']} steps in the sweep; rerun alone "
+              f"with the same seed it ended {run['rerun_status']} after {run['rerun_steps_run']} "
+              f"steps (steps to goal {_fmt(run['rerun_steps_to_goal'])}, last metric "
+              f"{_fmt(run['rerun_final_metric'])}). Its checkpoints: step 0 and the last step.",
+              "",
+              f"Training loss on the calibration sample: {_fmt(run['train_loss_init'])} at init, "
+              f"{_fmt(run['train_loss_goal'])} at the goal. NQM target: {_fmt(run['target'])} "
+              f"({run['target_rule']}).", ""]
+    st = doc["settings"]
+    lines += [f"Settings: top-k {st['top_k']}, Lanczos steps {st['lanczos_steps'] or 'default'}, "
+              f"SLQ {st['slq_probes']} probes × {st['slq_steps']} steps, tail floor "
+              f"{st['floor_ratio']} × h_1, sample {st['sample_rows']} rows, {st['noise_rows']} "
+              f"per-example gradients for tr(H Sigma), seed {st['seed']}, headline target rule "
+              f"{st.get('target_rule', 'train_loss')}, {st.get('bootstrap', 0)} bootstrap NQMs.", ""]
+    lines += ["## The NQM fitted to the network", ""]
+    for name in st["checkpoints"]:
+        record = doc["checkpoints"].get(name)
+        if record:
+            lines += checkpoint_markdown(name, record, charts.get(SPECTRUM_CHART.format(name)))
+    lines += ["## Files", "",
+              "`validation.json` holds every number above (fitted values with their "
+              "uncertainties, the SLQ nodes and weights, the curves); "
+              "`realnets.validation.files.read_validation(DIR)` reads it back.", ""]
+    return "\n".join(lines)
+
+
+def write_report(out_dir: Path, doc: dict, charts: dict | None = None, notes: str | None = None,
+                 command: str | None = None, wall_seconds: float | None = None) -> Path:
+    """report.md into `out_dir` (charts: {stem: {"png": name, "svg": name}} already written
+    there, e.g. by `ui.validation_charts.export_charts`); returns the report's path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / "report.md"
+    store.write_text_atomic(path, render_markdown(doc, charts or {}, notes, command, wall_seconds))
+    return path

@@ -1,0 +1,239 @@
+"""realnets.validation (the pipeline): B_noise by Hessian-vector products equals the closed form on a quadratic; on
+a small NQM trained as a workload, the whole chain (sweep -> rerun -> calibration -> predictions)
+gives the B_crit of the NQM it was built from within 10%; the document round-trips and renders;
+the CLI's `validate` reports bad input in one line and, on the committed NQM sweep, predicts the
+measured B_crit within 10% with the sweep's own trials.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from nqm import noise_scale
+from nqm.problem import NQMConfig
+from nqm.scaling import analyse_curve, fit_mccandlish
+from nqm.tuning import OptimizerSpec, tune_curve
+from realnets.calibration import calibrate, curvature
+from realnets.workloads import tasks
+from realnets.calibration.fitting import quadratic_target
+from realnets.validation import files, report as validation_report
+from realnets.validation.pipeline import validate
+from realnets.validation.rerun import calibration_batch_size, init_params_of
+from realnets.validation.settings import TARGET_LABELS, ValidationConfig
+from ui.gallery import load_validation
+from realnets.cli import main
+from realnets.workloads.search_space import SearchSpace
+from realnets.sweeps.sweep import SweepConfig, run_sweep
+
+ROOT = Path(__file__).resolve().parents[3]
+
+# A small NQM whose curve bends inside the batch sizes: exact tuned steps 323, 167, 90, 53, 35,
+# 27, 23, 21 at B = 2 ... 256, B_crit ~ 32.
+SMALL = NQMConfig(dim=100, spectrum_exponent=1.0, target=0.2)
+BATCH_SIZES = (2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def test_hessian_noise_scale_equals_the_closed_form_on_the_nqm(one_device):
+    problem = NQMConfig(dim=60, spectrum_exponent=0.7).problem()
+    task = tasks.quadratic_task(problem)
+    theta = np.random.default_rng(1).standard_normal(60).astype(np.float32)
+    params = {"theta": theta}
+    sample = task.draw_batch(np.random.default_rng(2), 4096)
+    hessian = curvature.hvp(task.loss_fn, params, sample, devices=one_device)
+    hns = calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=512)
+    # McCandlish eq. 2.8 with H = diag(h), Sigma = diag(c), G = H theta
+    h, c = problem.curvature_D, problem.noise_D
+    t = theta.astype(np.float64)
+    assert abs(hns.trace_h_cov - h @ c) < 4 * hns.trace_h_cov_se
+    assert hns.trace_h_cov_se < 0.1 * (h @ c)                     # a real measurement
+    assert hns.grad_h_grad == pytest.approx(np.sum(h ** 3 * t ** 2), rel=0.02)
+    _, b_noise = noise_scale.noise_scale_at(problem, t ** 2)       # the library's closed form
+    assert abs(hns.b_noise - b_noise) < 4 * hns.b_noise_se + 0.02 * b_noise
+    with pytest.raises(ValueError, match="noise_rows"):
+        calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=1)
+    # per-example gradients in chunks of 100 rows (the last one 12): the same rows, same result
+    chunked = calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample,
+                                            noise_rows=512, chunk_rows=100)
+    assert chunked.trace_h_cov == pytest.approx(hns.trace_h_cov, rel=1e-5)
+    assert chunked.b_noise == pytest.approx(hns.b_noise, rel=1e-5)
+    with pytest.raises(ValueError, match="chunk_rows"):
+        calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=8,
+                                      chunk_rows=0)
+
+
+def test_quadratic_target_is_the_loss_when_every_direction_is_measured(one_device):
+    problem = NQMConfig(dim=40, spectrum_exponent=1.0).problem()
+    task = tasks.quadratic_task(problem)
+    theta = (0.3 * np.random.default_rng(4).standard_normal(40)).astype(np.float32)
+    sample = task.draw_batch(np.random.default_rng(5), 8192)
+    stats = calibrate.gradient_statistics(task.loss_fn, {"theta": theta}, sample, np.eye(40),
+                                          devices=one_device)
+    config = NQMConfig(dim=40, curvature=tuple(problem.curvature_D.tolist()), target=1e-3)
+    exact = 0.5 * float(problem.curvature_D @ theta.astype(np.float64) ** 2)
+    # the debiased g_i^2 / h_i: unbiased, within a few percent with 8192 rows
+    assert quadratic_target(config, 40, stats) == pytest.approx(exact, rel=0.05)
+
+
+@pytest.fixture(scope="module")
+def small_sweep(tmp_path_factory):
+    """A sweep of the small NQM (the config says 'nqm'; the task is SMALL's)."""
+    out = tmp_path_factory.mktemp("sweep")
+    task = tasks.quadratic_task(SMALL.problem())
+    config = SweepConfig(workload="nqm", batch_sizes=BATCH_SIZES, trials=8, max_steps=2000,
+                         goal=SMALL.target, optimizer="sgd", search=SearchSpace((0.01, 2.0)))
+    run_sweep(config, out, progress=False, task=task)
+    return out, task, jax.devices("cpu")[:1]
+
+
+def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep, tmp_path):
+    from realnets.sweeps.sweep import load_sweep
+
+    sweep_dir, task, devices = small_sweep
+    config, records = load_sweep(sweep_dir)
+    vcfg = ValidationConfig(checkpoints=("goal", "init"), top_k=10, slq_steps=100,
+                                     slq_probes=2, sample_rows=2048, noise_rows=64,
+                                     floor_ratio=0.005)
+    doc = validate(task, config, records, vcfg, devices=devices, reference=SMALL)
+
+    run = doc["calibration_run"]
+    assert run["batch_size"] == 2 and run["target"] == SMALL.target
+    assert run["rerun_status"] == "COMPLETE"          # the rerun reproduces the sweep's trial
+    assert run["rerun_steps_to_goal"] == run["sweep_steps_to_goal"]
+
+    # The fitted NQM at init is the truth with E[theta_i^2] = theta_0i^2 (its one start).
+    init = doc["checkpoints"]["init"]
+    fitted = init["nqm"]
+    assert fitted["dim"] == SMALL.dim
+    assert fitted["tail"]["exponent"]["value"] == pytest.approx(1.0, rel=0.05)
+    theta0 = init_params_of(task, 0, run["trial_id"])["theta"].astype(np.float64)
+    truth_at_start = dataclasses.replace(
+        SMALL, init_second_moments=tuple((theta0 ** 2).tolist()))
+    exact = analyse_curve(tune_curve(truth_at_start, OptimizerSpec("sgd"), BATCH_SIZES)).fit.b_crit
+    for name in ("goal", "init"):
+        predictions = doc["checkpoints"][name]["predictions"]
+        assert predictions["train_loss"]["target"] == SMALL.target
+        predicted = predictions["train_loss"]["tuned"]["fit"]["b_crit"]
+        assert predicted == pytest.approx(exact, rel=0.10), name
+        # bootstrap spread: a real number, and the truth within a few of it
+        spread = predictions["train_loss"]["bootstrap"]["tuned"]["sd"]
+        assert 0 < spread < 0.3 * predicted
+        assert abs(predicted - exact) < 3 * spread, name
+    # the quadratic's loss at the goal sees the tail only through |G|^2, which weights the
+    # (converged) stiff directions: it is below the exact loss there (0.08 against 0.17 here)
+    q = doc["checkpoints"]["goal"]["targets"]["quadratic"]
+    assert 0 < q < run["rerun_final_metric"]
+    # ... and the NQM of E[theta^2] = 1 (the workload's own), run through the same chain
+    reference = doc["reference"]["tuned"]["fit"]["b_crit"]
+    assert reference == pytest.approx(
+        analyse_curve(tune_curve(SMALL, OptimizerSpec("sgd"), BATCH_SIZES)).fit.b_crit, rel=1e-6)
+
+    # the table: measured first (the sweep's curve refitted here), ratios against it
+    rows = doc["comparison"]
+    points = doc["measured"]["points"]
+    measured = fit_mccandlish([p["batch_size"] for p in points],
+                              [np.nan if p["steps"] is None else p["steps"] for p in points]).b_crit
+    assert rows[0]["quantity"] == "measured B_crit (fit)" and rows[0]["ratio"] == 1.0
+    assert rows[0]["value"] == pytest.approx(measured)
+    tuned_goal = next(r for r in rows if r["checkpoint"] == "goal"
+                      and r["quantity"] == "NQM tuned B_crit [" + TARGET_LABELS[
+                          doc["settings"]["target_rule"]] + "]")
+    predicted = doc["checkpoints"]["goal"]["predictions"][doc["settings"]["target_rule"]]
+    assert tuned_goal["ratio"] == pytest.approx(predicted["tuned"]["fit"]["b_crit"] / measured)
+
+    files.write_validation(tmp_path, doc)
+    table = load_validation(tmp_path)
+    assert list(table["quantity"])[0] == "measured B_crit (fit)"
+    assert len(table) == len(rows)
+    report = validation_report.render_markdown(doc, {}, notes="holds here")
+    assert "| measured B_crit (fit) |" in report and "holds here" in report
+    assert "B_simple = tr(Sigma) / ‖G‖²" in report
+    # each fitted NQM's line names its target losses (the train-loss rule's is the workload's)
+    assert report.count("0.2 (target = training loss at the goal)") == 2    # goal and init
+
+
+def test_validation_config_and_calibration_batch_size_check_their_input(small_sweep):
+    from realnets.sweeps.sweep import build_curve, load_sweep
+
+    with pytest.raises(ValueError, match="checkpoints"):
+        ValidationConfig(checkpoints=("mid",))
+    with pytest.raises(ValueError, match="top-k"):
+        ValidationConfig(top_k=0)
+    with pytest.raises(ValueError, match="floor-ratio"):
+        ValidationConfig(floor_ratio=1.5)
+    with pytest.raises(ValueError, match="noise-rows"):
+        ValidationConfig(sample_rows=16, noise_rows=32)
+    config, records = load_sweep(small_sweep[0])
+    curve = build_curve(records, config)
+    assert calibration_batch_size(curve, None) == 2
+    with pytest.raises(ValueError, match="batch-size must be one the sweep reached"):
+        calibration_batch_size(curve, 3)
+
+
+def _run(capsys, *argv):
+    status = main(list(argv))
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
+def _digits_sweep(path: Path) -> Path:
+    config = {"workload": "digits_mlp", "goal": 0.1, "optimizer": "momentum", "trials": 1,
+              "max_steps": 100, "batch_sizes": [8], "search": {"learning_rate": [1e-3, 3.0]}}
+    trial = {"batch_size": 8, "trial_id": 0, "status": "COMPLETE", "steps_to_goal": 5,
+             "learning_rate": 0.1, "momentum": 0.9}
+    path.mkdir()
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "trials.jsonl").write_text(json.dumps(trial) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("extra, names", [
+    (["--workload", "imagenet"], "workload"),
+    (["--workload", "digits_mlp", "--checkpoints", "mid"], "checkpoints"),
+    (["--workload", "digits_mlp", "--top-k", "0"], "top-k"),
+    (["--workload", "digits_mlp", "--floor-ratio", "2"], "floor-ratio"),
+    (["--workload", "digits_mlp", "--batch-size", "3"], "batch-size"),
+    (["--workload", "nqm"], "not 'nqm'"),
+    (["--workload", "digits_mlp", "--notes", "/no/such/notes.md"], "notes"),
+    (["--workload", "digits_mlp", "--sample-rows", "1"], "sample-rows"),
+])
+def test_validate_bad_input_is_one_line_and_status_2(capsys, tmp_path, extra, names):
+    sweep = _digits_sweep(tmp_path / "s")
+    status, out, err = _run(capsys, "validate", "--sweep", str(sweep), "--out",
+                            str(tmp_path / "out"), *extra)
+    assert status == 2 and out == ""
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), err
+    assert names in lines[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
+    # The calibration batch size 64 (569 steps) keeps the rerun short; the measurement is the
+    # NQM workload's own committed sweep.
+    status, out, _ = _run(capsys, "validate", "--workload", "nqm", "--batch-size", "64",
+                          "--checkpoints", "goal", "--sample-rows", "1024", "--noise-rows", "32",
+                          "--bootstrap", "0", "--out", str(tmp_path / "v"), "--no-progress")
+    assert status == 0, out
+    doc = files.read_validation(tmp_path / "v")
+    assert (tmp_path / "v" / "report.md").read_text().startswith("# Validation: nqm")
+    for name in ("steps.png", "steps.svg", "spectrum_goal.png", "spectrum_goal.svg"):
+        assert (tmp_path / "v" / name).stat().st_size > 1000
+    by = {r["quantity"]: r for r in doc["comparison"]}
+    label = " [target = training loss at the goal]"
+    # the same search as the sweep: the calibrated NQM predicts the measured B_crit within 10%
+    assert by["NQM at the sweep's trials B_crit" + label]["ratio"] == pytest.approx(1.0, abs=0.10)
+    # the calibrated NQM's tuned B_crit is the exact NQM's within 10%
+    assert by["NQM tuned B_crit" + label]["value"] == pytest.approx(
+        by["the workload's own NQM, tuned B_crit"]["value"], rel=0.10)
+    assert doc["provenance"]["command"].startswith("python -m realnets validate --workload nqm")
+    # --reuse re-renders without recomputing
+    status, out, err = _run(capsys, "validate", "--workload", "nqm", "--batch-size", "64",
+                            "--checkpoints", "goal", "--sample-rows", "1024", "--noise-rows",
+                            "32", "--bootstrap", "0", "--out", str(tmp_path / "v"), "--reuse")
+    assert status == 0 and "reusing" in err

@@ -1,0 +1,403 @@
+"""The Streamlit app (app.py) driven headless by streamlit.testing.v1.AppTest: the NQM explorer,
+the measured curves beside the NQM, and the run-a-sweep form."""
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from streamlit import dataframe_util
+from streamlit.testing.v1 import AppTest
+
+from ui.explorer import curves_csv
+
+REPO = Path(__file__).resolve().parents[2]
+APP = str(REPO / "app.py")
+
+
+def run_app(**controls):
+    """The app after setting the given keyed controls (dim first, so later runs are cheap)."""
+    at = AppTest.from_file(APP, default_timeout=180).run()
+    for key in ("dim", *[k for k in controls if k != "dim"]):
+        if key not in controls:
+            continue
+        widget = at.select_slider(key=key) if key in ("dim", "batch_range") else None
+        if widget is None:
+            widget = {"target": at.number_input, "optimizers": at.multiselect,
+                      "powers": at.multiselect, "spectrum": at.slider}[key](key=key)
+        widget.set_value(controls[key]).run()
+    return at
+
+
+@pytest.fixture(scope="module")
+def default_app():
+    return AppTest.from_file(APP, default_timeout=180).run()
+
+
+def test_default_problem_runs_and_shows_the_sgd_curve(default_app):
+    at = default_app
+    assert not at.exception
+    summary = at.session_state["summary"]
+    assert list(summary["optimizer"]) == ["SGD"]
+    assert summary["cbs20"].iloc[0] == 256 and summary["maximal_from"].iloc[0] == 16384
+    points = at.session_state["points"]
+    assert points["batch_size"].min() == 4 and points["batch_size"].max() == 2 ** 21
+    assert points["steps"].iloc[0] == pytest.approx(1.5075e6, rel=1e-3)
+
+
+def test_momentum_drops_below_sgd_at_large_batch():
+    at = run_app(dim=300, optimizers=["sgd", "momentum"], batch_range=(4, 4096))
+    assert not at.exception
+    points = at.session_state["points"]
+    sgd = points[points["optimizer"] == "SGD"].set_index("batch_size")["steps"]
+    mom = points[points["optimizer"] == "momentum"].set_index("batch_size")["steps"]
+    assert np.all(mom <= sgd)
+    assert mom.loc[4096] < 0.5 * sgd.loc[4096]
+
+
+def test_preconditioning_control_changes_the_curve():
+    before = run_app(dim=300, batch_range=(4, 4096)).session_state["points"]
+    after = run_app(dim=300, batch_range=(4, 4096), powers=[0.5]).session_state["points"]
+    assert after["optimizer"].iloc[0] == "SGD, p = 0.5"
+    assert after["steps"].iloc[-1] < 0.5 * before["steps"].iloc[-1]
+
+
+def test_target_above_the_initial_loss_shows_a_message_not_a_traceback():
+    at = run_app(dim=300, target=10.0)
+    assert not at.exception
+    assert any("target 10 must be below the initial loss" in e.value for e in at.error)
+
+
+def test_preset_sets_its_controls_and_explains():
+    at = run_app(dim=300, batch_range=(4, 4096))
+    at.selectbox(key="preset").set_value("The preconditioning ladder").run()
+    at.button(key="apply_preset").click().run()
+    assert not at.exception
+    assert at.multiselect(key="powers").value == [0.0, 0.5, 1.0]
+    assert at.multiselect(key="optimizers").value == ["sgd"]
+    summary = at.session_state["summary"]
+    assert list(summary["optimizer"]) == ["SGD", "SGD, p = 0.5", "SGD, p = 1"]
+    # each step up the ladder extends perfect scaling
+    assert list(summary["cbs20"]) == sorted(summary["cbs20"]) and summary["cbs20"].iloc[2] > summary["cbs20"].iloc[0]
+    assert any("ladder" in i.value for i in at.info)
+
+
+def test_csv_download_holds_the_curve():
+    at = run_app(dim=300, batch_range=(4, 64))
+    points = at.session_state["points"]
+    assert list(points["batch_size"]) == [4, 8, 16, 32, 64]
+    button = at.get("download_button")[0]
+    assert button.proto.label == "Download the curves (CSV)" and button.proto.url.endswith(".csv")
+    # what the button serves reads back as the same curve
+    back = pd.read_csv(io.StringIO(curves_csv(points)))
+    assert list(back["batch_size"]) == [4, 8, 16, 32, 64]
+    np.testing.assert_allclose(back["steps"], points["steps"])
+    np.testing.assert_allclose(back["learning_rate"], points["learning_rate"])
+
+
+def test_a_slider_notch_after_the_warm_up_redraws_without_tuning():
+    from ui import explorer, warmup
+    from nqm.problem import NQMConfig
+
+    warm = warmup.EXPLORATIONS
+    at = run_app(dim=100, batch_range=(4, 64))
+    assert warm.wait_idle(timeout=120)   # the neighbours are computed
+    tuned = warm.computed_on_demand
+    at.slider(key="spectrum").set_value(1.1).run()
+    assert not at.exception
+    assert warm.computed_on_demand == tuned    # served from the warm-up, not tuned
+    live = explorer.explore(NQMConfig(dim=100, spectrum_exponent=1.1), ("sgd",), (0.0,),
+                            (4, 8, 16, 32, 64))
+    pd.testing.assert_frame_equal(at.session_state["points"], live.points)
+    # one notch of the batch range, from there, too; a far value is tuned on the spot
+    assert warm.wait_idle(timeout=120)
+    at.select_slider(key="batch_range").set_value((4, 128)).run()
+    assert warm.computed_on_demand == tuned
+    assert list(at.session_state["points"]["batch_size"]) == [4, 8, 16, 32, 64, 128]
+    assert warm.wait_idle(timeout=120)
+    at.slider(key="spectrum").set_value(1.7).run()
+    assert not at.exception and warm.computed_on_demand == tuned + 1
+
+
+# ------------------------------------------------------------------------------------------------
+# Measured curves and Run a sweep
+
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "batch_science"
+
+
+def section_app(section, **state):
+    """The app opened on `section`, with the given session state (dim 300: a quick NQM)."""
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.session_state["section"] = section
+    for key, value in {"dim": 300, **state}.items():
+        at.session_state[key] = value
+    return at.run()
+
+
+def chart_frames(at, index=0):
+    """The data sets of the index-th Vega-Lite chart, as DataFrames."""
+    chart = at.get("vega_lite_chart")[index]
+    return [dataframe_util.convert_arrow_bytes_to_pandas_df(d.data.data)
+            for d in chart.proto.datasets]
+
+
+def errors(at):
+    return [e.value for e in at.error]
+
+
+@pytest.fixture(scope="module")
+def measured_app():
+    return section_app("Measured curves")
+
+
+def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
+    at = measured_app
+    assert not at.exception and not errors(at)
+    assert at.selectbox(key="measured_sweep").value == "sweeps/mnist_mlp"
+    points = at.session_state["measured_points"]
+    assert list(points["batch_size"]) == [2 ** k for k in range(4, 13)]
+    # the steps chart holds the 9 measured batch sizes and the NQM at the same ones
+    curves = next(f for f in chart_frames(at) if "steps" in f)
+    measured = curves[curves["curve"] == "measured: mnist_mlp"]
+    assert list(measured["batch_size"]) == [2 ** k for k in range(4, 13)]
+    assert list(measured["steps"]) == list(points["steps"])
+    nqm = curves[curves["curve"] != "measured: mnist_mlp"]
+    assert nqm["curve"].iloc[0].endswith("(scaled to measured S_min)")
+    assert list(nqm["batch_size"]) == [2 ** k for k in range(4, 13)]
+    # markers: B_crit (fit), cbs20 and maximal from, for both curves
+    rules = next(f for f in chart_frames(at) if "marker" in f)
+    assert sorted(rules["marker"]) == sorted(["B_crit (fit)", "cbs20", "maximal from"] * 2)
+    # the calibrated NQM's report (reports/validation/mnist_mlp), trials scatter and noise-scale
+    # charts are drawn too
+    assert len(at.get("vega_lite_chart")) == 4
+    trials = at.session_state["measured_trials"]
+    assert len(trials) == 9 * 32
+    assert set(trials["status"]) == {"reached", "not reached", "infeasible"}
+
+
+def test_the_shipped_validation_report_shows_beside_its_sweep(measured_app):
+    # reports/validation/mnist_mlp was made from sweeps/mnist_mlp: its table of B_crit
+    # predictions is shown, each ratio = prediction / the measured B_crit of the same sweep
+    table = measured_app.session_state["validation"]
+    assert table is not None
+    measured = table[table["quantity"] == "measured B_crit (fit)"]["value"].iloc[0]
+    summary = measured_app.session_state["comparison"]    # the app's own fit of the sweep
+    assert measured == pytest.approx(summary.iloc[0]["b_crit"], rel=1e-6)
+    rows = table.dropna(subset=["value", "ratio"])
+    assert len(rows) >= 4
+    assert np.allclose(rows["ratio"], rows["value"] / measured, rtol=1e-9)
+    assert {"B_noise = tr(H Sigma) / (G^T H G)", "B_simple (sweep, moving averages)"} <= set(
+        table["quantity"])
+
+
+def test_no_validation_report_for_a_sweep_it_was_not_made_from(tmp_path):
+    import shutil
+    from ui import gallery
+    config = json.loads((REPO / "sweeps" / "mnist_mlp" / "config.json").read_text())
+    assert gallery.validation_for(config, REPO / "reports" / "validation") is not None
+    assert gallery.validation_for(dict(config, goal=0.05), REPO / "reports" / "validation") is None      # another study
+    assert gallery.validation_for(dict(config, workload="digits_mlp"),
+                                  REPO / "reports" / "validation") is None
+    # a corrupt report is ignored rather than shown
+    shutil.copytree(REPO / "reports" / "validation" / "mnist_mlp", tmp_path / "mnist_mlp")
+    (tmp_path / "mnist_mlp" / "validation.json").write_text("{broken")
+    assert gallery.validation_for(config, root=tmp_path) is None
+
+
+def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
+    at = measured_app
+    summary = at.session_state["comparison"]
+    measured, nqm = summary.iloc[0], summary.iloc[1]
+    # the fit of sweeps/mnist_mlp as README.md reports it (the ratio's arithmetic is tested in
+    # test_gallery.test_comparison_ratio_of_known_fits)
+    assert measured["b_crit"] == pytest.approx(299.5, abs=0.1)
+    assert nqm["s_min"] == pytest.approx(measured["s_min"], rel=1e-6)   # scaled to it
+    metrics = {m.label: m.value for m in at.metric}
+    assert float(metrics["ratio NQM / measured"]) == pytest.approx(nqm["b_crit_ratio"], rel=1e-3)
+    # unscaled: the NQM keeps its own S_min, and B_crit (so the ratio) does not change
+    at.checkbox(key="scale_nqm").uncheck().run()
+    assert not at.exception
+    unscaled = at.session_state["comparison"].iloc[1]
+    assert "scaled" not in unscaled["curve"]
+    assert unscaled["b_crit_ratio"] == pytest.approx(nqm["b_crit_ratio"], rel=1e-6)
+    assert unscaled["s_min"] != pytest.approx(measured["s_min"], rel=1e-2)
+
+
+def test_a_bad_sweep_directory_shows_an_error_not_an_exception(tmp_path):
+    # the loader's ValueError (each bad-directory case: test_gallery) becomes st.error beside
+    # the path box, with no traceback
+    path = tmp_path / "missing"
+    at = section_app("Measured curves", measured_source="a sweep directory",
+                     measured_path=str(path))
+    assert not at.exception
+    assert at.text_input(key="measured_path").value == str(path)
+    assert errors(at) == [f"Cannot load this sweep: sweep directory {path} does not exist"]
+    assert "measured_points" not in at.session_state
+
+
+def test_a_batch_science_directory_loads_with_its_goal():
+    at = section_app("Measured curves", measured_source="a batch_science directory",
+                     bs_path=str(FIXTURE), bs_goal=0.02)
+    assert not at.exception and not errors(at)
+    assert list(at.session_state["measured_points"]["batch_size"]) == [64, 128, 256, 512]
+    assert any("no noise-scale estimates" in i.value for i in at.info)
+    # a metric the data do not have: the message (with the available columns), not a traceback
+    at.text_input(key="bs_metric").input("val/nope").run()
+    assert not at.exception
+    assert any("metric 'val/nope' is not a measurements.csv column" in e for e in errors(at))
+
+
+def test_run_a_sweep_form_writes_trials_and_shows_progress(tmp_path):
+    out = tmp_path / "digits"
+    at = section_app("Run a sweep")
+    assert not at.exception
+    at.selectbox(key="run_workload").set_value("digits_mlp")
+    at.text_input(key="run_batch_sizes").input("8,16")
+    at.number_input(key="run_trials").set_value(2)
+    at.number_input(key="run_max_steps").set_value(30)
+    at.text_input(key="run_out").input(str(out))
+    at.button(key="run_submit").click().run(timeout=240)
+    assert not at.exception and not errors(at)
+    lines = (out / "trials.jsonl").read_text().splitlines()
+    assert sorted((json.loads(l)["batch_size"], json.loads(l)["trial_id"]) for l in lines) == [
+        (8, 0), (8, 1), (16, 0), (16, 1)]
+    assert at.session_state["run_progress"] == (4, 4)
+    assert at.get("progress") and any("Done" in s.value for s in at.success)
+    # bad input in the form: an error beside it, nothing run
+    at.text_input(key="run_batch_sizes").input(" ")
+    at.button(key="run_submit").click().run()
+    assert not at.exception
+    assert any("at least one batch size" in e for e in errors(at))
+
+
+# ------------------------------------------------------------------------------------------------
+# PNG and SVG exports of the charts (ui.charts.chart_bytes behind deferred download buttons)
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SVG_NS = "{http://www.w3.org/2000/svg}"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height of a PNG, after decoding every pixel (a truncated file raises)."""
+    from PIL import Image
+
+    assert data.startswith(PNG_SIGNATURE)
+    image = Image.open(io.BytesIO(data))
+    image.load()
+    return image.size
+
+
+def svg_texts(data: bytes) -> list[str]:
+    """The text of every element of an SVG file, which must parse as XML with an <svg> root."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(data)
+    assert root.tag == f"{SVG_NS}svg"
+    return [t.strip() for t in root.itertext() if t.strip()]
+
+
+@pytest.fixture(scope="module")
+def small_steps_chart():
+    from ui import charts, explorer
+    from nqm.problem import NQMConfig
+
+    result = explorer.explore(NQMConfig(dim=300), ("sgd",), (0.0,), (4, 8, 16, 32, 64))
+    return charts.steps_chart(result.points, result.lower_bound, result.summary)
+
+
+def test_chart_bytes_png_is_a_picture_of_the_chart(small_steps_chart):
+    from ui.charts import chart_bytes
+
+    width, height = png_size(chart_bytes(small_steps_chart, "png"))
+    # 640 px wide plot + axis + legend, 380 px tall, at scale 2
+    assert width > 2 * 640 and height > 2 * 380
+    small_w, small_h = png_size(chart_bytes(small_steps_chart, "png", scale=1))
+    assert small_w == pytest.approx(width / 2, abs=2)
+    assert small_h == pytest.approx(height / 2, abs=2)
+
+
+def test_chart_bytes_svg_carries_the_axis_titles(small_steps_chart):
+    from ui.charts import chart_bytes
+
+    texts = svg_texts(chart_bytes(small_steps_chart, "svg"))
+    assert "batch size B" in texts and "steps to target" in texts
+    assert "SGD" in texts  # the legend
+    # the same from the spec dict the app caches
+    assert "batch size B" in svg_texts(chart_bytes(small_steps_chart.to_dict(), "svg"))
+
+
+@pytest.mark.parametrize("fmt", ["pdf", "PNG", "jpg", ""])
+def test_chart_bytes_rejects_other_formats(small_steps_chart, fmt):
+    from ui.charts import chart_bytes
+
+    with pytest.raises(ValueError, match="formats are 'png', 'svg'"):
+        chart_bytes(small_steps_chart, fmt)
+
+
+@pytest.fixture
+def deferred_downloads(monkeypatch):
+    """The callables the app registers for its deferred downloads, by file name: what a click
+    on the button serves (AppTest's runtime never runs them)."""
+    from streamlit.runtime.media_file_manager import MediaFileManager
+
+    registered = {}
+    original = MediaFileManager.add_deferred
+
+    def capture(self, data_callable, mimetype, coordinates, file_name=None, **kwargs):
+        registered[file_name] = (data_callable, mimetype)
+        return original(self, data_callable, mimetype, coordinates, file_name, **kwargs)
+
+    monkeypatch.setattr(MediaFileManager, "add_deferred", capture)
+    return registered
+
+
+def export_buttons(at):
+    return [b for b in at.get("download_button") if b.proto.label.startswith("Download the chart")]
+
+
+def test_every_explorer_chart_exports_png_and_svg(deferred_downloads):
+    at = run_app(dim=300, batch_range=(4, 64))
+    assert not at.exception
+    buttons = export_buttons(at)
+    # two buttons per chart, converted only on a click, and no rerun on a click
+    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 6
+    assert all(b.proto.HasField("deferred_file_id") and b.proto.ignore_rerun for b in buttons)
+    assert [b.proto.label for b in buttons] == ["Download the chart (PNG)",
+                                                "Download the chart (SVG)"] * 3
+    # the CSV download sits first, beside the steps chart's exports
+    assert at.get("download_button")[0].proto.label == "Download the curves (CSV)"
+    assert sorted(deferred_downloads) == sorted(
+        f"{name}.{fmt}" for name in ("nqm_steps_to_target", "nqm_tuned_rate",
+                                     "nqm_noise_scale_B4") for fmt in ("png", "svg"))
+    titles = {"nqm_steps_to_target": "steps to target", "nqm_tuned_rate": "tuned rate",
+              "nqm_noise_scale_B4": "gradient noise scale"}
+    for name, title in titles.items():
+        png, mime = deferred_downloads[f"{name}.png"]
+        assert mime == "image/png"
+        width, height = png_size(png())
+        assert width > 800 and height > 400
+        svg, mime = deferred_downloads[f"{name}.svg"]
+        assert mime == "image/svg+xml"
+        texts = svg_texts(svg())
+        assert title in texts
+        assert ("step" if name.startswith("nqm_noise") else "batch size B") in texts   # x axis
+
+
+def test_every_measured_chart_exports_png_and_svg(deferred_downloads):
+    at = section_app("Measured curves")
+    assert not at.exception and not errors(at)
+    buttons = export_buttons(at)
+    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 8
+    assert all(b.proto.ignore_rerun for b in at.get("download_button"))
+    names = sorted(deferred_downloads)
+    assert names == sorted(f"mnist_mlp_{kind}.{fmt}" for kind in
+                           ("vs_nqm", "calibrated_nqm", "trials", "noise_scale")
+                           for fmt in ("png", "svg"))
+    # the faceted trials chart keeps its panel size: one panel per batch size, 3 across
+    width, height = png_size(deferred_downloads["mnist_mlp_trials.png"][0]())
+    assert width > 2 * 3 * 200 and height > 2 * 3 * 160
+    assert "1 - momentum" in svg_texts(deferred_downloads["mnist_mlp_trials.svg"][0]())
+    assert "B_simple (measured)" in svg_texts(
+        deferred_downloads["mnist_mlp_noise_scale.svg"][0]())

@@ -1,0 +1,266 @@
+"""ui.gallery: the measured curves the app shows, checked against the files they come from
+and against curves whose fit is known by construction."""
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nqm.curve import CurvePoint, ScalingCurve
+from nqm.problem import NQMConfig
+from nqm.tuning import OptimizerSpec, tune_curve
+from ui import gallery
+from ui.places import Places
+from realnets.workloads import NQM_WORKLOAD
+
+PLACES = Places.under(Path(__file__).resolve().parents[2])
+MNIST_MLP = PLACES.sweeps / "mnist_mlp"
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "batch_science"
+POW2 = [16, 32, 64, 128, 256, 512, 1024]
+
+
+def raw_records(path=MNIST_MLP):
+    return [json.loads(line) for line in (path / "trials.jsonl").read_text().splitlines() if line]
+
+
+def curve_of(s_min, b_crit, batch_sizes=POW2, source="measured"):
+    """A curve exactly on S = s_min (1 + b_crit / B) (whole numbers for these arguments)."""
+    points = []
+    for b in batch_sizes:
+        steps = s_min * (1 + b_crit / b)
+        assert steps == int(steps)
+        points.append(CurvePoint(b, int(steps), learning_rate=0.1))
+    return ScalingCurve(tuple(points), source=source)
+
+
+@pytest.fixture(scope="module")
+def mnist_mlp():
+    return gallery.load_sweep_dir(MNIST_MLP)
+
+
+def test_shipped_sweeps_are_every_directory_with_a_config(tmp_path):
+    assert gallery.list_sweeps(PLACES.sweeps, PLACES.results)["sweeps/mnist_mlp"] == MNIST_MLP
+    for path in gallery.list_sweeps(PLACES.sweeps, PLACES.results).values():
+        assert (path / "config.json").is_file()
+    (tmp_path / "b_sweep").mkdir()
+    (tmp_path / "b_sweep" / "config.json").write_text("{}")
+    (tmp_path / "a_not_a_sweep").mkdir()
+    (tmp_path / ".hidden").mkdir()
+    (tmp_path / ".hidden" / "config.json").write_text("{}")
+    assert gallery.list_sweeps(tmp_path, tmp_path / "missing") == {
+        f"{tmp_path.name}/b_sweep": tmp_path / "b_sweep"}
+
+
+def test_mnist_mlp_points_and_status_counts_match_trials_jsonl(mnist_mlp):
+    records = raw_records()
+    config = json.loads((MNIST_MLP / "config.json").read_text())
+    assert list(mnist_mlp.points["batch_size"]) == config["batch_sizes"]
+    assert config["batch_sizes"] == [2 ** k for k in range(4, 13)]
+    assert len(mnist_mlp.trials) == len(records) == 9 * 32
+    # status counts per batch size, table against the raw file
+    raw = Counter((r["batch_size"], r["status"]) for r in records)
+    got = Counter(zip(mnist_mlp.trials["batch_size"], mnist_mlp.trials["status"]))
+    names = {"COMPLETE": "reached", "INCOMPLETE": "not reached", "INFEASIBLE": "infeasible"}
+    assert got == Counter({(b, names[s]): n for (b, s), n in raw.items()})
+    for _, row in mnist_mlp.points.iterrows():
+        b = row["batch_size"]
+        assert row["reached"] == raw[(b, "COMPLETE")]
+        assert row["not_reached"] == raw[(b, "INCOMPLETE")]
+        assert row["infeasible"] == raw[(b, "INFEASIBLE")]
+        # steps to result = the fewest steps_to_goal of the batch size's trials
+        fewest = min(r["steps_to_goal"] for r in records
+                     if r["batch_size"] == b and r["steps_to_goal"] is not None)
+        assert row["steps"] == fewest
+        best = mnist_mlp.trials[(mnist_mlp.trials["batch_size"] == b) & mnist_mlp.trials["best"]]
+        assert len(best) == 1 and best["steps_to_goal"].iloc[0] == fewest
+    # the perfect-scaling line starts at the smallest batch size's steps
+    np.testing.assert_allclose(mnist_mlp.points["perfect"],
+                               1285 * 16 / mnist_mlp.points["batch_size"])
+    # 1 - momentum is what the scatter's y axis shows
+    # (trials.jsonl is in finishing order; the table in batch size, trial id order)
+    by_key = {(r["batch_size"], str(r["trial_id"])): 1 - r["momentum"] for r in records}
+    np.testing.assert_allclose(mnist_mlp.trials["one_minus_momentum"],
+                               [by_key[k] for k in zip(mnist_mlp.trials["batch_size"],
+                                                       mnist_mlp.trials["trial_id"])])
+
+
+def test_summary_is_the_curve_document_fit(mnist_mlp):
+    # the fit of sweeps/mnist_mlp as README.md reports it (S_min 69.96, B_crit 299.5, R^2 0.9811)
+    row = mnist_mlp.summary.iloc[0]
+    assert row["s_min"] == pytest.approx(69.96, abs=0.01)
+    assert row["b_crit"] == pytest.approx(299.5, abs=0.1)
+    assert row["r2"] == pytest.approx(0.9811, abs=1e-4)
+    assert row["cbs20"] == 64 and row["maximal_from"] == 2048
+    # the fitted line at the smallest and largest batch sizes: 69.96 (1 + 299.5 / B)
+    fit = dict(zip(mnist_mlp.points["batch_size"], mnist_mlp.points["fit"]))
+    assert fit[16] == pytest.approx(1379.7, abs=0.5) and fit[4096] == pytest.approx(75.08, abs=0.05)
+
+
+def test_noise_series_is_the_best_trials_b_simple(mnist_mlp):
+    records = raw_records()
+    noise = mnist_mlp.noise
+    assert not noise.empty and (noise["b_simple"] > 0).all()
+    for b, group in noise.groupby("batch_size"):
+        trials = [r for r in records if r["batch_size"] == b and r["steps_to_goal"] is not None]
+        best = min(trials, key=lambda r: (r["steps_to_goal"], r["trial_id"]))
+        assert set(group["trial_id"]) == {str(best["trial_id"])}
+        ns = best["noise_scale"]
+        expected = [(s, v) for s, v in zip(ns["step"], ns["b_simple"]) if v is not None]
+        assert list(zip(group["step"], group["b_simple"])) == pytest.approx(expected)
+
+
+def test_a_sweep_without_trials_yet_loads_empty(tmp_path):
+    (tmp_path / "config.json").write_text((MNIST_MLP / "config.json").read_text())
+    m = gallery.load_sweep_dir(tmp_path)
+    assert m.points.empty and m.trials.empty and m.noise.empty
+    assert m.summary["b_crit"].iloc[0] is None
+
+
+@pytest.mark.parametrize("setup, message", [
+    (None, "does not exist"),
+    ({}, "has no config.json"),
+    ({"config.json": "{not json"}, "not valid JSON"),
+    ({"config.json": '{"workload": "mnist_mlp", "goal": 0.04, "batch_sizes": []}'},
+     "batch_sizes must hold at least one batch size"),
+    ({"config.json": '{"workload": "mnist_mlp", "goal": 0.04, "batch_sizes": [16, 0]}'},
+     "batch_sizes entry must be a whole number >= 1, got 0"),
+    ({"config.json": '{"workload": "mnist_mlp", "batch_sizes": [16]}'}, "goal must be"),
+    ({"config.json": '{"workload": "mnist_mlp", "goal": 0.04, "batch_sizes": [16]}',
+      "trials.jsonl": '{"batch_size": 16, "trial_id": 0, "status": "DONE"}\n'},
+     "record 1: status must be one of"),
+    ({"config.json": '{"workload": "mnist_mlp", "goal": 0.04, "batch_sizes": [16]}',
+      "trials.jsonl": '{"trial_id": 0, "status": "COMPLETE"}\n'}, "record 1: batch_size"),
+    ({"config.json": '{"workload": "mnist_mlp", "goal": 0.04, "batch_sizes": [16]}',
+      "trials.jsonl": 'oops\n{}\n'}, "line 1 is not valid JSON"),
+])
+def test_bad_sweep_directories_raise_a_value_error_naming_the_problem(tmp_path, setup, message):
+    path = tmp_path / "sweep"
+    if setup is not None:
+        path.mkdir()
+        for name, text in setup.items():
+            (path / name).write_text(text)
+    with pytest.raises(ValueError, match=message):
+        gallery.load_sweep_dir(path)
+
+
+def test_batch_science_trials_and_counts():
+    (m,) = gallery.load_batch_science_dir(FIXTURE, goal=0.02)
+    assert m.name == "mnist/simple_cnn_base/nesterov_momentum"
+    assert list(m.points["batch_size"]) == [64, 128, 256, 512]
+    assert list(m.points["steps"][:3]) == [3000, 2000, 1000] and np.isnan(m.points["steps"].iloc[3])
+    counts = Counter(zip(m.trials["batch_size"], m.trials["status"]))
+    assert counts == Counter({(64, "reached"): 2, (64, "infeasible"): 1, (128, "reached"): 1,
+                              (128, "not reached"): 1, (256, "reached"): 2,
+                              (512, "not reached"): 2})
+    assert m.noise.empty   # the archive records no noise scale
+    with pytest.raises(ValueError, match="goal is required"):
+        gallery.load_batch_science_dir(FIXTURE, goal=None)
+    with pytest.raises(ValueError, match="does not exist"):
+        gallery.load_batch_science_dir(FIXTURE / "nope", goal=0.02)
+
+
+def test_comparison_ratio_of_known_fits():
+    measured = curve_of(1024, 64)
+    predicted = curve_of(4096, 256, source="nqm")
+    c = gallery.compare(measured, predicted)
+    assert c.b_crit_measured == pytest.approx(64, rel=1e-6)
+    assert c.b_crit_predicted == pytest.approx(256, rel=1e-6)
+    assert c.b_crit_ratio == pytest.approx(4.0, rel=1e-6)
+    assert c.scale is None and "nqm_steps_scaled" not in c.table
+    assert list(c.summary["b_crit_ratio"]) == pytest.approx([1.0, 4.0], rel=1e-6)
+    np.testing.assert_array_equal(c.table["measured_steps"], measured.steps)
+    np.testing.assert_array_equal(c.table["nqm_steps"], predicted.steps)
+    assert set(c.points["curve"]) == {"measured", "NQM"}
+    # the dotted fit line drawn behind each B_crit goes through these exact curves
+    np.testing.assert_allclose(c.points["fit"], np.concatenate([measured.steps, predicted.steps]),
+                               rtol=1e-6)
+
+
+def test_scaling_to_the_measured_s_min_moves_only_s_min():
+    measured = curve_of(1024, 64)
+    predicted = curve_of(4096, 256, source="nqm")
+    c = gallery.compare(measured, predicted, scale_to_measured=True, predicted_label="NQM")
+    assert c.scale == pytest.approx(0.25, rel=1e-6)
+    np.testing.assert_allclose(c.table["nqm_steps_scaled"], predicted.steps * 0.25, rtol=1e-6)
+    nqm = c.summary.iloc[1]
+    assert nqm["curve"] == "NQM x 0.25 (scaled to measured S_min)"
+    assert nqm["s_min"] == pytest.approx(1024, rel=1e-6)       # = the measured S_min
+    assert nqm["b_crit"] == pytest.approx(256, rel=1e-6)       # unchanged
+    assert c.b_crit_ratio == pytest.approx(4.0, rel=1e-6)
+    drawn = c.points[c.points["curve"] == nqm["curve"]]
+    np.testing.assert_allclose(drawn["steps"], predicted.steps * 0.25, rtol=1e-6)
+    np.testing.assert_allclose(drawn["perfect"],
+                               predicted.steps[0] * 0.25 * 16 / drawn["batch_size"], rtol=1e-6)
+
+
+def test_no_fit_no_ratio_and_no_scaling():
+    measured = curve_of(1024, 64)
+    lonely = ScalingCurve((CurvePoint(16, 500), CurvePoint(32, None)), source="nqm")
+    c = gallery.compare(measured, lonely, scale_to_measured=True)
+    assert c.b_crit_predicted is None and c.b_crit_ratio is None and c.scale is None
+    assert "at least two batch sizes" in c.note
+    # the unreached point stays NaN, never a number
+    assert np.isnan(c.table.set_index("batch_size").loc[32, "nqm_steps"])
+
+
+def test_the_nqm_workload_gets_the_exact_prediction():
+    batch_sizes = (4, 16, 64, 256)
+    setup = gallery.prediction_setup({"workload": "nqm", "goal": NQM_WORKLOAD.target,
+                                      "optimizer": "sgd", "max_steps": 20000},
+                                     NQMConfig(dim=300), "momentum")
+    assert setup.exact and setup.config == NQM_WORKLOAD and setup.optimizer == OptimizerSpec("sgd")
+    predicted = gallery.predict(setup, batch_sizes)
+    exact = tune_curve(NQM_WORKLOAD, OptimizerSpec("sgd"), batch_sizes)
+    np.testing.assert_array_equal(predicted.steps, exact.steps)
+    bound = gallery.lower_bound(setup, batch_sizes)
+    assert (bound["steps"].to_numpy() < predicted.steps).all()
+    # any other workload: the explorer's problem and optimizer, no bound drawn
+    other = gallery.prediction_setup({"workload": "mnist_mlp"}, NQMConfig(dim=300), "momentum", 0.5)
+    assert not other.exact and other.config == NQMConfig(dim=300)
+    assert other.optimizer == OptimizerSpec("momentum", 0.5)
+    assert gallery.lower_bound(other, batch_sizes) is None
+
+
+def test_sweep_form_values(tmp_path):
+    config = gallery.sweep_config("digits_mlp", "8:32", 2, 0)
+    assert config.batch_sizes == (8, 16, 32) and config.trials == 2 and config.max_steps == 2000
+    assert gallery.sweep_config("digits_mlp", "8, 64", 2, 30).max_steps == 30
+    with pytest.raises(ValueError, match="at least one batch size"):
+        gallery.sweep_config("digits_mlp", "  ", 2, 30)
+    with pytest.raises(ValueError, match="workload must be one of"):
+        gallery.sweep_config("no_such_workload", "8", 2, 30)
+    assert gallery.out_dir_for("", "digits_mlp", PLACES) == PLACES.results / "digits_mlp"
+    assert gallery.out_dir_for("results/x", "digits_mlp", PLACES) == PLACES.root / "results" / "x"
+    assert gallery.out_dir_for(str(tmp_path), "digits_mlp", PLACES) == tmp_path
+
+
+def test_finished_trials_counts_only_this_configs_trials(tmp_path, mnist_mlp):
+    config = gallery.sweep_config("mnist_mlp", "16,32,8192", 10, 0)
+    # 16 and 32 hold trials 0..31; only ids 0..9 belong to this config; 8192 has none
+    assert gallery.finished_trials(mnist_mlp, config) == (20, 30)
+
+
+def test_measured_summary_has_the_resampled_b_crit_only_where_trials_ran_to_their_end():
+    from realnets.sweeps.sweep import build_curve
+
+    records = []
+    for b, steps in ((8, (900, 1200)), (16, (500, 700)), (32, (300, 300)), (64, (200, 260)),
+                     (128, (150, 150)), (256, (125, 170))):
+        for i, st in enumerate(steps):
+            records.append({"batch_size": b, "trial_id": i, "status": "COMPLETE",
+                            "steps_to_goal": st, "learning_rate": 0.1})
+    full = gallery.measured(build_curve(records, {"goal": 0.1, "full_trials": True}), records)
+    row = full.summary.iloc[0]
+    # batch sizes 32 and 128 have two equal trials, the rest a slower second one: resamples
+    # that miss a fast trial spread B_crit around the curve's own fit
+    assert row["b_crit_resampled_p16"] < row["b_crit_resampled_p84"]
+    assert row["b_crit_resampled_p16"] > 0.8 * row["b_crit"]
+    censored = gallery.measured(build_curve(records, {"goal": 0.1}), records)
+    assert "b_crit_resampled_p16" not in censored.summary.columns
+    # beside an NQM prediction (what the app shows) the measured row keeps the columns
+    comparison = gallery.compare(full.curve, full.curve, measured_columns=gallery.resampled_columns(
+        full.document))
+    assert comparison.summary.iloc[0]["b_crit_resampled_p84"] == row["b_crit_resampled_p84"]
+    assert "b_crit_resampled_p84" not in gallery.compare(censored.curve, full.curve).summary
