@@ -10,7 +10,8 @@ did alone):
 - **Run a sweep**: a sweep from a form, with progress and the curve filling in as trials finish.
 
 All logic lives in libraries: `ui.explorer` and `ui.gallery` compute, `ui.charts`
-draws, `realnets.sweeps.sweep` runs sweeps; this file only reads the controls, calls them and draws.
+draws, `realnets.sweeps.runner` runs sweeps; this file only reads the controls, calls them and
+draws.
 """
 
 from __future__ import annotations
@@ -128,7 +129,7 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
         st.info(f"**{name}.** {explorer.PRESETS[name][1]}")
     st.subheader("Steps to reach the target, tuned at each batch size")
     steps_spec, rate_spec = cached_chart_specs(*key)
-    st.vega_lite_chart(spec=steps_spec, width="stretch")
+    st.vega_lite_chart(spec=charts.on_page(steps_spec), width="stretch")
     st.caption("Solid: tuned steps. Dashed: perfect scaling from the smallest batch. Grey: the "
                "estimator bound sum(c/h) / (2 target B), which no method beats. Vertical rules: "
                "B_crit of the fit S = S_min (1 + B_crit / B), cbs20 (last B within 20% of "
@@ -143,7 +144,7 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
     left, right = st.columns(2)
     with left:
         st.subheader("Tuned learning rate")
-        st.vega_lite_chart(spec=rate_spec, width="stretch")
+        st.vega_lite_chart(spec=charts.on_page(rate_spec), width="stretch")
         with st.container(horizontal=True):
             export_buttons(rate_spec, "nqm_tuned_rate", "export_rate")
     with right:
@@ -161,7 +162,7 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
                 traj = cached_noise(config, int(choice), float(row["learning_rate"]), momentum,
                                     float(powers[0]), int(row["steps"]))
                 noise_chart = charts.noise_chart(traj)
-                st.altair_chart(noise_chart, width="stretch")
+                st.altair_chart(charts.on_page(noise_chart), width="stretch")
                 with st.container(horizontal=True):
                     export_buttons(noise_chart, f"nqm_noise_scale_B{int(choice)}", "export_noise")
                 st.caption("B_simple = tr(C) / |G|^2 and B_noise = tr(HC) / G^T H G along the "
@@ -289,7 +290,7 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     points = measured.points if comparison is None else comparison.points
     summary = measured.summary if comparison is None else comparison.summary
     steps_chart = charts.steps_chart(points, bound, summary, series="curve")
-    st.altair_chart(steps_chart, width="stretch")
+    st.altair_chart(charts.on_page(steps_chart), width="stretch")
     stem = file_stem(measured)
     st.caption(
         "Solid: steps to result (the fewest steps of any trial at that batch size) and the NQM "
@@ -342,7 +343,7 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     else:
         noise_chart = charts.noise_series_chart(measured.noise,
                                                 measured.summary["b_crit"].iloc[0])
-        st.altair_chart(noise_chart, width="stretch")
+        st.altair_chart(charts.on_page(noise_chart), width="stretch")
         with st.container(horizontal=True):
             export_buttons(noise_chart, f"{stem}_noise_scale", "export_measured_noise")
         st.caption("B_simple = tr(Sigma) / |G|^2 of each batch size's best trial, from gradient "
@@ -369,7 +370,7 @@ def show_validation(measured) -> None:
         return
     st.subheader("The NQM calibrated on this network")
     try:
-        doc = files.read_validation(where)
+        doc = files.read_validation(where).to_dict()
         table = gallery.load_validation(where)
     except ValueError as err:
         st.error(f"Cannot read the validation report in {where}: {err}")
@@ -385,7 +386,7 @@ def show_validation(measured) -> None:
     except (KeyError, ValueError) as err:
         st.info(f"No chart for this report: {err}")
     else:
-        st.altair_chart(figure, width="stretch")
+        st.altair_chart(charts.on_page(figure), width="stretch")
         with st.container(horizontal=True):
             export_buttons(figure, f"{file_stem(measured)}_calibrated_nqm", "export_validation")
     st.session_state["validation"] = table
@@ -407,7 +408,7 @@ def cached_task(workload: str):
 def show_run():
     from ui import gallery
     from realnets import workloads
-    from realnets.sweeps.sweep import run_sweep
+    from realnets.sweeps.runner import run_sweep
 
     st.subheader("Run a sweep")
     st.markdown("Trains every trial of the quasi-random search at every batch size (Shallue et "
@@ -452,7 +453,7 @@ def show_run():
         drawn = None
         if not m.points.empty:
             drawn = charts.steps_chart(m.points, None, m.summary, series="curve")
-            chart.altair_chart(drawn, width="stretch")
+            chart.altair_chart(charts.on_page(drawn), width="stretch")
         st.session_state["run_progress"] = (done, total)
         return drawn
 

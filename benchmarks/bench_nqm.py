@@ -1,23 +1,29 @@
-"""Speed of the exact NQM engine against the two obvious ways to get the same numbers.
+"""Speed of the exact NQM engine against the notebook method, measured in one run.
 
-Run: `python benchmarks/bench_nqm.py` (add `--quick` for a smaller run). Everything is measured in
-this run on this machine and printed as ratios; nothing here is asserted by the test suite.
+Run: `python benchmarks/bench_nqm.py` (add `--quick` for a smaller run; the full run takes about
+2-3 minutes on 2 cores). Everything is measured in this run on this machine and printed as ratios;
+nothing here is asserted by the test suite.
 
-1. Tuned curves: the whole default problem (d = 10^4, h = c = 1/i, target 0.01, 20 batch sizes
-   4 .. 2^21), SGD and heavy-ball momentum, wall time of `nqm.tuning.tune_curve`.
-2. Against a grid-and-bisection baseline like the paper's notebook: for every batch size and
-   every learning rate of the paper's grid (100 values in logspace(-5, 0.5)), bisection on the
-   closed-form SGD loss; the best grid point per batch size. Same steps or fewer for ours.
-   For momentum the paper's grid (100 x 20) is timed on a few batch sizes and scaled.
-3. Against a plain per-step loop: the second-moment recurrence iterated step by step
-   (vectorised over d and the learning rates) until each reaches the target, on one batch size
-   and the 20 largest step sizes of the paper's grid; the closed-form first-crossing search on
-   the same rows gives the same steps.
+For SGD, heavy-ball momentum and SGD with iterate averaging (ema), on the default problem
+(d = 10^4, h = c = 1/i, target 0.01, 20 batch sizes 4 .. 2^21):
+1. Whole process: `python -m nqm curve --optimizer NAME`, fresh interpreters, median of a few
+   (imports, numba's cached kernels, tuning, fit and printing).
+2. In-process, warm: `nqm.tuning.tune_curve` after a warm-up in the same process.
+3. The notebook method (Zhang et al.'s code): for every batch size and every point of the paper's
+   grid, bisection on steps with the closed-form loss; the best grid point per batch size.
+   SGD: 100 learning rates in logspace(-5, 0.5), all 20 batch sizes. Momentum: 100 learning
+   rates in logspace(-8, 1) x 20 values of 1 - b in logspace(-5, 0); averaging: 100 learning
+   rates in logspace(-5, 0.5) x 20 values of 1 - g in logspace(-5, 0); both timed on a few batch
+   sizes and scaled to 20. Our steps are the same or fewer.
+4. A plain per-step loop against the closed-form crossing search, on one batch size.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -70,15 +76,16 @@ def grid_bisection_sgd(problem, batch_sizes, lrs, max_steps):
     return best
 
 
-def grid_bisection_momentum(problem, batch_sizes, lrs, one_minus_b, max_steps):
-    """Baseline for momentum: bisection on the closed form for every grid point (vectorised over
-    the grid's momentum values at each learning rate)."""
+def grid_bisection_two(problem, batch_sizes, lrs, one_minus, max_steps, family):
+    """Baseline for momentum or averaging (`family`): bisection on the closed form for every
+    grid point (vectorised over the grid's 1 - b or 1 - g values at each learning rate)."""
     target = problem.target
     best = []
+    key = "momentum" if family == "momentum" else "ema_decay"
     for batch in batch_sizes:
         best_b = None
         for a in lrs:
-            dyn = dynamics(problem, batch, a, 1.0 - one_minus_b)
+            dyn = dynamics(problem, batch, a, **{key: 1.0 - one_minus})
             ok = dyn.stable_N & (dyn.loss(np.full(dyn.rows, max_steps)) <= target)
             rows = np.flatnonzero(ok)
             if rows.size == 0:
@@ -120,59 +127,74 @@ def per_step_loop(problem, batch, lrs, target, max_steps):
     return steps
 
 
+def whole_process(name, repeats):
+    """Median wall time of `python -m nqm curve --optimizer name` in fresh interpreters."""
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "nqm", "curve", "--optimizer", name],
+                       check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer batch sizes in the baselines")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and batch sizes")
     args = parser.parse_args()
     config = NQMConfig()
     problem = config.problem()
     max_steps = 10 ** 8
+    repeats = 1 if args.quick else 3
     print(f"default problem: d = {problem.dim}, target {problem.target}, "
           f"{len(BATCH_SIZES)} batch sizes 4 .. 2^21")
 
-    # Warm-up on a tiny problem: loads the compiled kernels from numba's cache (or compiles
-    # them on a fresh checkout), a one-off cost per process that is reported separately.
-    def warm_up():
-        for name in ("sgd", "momentum"):
-            tune_curve(NQMConfig(dim=50), OptimizerSpec(name), [4, 64, 1024, 16384], 10 ** 6)
+    # 1. Whole processes (first, while this process holds no numba threads).
+    whole = {name: whole_process(name, repeats) for name in ("sgd", "momentum", "ema")}
 
-    _, t_warm = timed(warm_up)
-    print(f"warm-up (kernel load or compile, once per process): {t_warm:5.2f} s")
-    sgd_curve, t_sgd = timed(tune_curve, config, OptimizerSpec("sgd"), BATCH_SIZES, max_steps)
-    mom_curve, t_mom = timed(tune_curve, config, OptimizerSpec("momentum"), BATCH_SIZES, max_steps)
-    print(f"tuned SGD curve:      {t_sgd:7.2f} s")
-    print(f"tuned momentum curve: {t_mom:7.2f} s")
+    # 2. In-process, warm: a warm-up loads the compiled kernels (numba's cache) and numpy.
+    for name in ("sgd", "momentum", "ema"):
+        tune_curve(NQMConfig(dim=50), OptimizerSpec(name), [4, 64, 1024, 16384], 10 ** 6)
+    warm, curves = {}, {}
+    for name in ("sgd", "momentum", "ema"):
+        runs = []
+        for _ in range(repeats if name == "sgd" else 1):
+            curves[name], t = timed(tune_curve, config, OptimizerSpec(name), BATCH_SIZES,
+                                    max_steps)
+            runs.append(t)
+        warm[name] = statistics.median(runs)
 
-    # Grid and bisection, SGD: all batch sizes (or a subset with --quick).
+    # 3. The notebook method, in this run.
     sub = BATCH_SIZES[::4] if args.quick else BATCH_SIZES
+    two_sub = [1024] if args.quick else [16, 1024, 65536]
     base, t_base = timed(grid_bisection_sgd, problem, sub, PAPER_SGD_LRS, max_steps)
-    ours = {p.batch_size: p.steps for p in sgd_curve.points}
-    scale = len(BATCH_SIZES) / len(sub)
-    print(f"grid+bisection SGD baseline ({len(sub)} batch sizes): {t_base:7.2f} s "
-          f"-> {t_base * scale:7.2f} s for 20; tuned curve is {t_base * scale / t_sgd:6.1f}x faster")
-    worse = [(b, ours[b], s) for b, s in zip(sub, base) if s is not None and ours[b] > s]
-    fewer = np.mean([1 - ours[b] / s for b, s in zip(sub, base) if s is not None])
-    print(f"  steps vs the paper's grid: {len(worse)} batch sizes worse, "
-          f"mean {100 * fewer:.2f}% fewer steps")
+    notebook = {"sgd": (t_base * len(BATCH_SIZES) / len(sub), sub, base)}
+    for name, lrs in (("momentum", PAPER_MOM_LRS), ("ema", PAPER_SGD_LRS)):
+        found, t = timed(grid_bisection_two, problem, two_sub, lrs, PAPER_MOM_ONE_MINUS_B,
+                         max_steps, name)
+        notebook[name] = (t * len(BATCH_SIZES) / len(two_sub), two_sub, found)
 
-    mom_sub = [16, 1024, 65536] if not args.quick else [1024]
-    mbase, t_mbase = timed(grid_bisection_momentum, problem, mom_sub, PAPER_MOM_LRS,
-                           PAPER_MOM_ONE_MINUS_B, max_steps)
-    mscale = len(BATCH_SIZES) / len(mom_sub)
-    ours_m = {p.batch_size: p.steps for p in mom_curve.points}
-    print(f"grid+bisection momentum baseline ({len(mom_sub)} batch sizes): {t_mbase:7.2f} s "
-          f"-> {t_mbase * mscale:7.1f} s for 20; tuned curve is {t_mbase * mscale / t_mom:6.1f}x faster")
-    print("  steps (ours vs paper grid): " + ", ".join(
-        f"B={b}: {ours_m[b]} vs {s}" for b, s in zip(mom_sub, mbase)))
+    print("\nseconds (machine load matters: rerun on a quiet machine for figures)")
+    print(f"{'optimizer':>9}  {'whole process':>13}  {'tuning, warm':>12}  "
+          f"{'notebook (20 B)':>15}  {'notebook / warm':>15}  steps vs notebook")
+    for name in ("sgd", "momentum", "ema"):
+        t_nb, batches, found = notebook[name]
+        ours = {p.batch_size: p.steps for p in curves[name].points}
+        worse = sum(1 for b, s in zip(batches, found) if s is not None and ours[b] > s)
+        fewer = np.mean([1 - ours[b] / s for b, s in zip(batches, found) if s is not None])
+        scaled = "" if len(batches) == len(BATCH_SIZES) else f" (x{len(BATCH_SIZES) / len(batches):g})"
+        print(f"{name:>9}  {whole[name]:13.2f}  {warm[name]:12.3f}  {t_nb:15.1f}  "
+              f"{t_nb / warm[name]:14.0f}x  {worse} of {len(batches)} B worse, "
+              f"{100 * fewer:.2f}% fewer on average{scaled}")
 
-    # Per-step loop on one batch size: the 20 largest step sizes of the paper's SGD grid.
+    # 4. Per-step loop on one batch size: the 20 largest step sizes of the paper's SGD grid.
     batch, budget = 1024, 20_000
     lrs = PAPER_SGD_LRS[-20:]
     loop, t_loop = timed(per_step_loop, problem, batch, lrs, problem.target, budget)
     dyn = dynamics(problem, batch, lrs)
     closed, t_closed = timed(steps_to_target, dyn, problem.target, budget)
     same = np.array_equal(loop, closed)
-    print(f"per-step loop, B = {batch}, {lrs.size} learning rates, up to {budget} steps: "
+    print(f"\nper-step loop, B = {batch}, {lrs.size} learning rates, up to {budget} steps: "
           f"{t_loop:7.2f} s; closed-form crossing search {t_closed:6.3f} s "
           f"({t_loop / t_closed:6.0f}x faster); identical steps: {same}")
 

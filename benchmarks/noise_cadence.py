@@ -12,7 +12,7 @@ average: b_simple None) when they hold few measurements.
 
 For each seed and cadence, mnist_mlp trains at B = 16 (momentum 0.9, lr 0.02) and the estimate at
 the last step is set against the truth at that run's own final parameters, from per-example
-gradients over the whole training set (`realnets.calibration.calibrate.gradient_statistics`). The runs of one
+gradients over the whole training set (`realnets.calibration.gradient_stats.gradient_statistics`). The runs of one
 seed make the same updates up to float rounding (a measuring step averages two half-batch
 gradients, the others take one full-batch gradient), so they drift apart over the steps: each run
 gets its own truth. The moving average also spans the last ~100 steps, so even k = 1 differs from
@@ -30,7 +30,7 @@ import time
 import jax
 import numpy as np
 
-from realnets.calibration import calibrate
+from realnets.calibration import gradient_stats
 
 from realnets import workloads
 from realnets.training.trainer import RunConfig, TrialSpec, run_trials
@@ -50,7 +50,7 @@ def final_estimate(task, seed: int, steps: int, every: int, params_out=None):
 
 
 def truth(task, params, train) -> float:
-    return float(calibrate.gradient_statistics(task.loss_fn, params, train,
+    return float(gradient_stats.gradient_statistics(task.loss_fn, params, train,
                                                chunk_rows=512).b_simple)
 
 

@@ -140,7 +140,8 @@ def format_compare(results: dict) -> str:
 
 
 def run_curve(args) -> dict:
-    """Tunes the curve described by parsed `args`; returns the DESIGN.md section 6 JSON object."""
+    """Tunes the curve described by parsed `args`; returns the JSON object of docs/design.md,
+    'Formats'."""
     config = NQMConfig(dim=args.dim, spectrum_exponent=args.spectrum_exponent, noise=args.noise,
                        noise_exponent=args.noise_exponent, noise_scale=args.noise_scale,
                        init_second_moment=args.init_second_moment, target=args.target)

@@ -2,7 +2,7 @@
 
 Both sides of batchscope produce this one type and `nqm.scaling` analyses it, so a prediction
 and a measurement can always be drawn on the same axes. Its JSON form is the `points` and
-`config` part of DESIGN.md section 6; non-finite numbers are written as null.
+`config` part of docs/design.md, 'Formats'; non-finite numbers are written as null.
 """
 
 from __future__ import annotations

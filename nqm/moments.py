@@ -18,11 +18,24 @@ References:
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 
-from nqm import kernels
 from nqm.powers import LucasSequence, divided_power, signed_power
 from nqm.problem import Problem, preconditioned
+
+
+# Family codes of `nqm.kernels.loss_rows`, repeated here so that importing this module does not
+# import numba: plain SGD runs on numpy alone, and numba's import and first dispatch (~0.5 s)
+# are paid only by the families that run compiled loops.
+SGD, MOMENTUM, EMA = 0, 1, 2
+_BLOCK_ELEMENTS = 16384  # rows x directions per numpy pass (temporaries of 128 KiB stay in cache)
+
+
+def _kernels():
+    """`nqm.kernels`, imported on first use."""
+    return importlib.import_module("nqm.kernels")
 
 
 def _broadcast_rows(*values):
@@ -55,7 +68,7 @@ class Dynamics:
     """Closed-form second moments of one optimizer family for N metaparameter rows.
 
     The hot path (`loss_parts`) is a compiled loop (`nqm.kernels`) over rows and directions that
-    builds nothing of size N x d; `state` (the full second moments, used to chain schedule
+    builds nothing of size N x d (plain SGD: numpy with cached logarithms); `state` (the full second moments, used to chain schedule
     segments and as an independent numpy reference) works on (n, d) arrays.
 
     Attributes:
@@ -100,7 +113,7 @@ class Dynamics:
     def _kernel(self, t_n, idx):
         """(total, noise) of rows idx (stable, t >= 1) from the compiled loop."""
         s11, s12, s22 = self.start
-        return kernels.loss_rows(self._family, self.h_D, self.c_D, self.weight_D, s11, s12, s22,
+        return _kernels().loss_rows(self._family, self.h_D, self.c_D, self.weight_D, s11, s12, s22,
                                  self.start_index_N[idx], self.lr_N[idx], self.param_N[idx],
                                  self.inv_batch_N[idx], t_n)
 
@@ -208,7 +221,7 @@ class Dynamics:
                                       for x in (f11, f12, f21, f22, g1, g2))
         s11, s12, s22 = (s[self.start_index_N[row]] for s in self.start)
         sigma2 = self.c_D * self.inv_batch_N[row]
-        out = kernels.trajectory(f11, f12, f21, f22, g1, g2, sigma2, s11, s12, s22,
+        out = _kernels().trajectory(f11, f12, f21, f22, g1, g2, sigma2, s11, s12, s22,
                                  self.weight_D, self._loss_index, int(steps))
         out[0] = self.loss(np.array([0]), np.array([row]))[0]
         return out
@@ -224,18 +237,15 @@ class SGDDynamics(Dynamics):
     """
 
     kind = "sgd"
-    _family = kernels.SGD
+    _family = SGD
 
     def _stable(self):
         return (self.lr_N > 0) & (self.lr_N * self.h_D.max() < 2.0)
 
     def _kernel(self, t_n, idx):
-        # The first evaluation of a system runs the compiled loop (no (n, d) temporaries, both
-        # cores); from the second on (a ladder scan) numpy with log r^2 and the weighted moments
-        # cached is faster: its exp is vectorised.
-        if not getattr(self, "_evaluated", False):
-            self._evaluated = True
-            return super()._kernel(t_n, idx)
+        # numpy, with log r^2 and the weighted moments cached for the next evaluation (a ladder
+        # scan evaluates one system again and again). Plain SGD never needs numba (see
+        # `_kernels`); the compiled loop `kernels._sgd_row` is the tests' second opinion.
         if not hasattr(self, "_log_r2"):
             a = self.lr_N[:, None]
             ah = a * self.h_D
@@ -246,19 +256,24 @@ class SGDDynamics(Dynamics):
                             / (self.h_D * (2.0 - ah))) * self.weight_D
             self._ws_sum = self._ws.sum(axis=1)
             self._wx0 = self.start[0] * self.weight_D
-        every = idx.size == self.rows and np.array_equal(idx, np.arange(self.rows))
-        log_r2 = self._log_r2 if every else self._log_r2[idx]
-        ws = self._ws if every else self._ws[idx]
+        n = idx.shape[0]
+        ws_q = np.empty(n)
+        signal = np.empty(n)
+        one_start = self._wx0.shape[0] == 1
+        # A few rows at a time, so that the (rows, d) temporaries stay in cache.
+        block = max(1, _BLOCK_ELEMENTS // self.h_D.shape[0])
         with np.errstate(under="ignore", over="ignore", invalid="ignore"):
-            q = np.multiply(t_n[:, None].astype(np.float64), log_r2)
-            # Clamp: exp of very negative numbers returns denormals, 4x slower; e^-700 ~ 1e-304.
-            np.maximum(q, -700.0, out=q)
-            np.exp(q, out=q)
-            noise = np.where(t_n == 0, 0.0, self._ws_sum[idx] - np.einsum("nd,nd->n", q, ws))
-            if self._wx0.shape[0] == 1:
-                signal = q @ self._wx0[0]
-            else:
-                signal = np.einsum("nd,nd->n", q, self._wx0[self.start_index_N[idx]])
+            for i in range(0, n, block):
+                rows = idx[i:i + block]
+                q = np.multiply(t_n[i:i + block, None].astype(np.float64), self._log_r2[rows])
+                # Clamped at e^-500 ~ 1e-217 (far below rounding): smaller q times small weights
+                # gives denormal products, which make the dot products several times slower.
+                np.maximum(q, -500.0, out=q)
+                np.exp(q, out=q)
+                ws_q[i:i + block] = np.einsum("nd,nd->n", q, self._ws[rows])
+                signal[i:i + block] = (q @ self._wx0[0] if one_start else np.einsum(
+                    "nd,nd->n", q, self._wx0[self.start_index_N[rows]]))
+            noise = np.where(t_n == 0, 0.0, self._ws_sum[idx] - ws_q)
         return noise + signal, noise
 
     @property
@@ -295,7 +310,7 @@ class MomentumDynamics(Dynamics):
     """
 
     kind = "momentum"
-    _family = kernels.MOMENTUM
+    _family = MOMENTUM
 
     def _stable(self):
         b = self.param_N
@@ -338,7 +353,7 @@ class EMADynamics(Dynamics):
     """
 
     kind = "ema"
-    _family = kernels.EMA
+    _family = EMA
     _loss_index = 2
 
     def _stable(self):

@@ -14,7 +14,7 @@ Dynamics, per step t = 0..steps-1 (the same as `nqm.recurrence`, with samples fo
     L_t = 1/2 sum_i h_i x_i^2,  x = avg if ema_decay > 0 else theta   (true h, not h_eff)
 
 with (h_eff, c_eff) = `nqm.problem.preconditioned(h, c, p)`: the update theta <- theta - a P g with
-P = H^-p is plain SGD on those arrays (DESIGN.md section 2).
+P = H^-p is plain SGD on those arrays (docs/design.md, 'The NQM').
 
 References:
   Zhang et al. 2019, "Which algorithmic choices matter at which batch sizes? Insights from a

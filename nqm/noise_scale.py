@@ -1,7 +1,7 @@
 """The gradient noise scale (McCandlish et al. 2018) on the NQM, exact along the mean trajectory.
 
 At parameters theta the true gradient is G = H theta and the per-example gradient covariance is
-Sigma = C (diagonal c_i), so (DESIGN.md section 4)
+Sigma = C (diagonal c_i), so (docs/design.md, 'Noise scale')
 
     B_simple = tr(Sigma) / |G|^2          = sum_i c_i / sum_i h_i^2 theta_i^2
     B_noise  = tr(H Sigma) / (G^T H G)    = sum_i h_i c_i / sum_i h_i^3 theta_i^2.

@@ -44,7 +44,8 @@ class Problem:
         return float(0.5 * np.dot(self.curvature_D, self.init_second_moment_D))
 
     def lower_bound_steps(self, batch_sizes) -> np.ndarray:
-        """The estimator bound `S(B) >= sum_i(c_i / h_i) / (2 target B)` (DESIGN.md section 2).
+        """The estimator bound `S(B) >= sum_i(c_i / h_i) / (2 target B)` (docs/design.md,
+        'The NQM').
 
         No method reaches the target in fewer steps: an unbiased estimate of theta from S B
         samples has loss at least this. Returns float steps, shape of `batch_sizes`.
@@ -137,7 +138,8 @@ def preconditioned(curvature_D: np.ndarray, noise_D: np.ndarray, power: float):
     """The (h, c) that plain SGD sees under the preconditioner P = H^-p.
 
     With update `theta <- theta - a P g`, direction i contracts by `1 - a h_i^(1-p)` and receives
-    noise of variance `a^2 c_i h_i^(-2p) / B` (DESIGN.md section 2). The loss keeps the true h.
+    noise of variance `a^2 c_i h_i^(-2p) / B` (docs/design.md, 'The NQM'). The loss keeps the
+    true h.
 
     Returns:
       (h_eff_D, c_eff_D), both shape (d,).

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize
 
 from nqm.curve import ScalingCurve
 
@@ -52,7 +51,7 @@ class Fit:
 
 @dataclass(frozen=True)
 class Analysis:
-    """Everything DESIGN.md section 3 reports for one curve.
+    """Everything docs/design.md, 'Critical batch size', reports for one curve.
 
     Attributes:
       fit: the McCandlish fit.
@@ -79,12 +78,22 @@ class Analysis:
 def fit_mccandlish(batch_sizes, steps) -> Fit:
     """Least squares of log S against log(S_min (1 + B_crit / B)) over the reached points.
 
+    The model is linear in log S_min, so for each u = log B_crit the best log S_min is the mean
+    residual and the fit is a 1-D problem in u (variable projection): a dense grid over
+    u in [log B_min - 20, log B_max + 20], then Newton on the projected sum of squares from the
+    best grid point, kept inside that point's neighbours by bisection. No scipy: this runs in every
+    `python -m nqm curve`, whose import budget scipy.optimize alone would exceed.
+
     Args:
       batch_sizes: (n,) positive.
       steps: (n,) steps, NaN where not reached.
 
     Returns:
       The fit; all None when fewer than two points were reached (r2 None below three).
+
+    References:
+      Golub and Pereyra 1973, "The differentiation of pseudo-inverses and nonlinear least
+      squares problems whose variables separate" (variable projection).
     """
     b = np.asarray(batch_sizes, dtype=float)
     s = np.asarray(steps, dtype=float)
@@ -93,27 +102,55 @@ def fit_mccandlish(batch_sizes, steps) -> Fit:
     if b.size < 2:
         return Fit(None, None, None, int(b.size))
     log_s = np.log(s)
+    log_b = np.log(b)
+    x0_lo = log_s.min() - 10.0          # bounds on log S_min (never active on a sane curve)
+    x0_hi = log_s.max() + 1.0
 
-    def residual(x):
-        return log_s - (x[0] + np.log1p(np.exp(x[1]) / b))
+    def projected(u):
+        """(log S_min, residuals (..., n)) at u = log B_crit, u of any shape."""
+        g = np.logaddexp(0.0, np.asarray(u)[..., None] - log_b)    # log(1 + B_crit / B)
+        x0 = np.clip(np.mean(log_s - g, axis=-1), x0_lo, x0_hi)
+        return x0, log_s - x0[..., None] - g
 
-    # Start: S_min from the plateau, B_crit where the curve is twice the plateau.
-    s_min0 = s.min()
-    above = b[s >= 2.0 * s_min0]
-    b_crit0 = above.max() if above.size else b.min()
-    lo = np.array([log_s.min() - 10.0, np.log(b.min()) - 20.0])
-    hi = np.array([log_s.max() + 1.0, np.log(b.max()) + 20.0])
-    x0 = np.clip([np.log(s_min0), np.log(b_crit0)], lo + 1e-9, hi - 1e-9)
-    res = optimize.least_squares(residual, x0, bounds=(lo, hi), x_scale=1.0, xtol=1e-14,
-                                 ftol=1e-14, gtol=1e-14)
-    ss_res = float(np.sum(res.fun ** 2))
+    def slope(u):
+        """(d/du, d2/du2) of the projected sum of squares. With p = sigmoid(u - log B) =
+        d/du log(1 + B_crit / B), the residuals move by -(p - mean p), or by -p where
+        log S_min sits at a bound."""
+        x0, r = projected(u)
+        p = 0.5 * (1.0 + np.tanh(0.5 * (u - log_b)))
+        dp = p if x0 in (x0_lo, x0_hi) else p - p.mean()
+        return -2.0 * np.sum(r * dp), 2.0 * np.sum(dp * dp) - 2.0 * np.sum(r * p * (1.0 - p))
+
+    grid = np.linspace(log_b.min() - 20.0, log_b.max() + 20.0, 801)
+    k = int(np.argmin(np.sum(projected(grid)[1] ** 2, axis=-1)))
+    u = grid[k]
+    lo, hi = grid[max(k - 1, 0)], grid[min(k + 1, grid.size - 1)]
+    # Newton on the slope, safeguarded by bisection inside [lo, hi] (the minimum is within
+    # one grid cell of the grid's best point).
+    for _ in range(100):
+        grad, curv = slope(u)
+        if grad == 0.0:
+            break
+        if grad > 0:
+            hi = u
+        else:
+            lo = u
+        new = u - grad / curv if curv > 0 else 0.5 * (lo + hi)
+        if not lo < new < hi:
+            new = 0.5 * (lo + hi)
+        if new == u or hi - lo <= 4e-16 * max(1.0, abs(u)):
+            break
+        u = new
+    x0, r = projected(u)
+    ss_res = float(np.sum(r ** 2))
     ss_tot = float(np.sum((log_s - log_s.mean()) ** 2))
     r2 = None if b.size < 3 or ss_tot == 0 else 1.0 - ss_res / ss_tot
-    return Fit(float(np.exp(res.x[0])), float(np.exp(res.x[1])), r2, int(b.size))
+    return Fit(float(np.exp(x0)), float(np.exp(u)), r2, int(b.size))
 
 
 def analyse(batch_sizes, steps, thresholds: Thresholds = Thresholds()) -> Analysis:
-    """Critical batch size, regimes and efficiency of one curve (DESIGN.md section 3).
+    """Critical batch size, regimes and efficiency of one curve (docs/design.md, 'Critical batch
+    size').
 
     Args:
       batch_sizes: (n,) increasing.

@@ -23,7 +23,6 @@ References:
 from __future__ import annotations
 
 import numpy as np
-from scipy import optimize
 
 from nqm.problem import Problem, preconditioned
 
@@ -73,6 +72,8 @@ def best_schedule(problem: Problem, batch_size: float, total_steps: int, pieces:
                   start_log_lrs: np.ndarray, bounds: tuple[float, float],
                   precond_power: float = 0.0):
     """The K step sizes minimising E[L](total_steps); returns (log_lrs (K,), loss)."""
+    from scipy import optimize  # here, not at the top: only schedules need it (0.3-0.6 s)
+
     fn = _ScheduleLoss(problem, batch_size, precond_power)
     lengths = piece_lengths(total_steps, pieces)
     x0 = np.clip(start_log_lrs, bounds[0], bounds[1])

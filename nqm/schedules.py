@@ -1,7 +1,7 @@
 """Piecewise-constant step-size schedules: constant segments composed exactly.
 
 Segment k runs `segment_steps[k]` steps at step size `learning_rates[k]`; the second moments at
-its end (`Dynamics.state`) start segment k + 1 (DESIGN.md section 2: the state at the end of a
+its end (`Dynamics.state`) start segment k + 1 (docs/design.md, 'The NQM': the state at the end of a
 segment starts the next). Momentum and averaging carry their velocity / average across segments.
 """
 

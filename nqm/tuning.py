@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nqm import crossing, schedule_tuning, validation
+from nqm import crossing, schedule_tuning, sgd_tuning, validation
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.moments import dynamics
 from nqm.problem import NQMConfig, Problem, preconditioned
@@ -116,8 +116,9 @@ class _Objective:
         self.problem = problem
         self.spec = spec
         self.space = space
-        h_eff, _ = preconditioned(problem.curvature_D, problem.noise_D, spec.precond_power)
-        self.h_max = float(h_eff.max())
+        self.h_eff, self.c_eff = preconditioned(problem.curvature_D, problem.noise_D,
+                                                spec.precond_power)
+        self.h_max = float(self.h_eff.max())
         self.evaluations = 0
 
     def inside(self, a, b, g):
@@ -364,16 +365,33 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     n_grid = max(2, int(np.ceil(np.log10(lr_hi / lr_lo) * space.grid_per_decade)) + 1)
     grid = np.geomspace(lr_lo, lr_hi, n_grid)
     dyn = dynamics(problem, 1.0, grid, precond_power=spec.precond_power)
-    # A coarse ladder suffices here: this stage only seeds the envelope search.
+    # A coarse ladder suffices here: this stage only seeds the search (SGD's Newton search
+    # converges from steps a factor 2 off, so it gets the coarsest).
     hi, row = crossing.best_crossing_per_batch(
         crossing.Compacting(dyn, "signal_noise"), grid.size, batch, target, seed_budget,
-        active=dyn.stable_N, rungs=crossing.ladder(seed_budget, dense=8, per_octave=2))
+        active=dyn.stable_N, rungs=crossing.ladder(seed_budget, dense=8,
+                                                   per_octave=1 if spec.name == "sgd" else 2))
     reached = hi >= 0
     z_sgd = np.log(grid[np.maximum(row, 0)])[:, None]
     z = coordinates(spec, np.exp(z_sgd[:, 0]))
 
-    # 2. Envelope search, all batch sizes in lockstep; then every winner tried at every B.
+    # 2. Plain SGD: Newton on the closed form from the grid's winners (`nqm.sgd_tuning`), where
+    # it provably lands on the local optimum; every other row: the envelope search, all batch
+    # sizes in lockstep, then every winner tried at its neighbours.
     idx = np.flatnonzero(reached & (hi > 0))
+    if spec.name == "sgd" and idx.size:
+        lr, t_star, solved = sgd_tuning.newton_optimum(
+            objective.h_eff, objective.c_eff, 0.5 * problem.curvature_D,
+            problem.init_second_moment_D, batch[idx], np.exp(z_sgd[idx, 0]), hi[idx], target,
+            (space.learning_rate[0], lr_hi))
+        # ceil(T*) reaches the target (up to rounding, checked); the exact crossing is step 3's.
+        t_int = np.ceil(t_star * (1 - 1e-12)).astype(np.int64) + 1
+        z_new = coordinates(spec, lr)
+        solved &= objective(z_new, t_int, batch[idx]) <= target
+        solved &= t_int <= hi[idx]
+        z[idx[solved]] = z_new[solved]
+        hi[idx[solved]] = t_int[solved]
+        idx = idx[~solved]
     if idx.size:
         z_idx, t_idx = _envelope_search(objective, spec, z[idx], hi[idx], batch[idx], target,
                                         problem.initial_loss(), seeds_from=z_sgd[idx])

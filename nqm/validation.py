@@ -1,8 +1,8 @@
 """Input checks shared by every entry point.
 
 Each check raises a `ValueError` whose message names the parameter, the value received and the
-allowed range (DESIGN.md section 7), so the CLI can print it as one line and the app can show it
-beside the control.
+allowed range (docs/design.md, 'Errors'), so the CLI can print it as one line and the app can
+show it beside the control.
 """
 
 from __future__ import annotations
@@ -40,7 +40,8 @@ def check_positive(name: str, value: float) -> float:
 
 def check_in_range(name: str, value: float, low: float, high: float, *, closed_high: bool = True,
                    closed_low: bool = True) -> float:
-    """Returns `value` if it lies in the interval between `low` and `high`."""
+    """Returns `value` if it lies in the interval between `low` and `high` (high may be inf,
+    written `[low, inf)` with closed_high False: the value itself must be finite)."""
     value = check_finite(name, value)
     ok_low = value >= low if closed_low else value > low
     ok_high = value <= high if closed_high else value < high
@@ -51,17 +52,47 @@ def check_in_range(name: str, value: float, low: float, high: float, *, closed_h
     return value
 
 
+def check_whole(name: str, value, low: int = 1, high: int | None = None) -> int:
+    """Returns `value` as an int if it is a whole number in [low, high] (high None: no bound).
+
+    A whole float (2.0, as JSON may hold a count) passes; 2.5, a bool, a string or None does not.
+    """
+    allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer, float,
+                                                                     np.floating)):
+        raise ValueError(f"{name} must be a whole number {allowed}, got {value!r:.80}")
+    if isinstance(value, (float, np.floating)) and (not math.isfinite(value)
+                                                    or value != int(value)):
+        raise ValueError(f"{name} must be a whole number {allowed}, got {_fmt(float(value))}")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} must be a whole number {allowed}, got {value}")
+    return value
+
+
+def check_range_pair(name: str, value, low: float, high: float) -> tuple[float, float]:
+    """Returns `value` as (lo, hi) floats if it is a pair with low < lo <= hi <= high (a search
+    range: the open left end keeps log scales defined)."""
+    allowed = f"{name} must be LO,HI with {low:g} < LO <= HI <= {high:g}"
+    try:
+        lo, hi = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{allowed}, got {value!r:.80}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and low < lo <= hi <= high):
+        raise ValueError(f"{allowed}, got {lo:g},{hi:g}")
+    return lo, hi
+
+
+def check_choice(name: str, value, choices) -> str:
+    """Returns `value` if it is one of `choices`."""
+    if value not in tuple(choices):
+        raise ValueError(f"{name} must be one of {', '.join(map(str, choices))}, got {value!r:.80}")
+    return value
+
+
 def check_positive_int(name: str, value, *, maximum: int | None = None) -> int:
     """Returns `value` as an int if it is a whole number >= 1 (and <= maximum)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)):
-        raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
-        raise ValueError(f"{name} must be a whole number >= 1, got {_fmt(value)}")
-    value = int(value)
-    if value < 1 or (maximum is not None and value > maximum):
-        upper = f" and <= {maximum}" if maximum is not None else ""
-        raise ValueError(f"{name} must be a whole number >= 1{upper}, got {value}")
-    return value
+    return check_whole(name, value, 1, maximum)
 
 
 def check_array(name: str, values: Iterable[float], *, positive: bool = True,

@@ -1,7 +1,7 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate}`.
 
-All logic lives in the library (`realnets.sweeps.sweep`, `realnets.sweeps.report`, `realnets.sweeps.batch_science`,
-`realnets.validation` and its report);
+All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
+`realnets.sweeps.batch_science`, `realnets.validation` and its report);
 this module parses flags, calls it and prints. Bad input prints one line `error: ...` and exits 2.
 Multi-host: run the same command on every host with `--coordinator HOST:PORT --num-processes N
 --process-id I` (see the README).
@@ -122,8 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
 def sweep_config(args):
     """SweepConfig from parsed flags, the workload's defaults filling what is not given."""
     from realnets import workloads
-    from realnets.workloads.search_space import SearchSpace
-    from realnets.sweeps.sweep import SweepConfig
+    from realnets.workloads.search_space import TrialSearchSpace
+    from realnets.sweeps.records import SweepConfig
 
     w = workloads.get(args.workload)
     search = w.search
@@ -140,7 +140,7 @@ def sweep_config(args):
         workload=w.name, batch_sizes=tuple(batch_sizes), trials=args.trials,
         max_steps=args.max_steps if args.max_steps is not None else w.max_steps,
         goal=args.goal if args.goal is not None else w.goal,
-        optimizer=args.optimizer or w.optimizer, search=SearchSpace(lr, omm, final),
+        optimizer=args.optimizer or w.optimizer, search=TrialSearchSpace(lr, omm, final),
         seed=args.seed,
         eval_resolution=(args.eval_resolution if args.eval_resolution is not None
                          else w.eval_resolution),
@@ -152,7 +152,7 @@ def sweep_config(args):
 def run_sweep_command(args) -> str:
     from realnets.training import mesh
     from realnets.sweeps import report
-    from realnets.sweeps.sweep import run_sweep
+    from realnets.sweeps.runner import run_sweep
 
     if args.coordinator:
         if args.distributed_timeout < 1:
@@ -194,7 +194,8 @@ def workloads_text(fmt: str) -> str:
 
 def report_text(path: str, fmt: str) -> str:
     from realnets.sweeps import report
-    from realnets.sweeps.sweep import build_curve, load_sweep
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.records import load_sweep
 
     config, records = load_sweep(Path(path))
     if not records:
@@ -206,7 +207,7 @@ def import_text(args) -> str:
     from realnets.sweeps import report
     from realnets import store
     from realnets.sweeps.batch_science import load_batch_science
-    from realnets.sweeps.sweep import curve_document
+    from realnets.sweeps.curve import curve_document
 
     curves = load_batch_science(args.path, goal=args.goal, metric=args.metric)
     if args.out:
@@ -215,9 +216,9 @@ def import_text(args) -> str:
             name = "_".join(str(c.get(k)) for k in ("dataset", "model", "optimizer"))
             target = Path(args.out) / name
             target.mkdir(parents=True, exist_ok=True)
-            store.write_json_atomic(target / "curve.json", curve_document(curve))
+            store.write_json_atomic(target / "curve.json", curve_document(curve).to_dict())
     if args.format == "json":
-        return to_json([curve_document(c) for c in curves], indent=1)
+        return to_json([curve_document(c).to_dict() for c in curves], indent=1)
     return "\n\n".join(report.render(c, args.format) for c in curves)
 
 
@@ -235,6 +236,7 @@ def validation_config(args):
 
 
 def validate_command(args, argv) -> str:
+    import dataclasses
     import shlex
     import time
 
@@ -260,30 +262,31 @@ def validate_command(args, argv) -> str:
     doc = None
     if args.reuse and (out / files.VALIDATION_FILE).exists():
         old = files.read_validation(out)
-        if old.get("workload") == workload.name and old.get("settings") == vcfg.to_dict():
-            doc = old
-            doc["comparison"] = comparison(doc)    # the table is a function of the rest
+        if old.workload == workload.name and old.settings == vcfg:
+            # the table is a function of the rest
+            doc = dataclasses.replace(old, comparison=comparison(old.to_dict()))
             files.write_validation(out, doc)
             say(f"reusing {out / files.VALIDATION_FILE}")
     if doc is None:
         config, records = ensure_sweep(workload, sweep_dir, args.trials,
                                                 progress=not args.no_progress, log=say)
-        task = workload.build(text_file=config.get("text_file"))
-        doc = pipeline.validate(task, config, records, vcfg, log=say,
-                                reference=reference_nqm(workload.name))
-        doc["provenance"] = {"command": "python -m realnets " + shlex.join(argv),
-                             "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
+        task = workload.build(text_file=config.text_file)
+        made = pipeline.validate(task, config, records, vcfg, log=say,
+                                 reference=reference_nqm(workload.name))
+        made["provenance"] = {"command": "python -m realnets " + shlex.join(argv),
+                              "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
+        doc = files.ValidationDocument.from_dict(made)
         files.write_validation(out, doc)
-    prov = doc.get("provenance") or {}
-    report = validation_report.write_report(out, doc, export_charts(out, doc), notes=notes,
-                                            command=prov.get("command"),
-                                            wall_seconds=prov.get("wall_seconds"))
+    prov = doc.provenance or files.Provenance()
+    as_dict = doc.to_dict()
+    report = validation_report.write_report(out, as_dict, export_charts(out, as_dict), notes=notes,
+                                            command=prov.command, wall_seconds=prov.wall_seconds)
 
     def number(x, width, digits):
         return f"{'nan' if x is None else format(float(x), f'.{digits}g'):>{width}}"
 
     lines = [f"{'estimate':<76} {'checkpoint':>10} {'B':>10} {'ratio':>7}"]
-    for row in doc["comparison"]:
+    for row in doc.comparison:
         lines.append(f"{row['quantity']:<76} {row['checkpoint'] or '-':>10} "
                      f"{number(row['value'], 10, 4)} {number(row['ratio'], 7, 3)}")
     lines.append(f"report: {report}")

@@ -1,8 +1,9 @@
 """Altair charts of the app's tables: the explorer's (`ui.explorer`: steps vs batch size, tuned
 rates, noise scale) and the measured curves' (`ui.gallery`: the same steps chart with an NQM
 prediction beside it, the trials behind each point, the measured noise scale). Functions of
-DataFrames only; nothing here computes the model. `chart_bytes` turns any of them into a PNG or
-SVG file (vl-convert, no browser)."""
+DataFrames only; nothing here computes the model. Series are coloured by `series_colours`;
+`on_page` sizes a chart for the app's page and `chart_bytes` turns any of them into a PNG or SVG
+file (vl-convert, no browser)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,29 @@ import pandas as pd
 
 LOG2 = alt.Scale(type="log", base=2)
 LOG10 = alt.Scale(type="log")
+
+# Streamlit draws a chart that names no autosize with autosize "fit": legend, title and labels are
+# squeezed into the chart's height together with the plot, which left the calibrated-NQM chart
+# (a five-line legend, a title, rotated labels) a plot area 0 px high and every curve on one flat
+# line. "fit-x" fits only the width to the page: the plot keeps its height and the chart grows
+# around it, as in the exported files (vl-convert's default, "pad").
+PAGE_AUTOSIZE = {"type": "fit-x", "contains": "padding"}
+
+
+def on_page(chart: alt.TopLevelMixin | dict) -> alt.TopLevelMixin | dict:
+    """`chart` (an Altair chart or its Vega-Lite spec) as the app draws it at the page's width
+    (`PAGE_AUTOSIZE`); only a top-level chart takes it, so apply it where the chart is drawn."""
+    if isinstance(chart, dict):
+        return {**chart, "autosize": PAGE_AUTOSIZE}
+    return chart.properties(autosize=alt.AutoSizeParams(**PAGE_AUTOSIZE))
+
+
+def series_colours(values) -> alt.Scale:
+    """One colour per series, of clearly different hues (d3's category10: blue, orange, green,
+    red, purple, ...), given in the order the series first appear in `values`: the measured
+    curve, which comes first, is blue and the NQM's are not. Explicit, so that Streamlit's theme
+    (whose first two colours are two blues) does not choose them."""
+    return alt.Scale(scheme="category10", domain=list(dict.fromkeys(values)))
 
 
 def steps_chart(points: pd.DataFrame, lower_bound: pd.DataFrame | None,
@@ -25,9 +49,10 @@ def steps_chart(points: pd.DataFrame, lower_bound: pd.DataFrame | None,
     # Curve labels are long (they say what was scaled): put that legend below the chart.
     legend = (alt.Undefined if series == "optimizer"
               else alt.Legend(orient="bottom", direction="vertical", labelLimit=800))
+    colours = series_colours(list(points[series]) + list(summary[series]))
     base = alt.Chart(reached).encode(
         x=alt.X("batch_size:Q", scale=LOG2, title="batch size B"),
-        color=alt.Color(f"{series}:N", title=series, legend=legend))
+        color=alt.Color(f"{series}:N", title=series, legend=legend, scale=colours))
     lines = base.mark_line(point=True).encode(
         y=alt.Y("steps:Q", scale=LOG10, title="steps to target"),
         tooltip=[series, "batch_size", "steps", "learning_rate", "momentum", "regime"])
@@ -49,7 +74,7 @@ def steps_chart(points: pd.DataFrame, lower_bound: pd.DataFrame | None,
                 marks.append({series: row[series], "batch_size": float(value), "marker": name})
     if marks:
         rules = alt.Chart(pd.DataFrame(marks)).mark_rule(opacity=0.6).encode(
-            x=alt.X("batch_size:Q", scale=LOG2), color=f"{series}:N",
+            x=alt.X("batch_size:Q", scale=LOG2), color=alt.Color(f"{series}:N", scale=colours),
             strokeDash=alt.StrokeDash("marker:N", title="marker"),
             tooltip=[series, "marker", "batch_size"])
         layers.append(rules)
@@ -66,7 +91,8 @@ def rate_chart(points: pd.DataFrame) -> alt.Chart:
     return alt.Chart(long).mark_line(point=True).encode(
         x=alt.X("batch_size:Q", scale=LOG2, title="batch size B"),
         y=alt.Y("value:Q", scale=LOG10, title="tuned rate"),
-        color="optimizer:N", strokeDash=alt.StrokeDash("kind:N", title=""),
+        color=alt.Color("optimizer:N", scale=series_colours(points["optimizer"])),
+        strokeDash=alt.StrokeDash("kind:N", title=""),
         tooltip=["optimizer", "batch_size", "kind", "value"]).properties(height=260)
 
 
@@ -78,7 +104,8 @@ def noise_chart(trajectory: pd.DataFrame) -> alt.Chart:
     return alt.Chart(long).mark_line().encode(
         x=alt.X("step:Q", scale=LOG10, title="step"),
         y=alt.Y("noise scale:Q", scale=LOG10, title="gradient noise scale"),
-        color="estimate:N", tooltip=["step", "estimate", "noise scale", "loss"]
+        color=alt.Color("estimate:N", scale=series_colours(long["estimate"])),
+        tooltip=["step", "estimate", "noise scale", "loss"]
     ).properties(height=260)
 
 

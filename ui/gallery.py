@@ -3,7 +3,7 @@ batch_science directory, the trials behind each point, the measured noise scale,
 side-by-side with an NQM prediction.
 
 Pure library code (no streamlit): `app.py` reads the controls and calls these, `ui.charts`
-draws the tables. Curves and their analysis come from `realnets.sweeps.sweep` (`build_curve`,
+draws the tables. Curves and their analysis come from `realnets.sweeps.curve` (`build_curve`,
 `curve_document`), the same functions the CLI's `report` uses, so the app and the CLI agree.
 Every loader raises ValueError with a message naming the path and what is wrong.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,9 +27,9 @@ from nqm.tuning import OptimizerSpec, tune_curve
 from realnets.sweeps import report
 from realnets import workloads
 from realnets.sweeps.batch_science import load_batch_science
-from realnets.workloads.search_space import SearchSpace
-from realnets.sweeps.sweep import (IDENTITY, SweepConfig, best_trial, build_curve, curve_document,
-                                   load_sweep)
+from realnets.sweeps.curve import best_row, best_trial, build_curve, curve_document
+from realnets.sweeps.records import (IDENTITY, CurveDocument, SweepConfig, TrialRecord,
+                                     load_sweep)
 from realnets.validation.files import VALIDATION_FILE, read_validation
 from ui.places import Places
 
@@ -43,12 +44,13 @@ class Measured:
     Attributes:
       name: label (sweep directory name, or dataset/model/optimizer of a batch_science workload).
       curve: the ScalingCurve (source 'measured' or 'batch_science').
-      document: `realnets.sweeps.sweep.curve_document(curve)`: fit, regimes, efficiency, noise scale.
+      document: `realnets.sweeps.curve.curve_document(curve)`: fit, regimes, efficiency, noise
+        scale.
       points: one row per batch size: curve, batch_size, steps (NaN where not reached),
         learning_rate, momentum, efficiency, regime, reached / not_reached / infeasible (trial
         counts), b_simple, edge, perfect (S(B0) B0 / B), fit (S_min (1 + B_crit / B) of the fit).
       summary: one row: curve, s_min, b_crit, r2, cbs20, maximal_from; where the trials ran
-        to their end, also b_crit_resampled_p16 / _p84 (`realnets.sweeps.sweep.b_crit_resampled`).
+        to their end, also b_crit_resampled_p16 / _p84 (`realnets.sweeps.curve.b_crit_resampled`).
       trials: one row per trial: batch_size, trial_id, status ('reached', 'not reached',
         'infeasible'), learning_rate, momentum, one_minus_momentum, steps_to_goal, steps_run, best
         (the trial that set the point).
@@ -58,7 +60,7 @@ class Measured:
 
     name: str
     curve: ScalingCurve
-    document: dict
+    document: CurveDocument
     points: pd.DataFrame
     summary: pd.DataFrame
     trials: pd.DataFrame
@@ -130,7 +132,8 @@ def load_batch_science_dir(path, goal: float | None, metric: str | None = None) 
 # Tables of one measured curve
 
 
-def measured(curve: ScalingCurve, records=(), name: str = "measured") -> Measured:
+def measured(curve: ScalingCurve, records: Sequence[TrialRecord] = (),
+             name: str = "measured") -> Measured:
     """The app's tables of a measured curve; `records` (trials.jsonl) give the noise series."""
     doc = curve_document(curve)
     label = f"measured: {name}"
@@ -139,7 +142,7 @@ def measured(curve: ScalingCurve, records=(), name: str = "measured") -> Measure
     for col in ("steps", "learning_rate", "momentum", "efficiency", "b_simple"):
         points[col] = pd.to_numeric(points[col], errors="coerce").astype(float)
     points["perfect"] = _perfect(points["batch_size"].to_numpy(float), points["steps"].to_numpy())
-    fit, regimes = doc["fit"], doc["regimes"]
+    fit, regimes = doc.fit, doc.regimes
     points["fit"] = Fit(fit["s_min"], fit["b_crit"], fit["r2"], 0).predict(points["batch_size"])
     summary = pd.DataFrame([{"curve": label, "s_min": fit["s_min"], "b_crit": fit["b_crit"],
                              "r2": fit["r2"], "cbs20": regimes["cbs20"],
@@ -148,12 +151,12 @@ def measured(curve: ScalingCurve, records=(), name: str = "measured") -> Measure
                     noise_series(records))
 
 
-def resampled_columns(document: dict) -> dict:
-    """The summary columns of the B_crit over resampled trials (`sweep.b_crit_resampled`):
+def resampled_columns(document: CurveDocument) -> dict:
+    """The summary columns of the B_crit over resampled trials (`curve.b_crit_resampled`):
     b_crit_resampled_p16 / _p84 where the trials could be resampled (--full-trials sweeps,
     batch_science), else none."""
-    r = document.get("b_crit_resampled") or {}
-    if not r.get("available") or r.get("median") is None:
+    r = document.b_crit_resampled
+    if r is None or not r["available"] or r["median"] is None:
         return {}
     return {"b_crit_resampled_p16": r["p16"], "b_crit_resampled_p84": r["p84"]}
 
@@ -174,7 +177,7 @@ def trials_table(curve: ScalingCurve) -> pd.DataFrame:
     (plain SGD) has momentum 0, so 1 - momentum = 1."""
     rows = []
     for p in curve.points:
-        best = best_trial(p.trials)
+        best = best_row(p.trials)
         for t in p.trials:
             is_best = best is not None and t.get("trial_id") == best["trial_id"]
             momentum = t.get("momentum")
@@ -192,29 +195,29 @@ def trials_table(curve: ScalingCurve) -> pd.DataFrame:
     return out
 
 
-def noise_series(records) -> pd.DataFrame:
+def noise_series(records: list[TrialRecord]) -> pd.DataFrame:
     """B_simple along training of each batch size's best trial, from trials.jsonl records.
 
     The best trial reached the goal in the fewest steps (ties: lowest trial id), as in
-    `realnets.sweeps.sweep.build_curve`; where none reached it, the trial that ran longest without
+    `realnets.sweeps.curve.build_curve`; where none reached it, the trial that ran longest without
     diverging. Steps without an estimate (null: the moving averages were not yet positive) are
     left out.
     """
-    by_batch: dict[int, list[dict]] = {}
+    by_batch: dict[int, list[TrialRecord]] = {}
     for r in records:
-        by_batch.setdefault(int(r["batch_size"]), []).append(r)
+        by_batch.setdefault(r.batch_size, []).append(r)
     rows = []
     for batch_size, trials in sorted(by_batch.items()):
         best = best_trial(trials)
         if best is None:
-            alive = [r for r in trials if r.get("status") != "INFEASIBLE"]
+            alive = [r for r in trials if r.status != "INFEASIBLE"]
             if not alive:
                 continue
-            best = min(alive, key=lambda r: (-(r.get("steps_run") or 0), r["trial_id"]))
-        ns = best.get("noise_scale") or {}
-        for step, value in zip(ns.get("step") or [], ns.get("b_simple") or []):
+            best = min(alive, key=lambda r: (-r.steps_run, r.trial_id))
+        ns = best.noise_scale
+        for step, value in zip(ns.step, ns.b_simple):
             if value is not None and math.isfinite(value) and value > 0:
-                rows.append({"batch_size": batch_size, "trial_id": str(best["trial_id"]),
+                rows.append({"batch_size": batch_size, "trial_id": str(best.trial_id),
                              "step": int(step), "b_simple": float(value)})
     return pd.DataFrame(rows, columns=["batch_size", "trial_id", "step", "b_simple"])
 
@@ -366,8 +369,7 @@ def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 
     sizes = parse_batch_sizes(batch_sizes or "")
     return SweepConfig(workload=w.name, batch_sizes=tuple(sizes), trials=int(trials),
                        max_steps=int(max_steps) or w.max_steps, goal=w.goal, optimizer=w.optimizer,
-                       search=SearchSpace(w.search.learning_rate, w.search.one_minus_momentum,
-                                          w.search.final_lr_fraction),
+                       search=w.search,
                        seed=int(seed), eval_resolution=w.eval_resolution)
 
 
@@ -398,8 +400,8 @@ def lower_bound(setup: PredictionSetup, batch_sizes) -> pd.DataFrame | None:
 
 def validation_for(config: dict, root: Path) -> Path | None:
     """The directory of the validation report made from a sweep of the same study as this config
-    (`sweep.IDENTITY` and the trials per batch size), or None: a report of another study of the
-    same workload would compare the wrong curve."""
+    (`realnets.sweeps.records.IDENTITY` and the trials per batch size), or None: a report of
+    another study of the same workload would compare the wrong curve."""
     workload = config.get("workload")
     if not workload:
         return None
@@ -407,7 +409,7 @@ def validation_for(config: dict, root: Path) -> Path | None:
     if not (path / VALIDATION_FILE).is_file():
         return None
     try:
-        made_from = read_validation(path).get("sweep_config") or {}
+        made_from = read_validation(path).sweep_config
     except ValueError:
         return None
     if any(made_from.get(k) != config.get(k) for k in (*IDENTITY, "trials")):
@@ -418,7 +420,7 @@ def validation_for(config: dict, root: Path) -> Path | None:
 def load_validation(out_dir: Path) -> pd.DataFrame:
     """The comparison table of a validation directory, one row per estimate (for the app):
     workload, quantity, checkpoint, value, uncertainty, ratio, note."""
-    rows = read_validation(out_dir)["comparison"]
+    rows = read_validation(out_dir).comparison
     table = pd.DataFrame(rows, columns=["workload", "quantity", "checkpoint", "value",
                                         "uncertainty", "ratio", "note"])
     for col in ("value", "uncertainty", "ratio"):

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from nqm.scaling import Fit
-from realnets.calibration.calibrate import tail_curvature
+from realnets.calibration.power_tail import tail_curvature
 from realnets.validation.comparison import target_rules
 from realnets.validation.report import SPECTRUM_CHART, STEPS_CHART
 from realnets.validation.settings import TARGET_LABELS

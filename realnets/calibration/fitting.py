@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from nqm.problem import NQMConfig
-from realnets.calibration import calibrate, curvature
+from realnets.calibration import gradient_stats, slq
 
 
 def alignment(h, c) -> dict:
@@ -25,7 +25,7 @@ def alignment(h, c) -> dict:
     return out
 
 
-def tail_floor(density: curvature.SpectralDensity, top_eigenvalues, floor_ratio: float) -> float:
+def tail_floor(density: slq.SpectralDensity, top_eigenvalues, floor_ratio: float) -> float:
     """Lowest curvature of the NQM's tail: floor_ratio * h_1, raised to 0.99 times the smallest
     SLQ node when the whole spectrum is positive (below the smallest eigenvalue the counting
     function is flat, and such grid points would bend the power-law fit), and at most h_k / 2."""
@@ -38,12 +38,12 @@ def tail_floor(density: curvature.SpectralDensity, top_eigenvalues, floor_ratio:
     return min(floor, 0.5 * float(h.min()))
 
 
-def quadratic_target(config: NQMConfig, top_k: int, goal: calibrate.GradientStatistics) -> float:
+def quadratic_target(config: NQMConfig, top_k: int, goal: gradient_stats.GradientStatistics) -> float:
     """The fitted NQM's own loss at the goal checkpoint: 0.5 sum_i g_i^2 / h_i (on a quadratic
     g_i = h_i theta_i, so this is 0.5 sum_i h_i theta_i^2), from the goal's gradient.
 
     Top-k: g_i = v_i . G_goal, debiased by c_i / n (the sample mean's own noise), clipped at 0.
-    Tail: the rest of |G_goal|^2 spread like `calibrate.fit_nqm`'s start, E[theta_i^2] = m with
+    Tail: the rest of |G_goal|^2 spread like `nqm_fit.fit_nqm`'s start, E[theta_i^2] = m with
     m = (|G|^2 - sum_top g_i^2) / sum_tail h_i^2, giving 0.5 m sum_tail h_i. The directions must
     be those of `config` in the same (descending) order.
     """

@@ -1,1 +1,2 @@
-"""Sweeps over batch sizes: running and resuming a sweep directory, its curve, its report and published batch_science data."""
+"""Sweeps over batch sizes: the sweep directory's records (records), running and resuming it
+(runner), its curve (curve), its report and published batch_science data."""

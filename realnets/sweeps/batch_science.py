@@ -23,9 +23,9 @@ is a metaparameter search made of *trials*. What the files hold:
   `train/cross_entropy_error`, `train/classification_error`, `val/cross_entropy_error`,
   `val/classification_error`, `test/...`; the evaluation cadence need not be constant.
 
-This module turns each workload into the same `ScalingCurve` our own sweeps write (DESIGN.md
-sections 5 and 6), so `nqm.scaling.analyse_curve` and the app work on it unchanged. Only JSON and
-CSV are read (csv module); nothing is unpickled.
+This module turns each workload into the same `ScalingCurve` our own sweeps write
+(docs/design.md, 'Real nets' and 'Formats'), so `nqm.scaling.analyse_curve` and the app work on it
+unchanged. Only JSON and CSV are read (csv module); nothing is unpickled.
 
 References:
   Shallue et al. 2018, "Measuring the effects of data parallelism on neural network training"
@@ -42,7 +42,9 @@ import numbers
 import os
 from pathlib import Path
 
+from nqm import validation
 from nqm.curve import CurvePoint, ScalingCurve
+from realnets.sweeps.records import located
 
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
 STEP_COLUMN = "step"
@@ -246,10 +248,8 @@ def _read_measurements(path: Path, metric: str) -> tuple[list[str], list[int], l
             try:
                 step = float(row[i_step])
             except ValueError:
-                step = math.nan
-            if not (math.isfinite(step) and step >= 0 and step == int(step)):
-                raise ValueError(f"{str(path)!r} line {line}: step must be a whole number >= 0, "
-                                 f"got {row[i_step]!r}")
+                step = row[i_step]         # named as it is in the error below
+            step = located(f"{str(path)!r} line {line}", validation.check_whole, "step", step, 0)
             value = None
             for i, cell in enumerate(row):
                 if i == i_step:
@@ -264,7 +264,7 @@ def _read_measurements(path: Path, metric: str) -> tuple[list[str], list[int], l
                 non_finite |= bad
                 if i == i_metric:
                     value = parsed
-            rows.append((int(step), value))
+            rows.append((step, value))
     rows.sort(key=lambda r: r[0])  # stable: equal steps keep file order
     return header, [r[0] for r in rows], [r[1] for r in rows], non_finite
 
@@ -361,8 +361,8 @@ def _load_trial(batch_size: int, trial_dir: Path, goal: float, metric: str) -> d
     steps_run = meta.get("steps")
     if steps_run is None:
         steps_run = steps[-1] if steps else 0
-    elif _number_or_none(steps_run) is None or steps_run < 0 or steps_run != int(steps_run):
-        raise ValueError(f"{str(meta_path)!r}: steps must be a whole number >= 0, got {steps_run!r:.80}")
+    else:
+        steps_run = located(repr(str(meta_path)), validation.check_whole, "steps", steps_run, 0)
 
     momentum = _number_or_none(parameters.get("momentum"))
     if momentum is None and _number_or_none(parameters.get("one_minus_momentum")) is not None:

@@ -8,26 +8,28 @@ import io
 import math
 
 from nqm.curve import ScalingCurve, to_json
-from realnets.sweeps.sweep import curve_document
+from realnets.sweeps.curve import curve_document
+from realnets.sweeps.records import CurveDocument
 
 COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
            "reached", "not_reached", "infeasible", "b_simple", "edge")
 
 
-def rows(doc: dict) -> list[dict]:
-    """One row per batch size of a curve document (see sweep.curve_document)."""
+def rows(doc: CurveDocument) -> list[dict]:
+    """One row per batch size of a curve document (see `realnets.sweeps.curve.curve_document`)."""
     out = []
-    for i, p in enumerate(doc["points"]):
-        statuses = [t.get("status") for t in p.get("trials", [])]
-        out.append({"batch_size": p["batch_size"], "steps": p["steps"],
-                    "learning_rate": p["learning_rate"], "momentum": p["momentum"],
-                    "efficiency": doc["efficiency"][i], "regime": doc["regime"][i],
+    for i, p in enumerate(doc.points):
+        statuses = [t["status"] for t in p.trials]
+        out.append({"batch_size": int(p.batch_size), "steps": p.steps,
+                    "learning_rate": p.learning_rate, "momentum": p.momentum,
+                    "efficiency": doc.efficiency[i], "regime": doc.regime[i],
                     "reached": statuses.count("COMPLETE"),
                     "not_reached": statuses.count("INCOMPLETE"),
                     "infeasible": statuses.count("INFEASIBLE"),
-                    "b_simple": doc["noise_scale"]["per_point_b_simple"][i],
-                    "edge": ",".join(p.get("edge", []))})
+                    "b_simple": doc.noise_scale["per_point_b_simple"][i],
+                    "edge": ",".join(p.edge)})
     return out
+
 
 
 def _fmt(v) -> str:
@@ -38,36 +40,37 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def _resampled_line(r: dict) -> str:
-    if not r.get("available"):
-        return f"B_crit over resampled trials: not available ({r.get('note', 'no trials')})"
+def _resampled_line(r: dict | None) -> str:
+    if r is None or not r["available"]:
+        return f"B_crit over resampled trials: not available ({r['note'] if r else 'no trials'})"
     return (f"B_crit over resampled trials: median {_fmt(r['median'])}, 16-84% "
             f"{_fmt(r['p16'])} .. {_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
             f"resamples fitted)")
 
 
-def format_table(doc: dict) -> str:
+def format_table(doc: CurveDocument) -> str:
     table = [[_fmt(r[c]) for c in COLUMNS] for r in rows(doc)]
     widths = [max(len(c), *(len(t[j]) for t in table)) for j, c in enumerate(COLUMNS)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(COLUMNS, widths))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(t, widths)) for t in table]
-    cfg = doc.get("config", {})
-    fit, reg = doc["fit"], doc["regimes"]
+    # a sweep's config.json, or a batch_science curve's provenance (no workload, trials, budget)
+    cfg = doc.config
+    fit, reg = doc.fit, doc.regimes
     lines += ["",
               f"workload {cfg.get('workload')}  goal {cfg.get('goal')}  optimizer "
               f"{cfg.get('optimizer')}  trials/batch size {cfg.get('trials')}  budget "
               f"{cfg.get('max_steps')} steps",
               f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
-              _resampled_line(doc.get("b_crit_resampled") or {}),
+              _resampled_line(doc.b_crit_resampled),
               f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "
               f"from {_fmt(reg['maximal_from'])}",
               f"gradient noise scale B_simple (pooled over batch sizes, weights B^2) "
-              f"{_fmt(doc['noise_scale']['b_simple'])}"]
+              f"{_fmt(doc.noise_scale['b_simple'])}"]
     return "\n".join(lines)
 
 
-def format_csv(doc: dict) -> str:
+def format_csv(doc: CurveDocument) -> str:
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=COLUMNS)
     writer.writeheader()
@@ -79,7 +82,7 @@ def format_csv(doc: dict) -> str:
 def render(curve: ScalingCurve, fmt: str) -> str:
     doc = curve_document(curve)
     if fmt == "json":
-        return to_json(doc, indent=1)
+        return to_json(doc.to_dict(), indent=1)
     if fmt == "csv":
         return format_csv(doc).rstrip("\n")
     return format_table(doc)

@@ -11,16 +11,16 @@ from __future__ import annotations
 import numpy as np
 from scipy.stats import qmc
 
+from nqm.validation import check_whole
 from realnets.training.trainer import TrialSpec
-from realnets.workloads.search_space import SearchSpace
+from realnets.workloads.search_space import TrialSearchSpace
 
 MOMENTUM_OPTIMIZERS = ("momentum", "nesterov", "adam")
 
 
-def trial_specs(space: SearchSpace, optimizer: str, count: int, seed: int) -> list[TrialSpec]:
+def trial_specs(space: TrialSearchSpace, optimizer: str, count: int, seed: int) -> list[TrialSpec]:
     """The first `count` trials of the sequence for `seed` (trial ids 0 .. count - 1)."""
-    if count < 1:
-        raise ValueError(f"trials must be >= 1, got {count}")
+    count = check_whole("trials", count, 1)
     names = ["learning_rate"]
     if optimizer in MOMENTUM_OPTIMIZERS:
         names.append("one_minus_momentum")

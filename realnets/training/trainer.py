@@ -1,5 +1,6 @@
 """Runs the trials of one batch size together, until each reaches the goal, diverges or runs
-out of budget, and returns one record per trial (the trials.jsonl format of DESIGN.md section 6).
+out of budget, and returns one record per trial (the trials.jsonl format of docs/design.md,
+'Formats').
 
 The trials share one data order (the run's seed) and one compiled program; each has its own
 initialisation (the seed folded with its trial id, so a trial's result does not depend on which
@@ -18,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from nqm import validation
 from realnets.training import mesh as meshlib
 from realnets.training.step import Metaparameters, StepConfig, compile_steps, groups_for, init_states
 from realnets.workloads.tasks import Task
@@ -35,12 +37,10 @@ class TrialSpec:
     final_lr_fraction: float = 1.0
 
     def __post_init__(self):
-        if not (math.isfinite(self.learning_rate) and self.learning_rate > 0):
-            raise ValueError(f"learning_rate must be a finite number > 0, got {self.learning_rate}")
-        if self.momentum is not None and not 0.0 <= self.momentum < 1.0:
-            raise ValueError(f"momentum must be in [0, 1), got {self.momentum}")
-        if not 0.0 <= self.final_lr_fraction <= 1.0:
-            raise ValueError(f"final_lr_fraction must be in [0, 1], got {self.final_lr_fraction}")
+        validation.check_positive("learning_rate", self.learning_rate)
+        if self.momentum is not None:
+            validation.check_in_range("momentum", self.momentum, 0.0, 1.0, closed_high=False)
+        validation.check_in_range("final_lr_fraction", self.final_lr_fraction, 0.0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -70,8 +70,8 @@ class RunConfig:
       stop_after: stop at this step at the latest (a previous group of trials of the same batch
         size already reached the goal here); None for no such limit.
       noise_every: measure the gradient noise scale every this many steps; None (default):
-        every step, as DESIGN.md section 4 has it. Several devices measure it for free (the
-        per-device gradients come with the all-reduce); one device splits the batch in two,
+        every step, as docs/design.md, 'Noise scale' has it. Several devices measure it for free
+        (the per-device gradients come with the all-reduce); one device splits the batch in two,
         which costs up to ~1.8x a plain step where a step is tiny (an MLP at B = 16 on a CPU),
         ~1.05x at B = 256 and nothing measurable on the CNN (benchmarks/bench_trainer.py).
         A sparser cadence is cheaper but much noisier at small batch sizes, where the |G|^2
@@ -95,18 +95,13 @@ class RunConfig:
     noise_every: int | None = None
 
     def __post_init__(self):
+        set_ = functools.partial(object.__setattr__, self)   # normalised values on a frozen record
         for name in ("batch_size", "max_steps", "max_rows_per_device", "eval_batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{name} must be a whole number >= 1, got {value!r}")
-        if not math.isfinite(self.goal):
-            raise ValueError(f"goal must be a finite number, got {self.goal}")
-        if self.noise_every is not None and (not isinstance(self.noise_every, (int, np.integer))
-                                             or self.noise_every < 0):
-            raise ValueError(f"noise_every must be a whole number >= 0 (0: off), got "
-                             f"{self.noise_every!r}")
-        if not 0.0 <= self.eval_resolution <= 1.0:
-            raise ValueError(f"eval_resolution must be in [0, 1], got {self.eval_resolution}")
+            set_(name, validation.check_whole(name, getattr(self, name), 1))
+        validation.check_finite("goal", self.goal)
+        if self.noise_every is not None:
+            set_("noise_every", validation.check_whole("noise_every", self.noise_every, 0))
+        validation.check_in_range("eval_resolution", self.eval_resolution, 0.0, 1.0)
 
 
 def eval_steps(max_steps: int, resolution: float) -> list[int]:

@@ -8,13 +8,14 @@ import numpy as np
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, tune_curve
-from realnets.calibration import calibrate
+from realnets.calibration import power_tail
+from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation.predictions import search_matched_curve
 from realnets.validation.settings import NQM_FAMILY, ValidationConfig
 
 
 def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMConfig:
-    """One NQM drawn from a `calibrate.fit_nqm` record's values and uncertainties (independent
+    """One NQM drawn from a `nqm_fit.fit_nqm` record's values and uncertainties (independent
     normals; positive quantities clipped at a tenth of their value): the top-k h, c and g, the
     tail's exponent, dimension, noise ratio and start. A parametric bootstrap for the spread of a
     prediction. The dimension's draw uses its standard error over SLQ probes only, not the
@@ -42,7 +43,7 @@ def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMC
         d = max(k + 1, int(round(tail["dim"]["value"] + sd * rng.standard_normal())))
         rho = float(draw(tail["noise_ratio"]))
         m = float(draw(tail["init_second_moment"], positive=False))
-        h_tail = calibrate.tail_curvature(np.arange(k + 1, d + 1), k, float(h.min()), a)
+        h_tail = power_tail.tail_curvature(np.arange(k + 1, d + 1), k, float(h.min()), a)
         curv.append(h_tail)
         noise.append(rho * h_tail)
         init.append(np.full(h_tail.shape, max(m, 0.0)))
@@ -52,12 +53,12 @@ def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMC
                      init_second_moments=tuple(init.tolist()))
 
 
-def bootstrap_b_crit(fitted: dict, target: float, sweep_config: dict, records: list[dict],
-                     batch_sizes, vcfg: ValidationConfig) -> dict:
+def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
+                     records: list[TrialRecord], batch_sizes, vcfg: ValidationConfig) -> dict:
     """B_crit of the tuned and search-matched curves over `vcfg.bootstrap` resampled NQMs
     (`resampled_nqm`): their standard deviation is the predictions' uncertainty."""
     rng = np.random.default_rng(vcfg.seed)
-    family = NQM_FAMILY[sweep_config["optimizer"]]
+    family = NQM_FAMILY[sweep_config.optimizer]
     tuned, matched, failed = [], [], 0
     for _ in range(vcfg.bootstrap):
         try:

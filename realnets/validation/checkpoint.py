@@ -9,7 +9,7 @@ import time
 import numpy as np
 
 from nqm import noise_scale
-from realnets.calibration import calibrate
+from realnets.calibration import calibrate, gradient_stats, nqm_fit, power_tail
 from realnets.calibration.fitting import alignment, quadratic_target, tail_floor
 from realnets.validation.settings import ValidationConfig
 from realnets.workloads.tasks import Task
@@ -22,7 +22,7 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
 
     Hessian (top-k by Lanczos, tail by SLQ down to the floor) and gradient noise c_i along the
     top-k eigenvectors at `params`; gradient components g_i along the same eigenvectors and
-    |G|^2 at `init_params` (`calibrate.fit_nqm`'s start rule), and at `goal_params` for the
+    |G|^2 at `init_params` (`nqm_fit.fit_nqm`'s start rule), and at `goal_params` for the
     quadratic target (`quadratic_target`); B_noise by HVPs and B_simple at `params`.
 
     Returns:
@@ -36,14 +36,14 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
         slq_steps=vcfg.slq_steps, slq_probes=vcfg.slq_probes, chunk_rows=vcfg.chunk_rows,
         devices=devices)
     hessian, pairs, density = measured.hessian, measured.pairs, measured.density
-    h_top = pairs.eigenvalues_K     # descending (`curvature.top_eigenpairs`), fit_nqm's order
+    h_top = pairs.eigenvalues_K     # descending (`lanczos.top_eigenpairs`), fit_nqm's order
     record: dict = {"eigenpairs": pairs.to_dict(), "spectrum": measured.spectrum}
     trace, _ = density.trace()
     by_params = {}
 
     def stats_at(p):      # one measurement per parameter set (params may be init or goal)
         if id(p) not in by_params:
-            by_params[id(p)] = calibrate.gradient_statistics(
+            by_params[id(p)] = gradient_stats.gradient_statistics(
                 loss_fn, p, sample, pairs.eigenvectors_KxP, chunk_rows=vcfg.chunk_rows,
                 devices=devices)
         return by_params[id(p)]
@@ -51,7 +51,7 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
     stats = stats_at(params)
     start = stats_at(init_params)
     at_goal = stats_at(goal_params)
-    hns = calibrate.hessian_noise_scale(hessian, loss_fn, params, sample, vcfg.noise_rows,
+    hns = gradient_stats.hessian_noise_scale(hessian, loss_fn, params, sample, vcfg.noise_rows,
                                         chunk_rows=vcfg.chunk_rows)
     record["gradient"], record["gradient_at_init"] = stats.to_dict(), start.to_dict()
     record["b_noise"] = hns.to_dict()
@@ -68,13 +68,9 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
         return {}, record
     floor = tail_floor(density, h_top, vcfg.floor_ratio)
     try:
-        tail = calibrate.fit_power_law_tail(density, h_top, floor=floor)
+        tail = power_tail.fit_power_law_tail(density, h_top, floor=floor)
         # fitted without a target; the targets are set below, once the start is known
-        config, fitted = calibrate.fit_nqm(
-            h_top, stats.noise_projections_K, start.grad_components_K, target=None,
-            tail=tail, eigenvalue_errors=pairs.residuals_K,
-            noise_errors=stats.noise_projections_se_K, grad_errors=start.grad_components_se_K,
-            grad_sq_norm=start.grad_sq_norm, grad_sq_norm_se=start.grad_sq_norm_se)
+        config, fitted = nqm_fit.fit_measured(pairs, stats, start, target=None, tail=tail)
     except ValueError as err:
         record["error"] = str(err)
         return {}, record

@@ -5,18 +5,18 @@ from __future__ import annotations
 import math
 
 from nqm.curve import ScalingCurve
-from realnets.sweeps.sweep import curve_document
+from realnets.sweeps.curve import curve_document
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
 
 
 def measured_summary(curve: ScalingCurve) -> dict:
     """The measured curve (points without their trials), its fit, regimes and noise scale."""
     doc = curve_document(curve)
-    points = [{k: p[k] for k in ("batch_size", "steps", "learning_rate", "momentum")}
-              for p in doc["points"]]
-    return {"points": points, "fit": doc["fit"], "regimes": doc["regimes"],
-            "b_simple_pooled": doc["noise_scale"]["b_simple"],
-            "per_point_b_simple": doc["noise_scale"]["per_point_b_simple"]}
+    points = [{"batch_size": p.batch_size, "steps": p.steps, "learning_rate": p.learning_rate,
+               "momentum": p.momentum} for p in doc.points]
+    return {"points": points, "fit": doc.fit, "regimes": doc.regimes,
+            "b_simple_pooled": doc.noise_scale["b_simple"],
+            "per_point_b_simple": doc.noise_scale["per_point_b_simple"]}
 
 
 def _value(x):

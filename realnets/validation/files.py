@@ -1,27 +1,118 @@
-"""validation.json: written atomically, read back with its required keys checked."""
+"""validation.json as a typed record: written atomically, read back with its parts checked."""
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from realnets import store
+from realnets.validation.settings import ValidationConfig
 
 VALIDATION_FILE = "validation.json"
 
 
-def write_validation(out_dir: Path, doc: dict) -> Path:
+@dataclass(frozen=True)
+class Provenance:
+    """How a validation document was made: the command, the sweep directory and the wall time
+    (s). None where an older document does not say."""
+
+    command: str | None = None
+    sweep: str | None = None
+    wall_seconds: float | None = None
+
+    def to_dict(self) -> dict:
+        return {"command": self.command, "sweep": self.sweep, "wall_seconds": self.wall_seconds}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Provenance":
+        if not isinstance(d, dict):
+            raise ValueError(f"provenance must be a JSON object, got {d!r:.80}")
+        return cls(**{k: d[k] for k in ("command", "sweep", "wall_seconds") if k in d})
+
+
+@dataclass(frozen=True)
+class ValidationDocument:
+    """validation.json (`realnets.validation.pipeline.validate` makes it): typed at the top, its
+    nested parts JSON objects as the pipeline writes them.
+
+    Attributes:
+      workload: the workload validated.
+      settings: the validation settings.
+      sweep_config: the sweep's identity (`realnets.sweeps.records.IDENTITY`), batch sizes and
+        trials per batch size.
+      measured: the measured curve without its trials, its fit, regimes and noise scale
+        (`realnets.validation.comparison.measured_summary`).
+      calibration_run: the best trial rerun to its goal, and the NQM's target.
+      checkpoints: per checkpoint name, the fitted NQM, B_noise, B_simple and predictions.
+      comparison: the table of every B_crit estimate (`realnets.validation.comparison`).
+      seconds: wall time per phase.
+      reference: the workload's own NQM's predictions (the `nqm` workload), else None.
+      provenance: the command that made it, else None.
+    """
+
+    workload: str
+    settings: ValidationConfig
+    measured: dict
+    checkpoints: dict
+    comparison: list
+    sweep_config: dict = field(default_factory=dict)
+    calibration_run: dict = field(default_factory=dict)
+    seconds: dict = field(default_factory=dict)
+    reference: dict | None = None
+    provenance: Provenance | None = None
+
+    def to_dict(self) -> dict:
+        """The file's form, in the pipeline's key order (reference and provenance only when
+        there are some)."""
+        out = {"workload": self.workload, "settings": self.settings.to_dict(),
+               "sweep_config": self.sweep_config, "measured": self.measured,
+               "calibration_run": self.calibration_run, "checkpoints": self.checkpoints}
+        if self.reference is not None:
+            out["reference"] = self.reference
+        out["seconds"] = self.seconds
+        out["comparison"] = self.comparison
+        if self.provenance is not None:
+            out["provenance"] = self.provenance.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ValidationDocument":
+        """A validation document; parts it lacks take their defaults (ValueError naming a
+        required part that is missing, or a part of the wrong kind)."""
+        given = {}
+        for f in dataclasses.fields(cls):
+            value = d.get(f.name)
+            if value is None:
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                    raise ValueError(f"{f.name} is missing")
+                continue
+            kind = str if f.name == "workload" else list if f.name == "comparison" else dict
+            if not isinstance(value, kind):
+                what = "text" if kind is str else kind.__name__
+                raise ValueError(f"{f.name} must be a JSON {what}, got {value!r:.80}")
+            given[f.name] = value
+        given["settings"] = ValidationConfig.from_dict(given["settings"])
+        if "provenance" in given:
+            given["provenance"] = Provenance.from_dict(given["provenance"])
+        return cls(**given)
+
+
+def write_validation(out_dir: Path, doc: ValidationDocument) -> Path:
     """DIR/validation.json, atomically; returns its path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / VALIDATION_FILE
-    store.write_json_atomic(path, doc)
+    store.write_json_atomic(path, doc.to_dict())
     return path
 
 
-def read_validation(out_dir: Path) -> dict:
-    """The document of DIR/validation.json (ValueError naming the path if missing or corrupt)."""
-    doc = store.read_json(Path(out_dir) / VALIDATION_FILE, "validation")
-    for key in ("workload", "measured", "checkpoints", "comparison"):
-        if key not in doc:
-            raise ValueError(f"validation: {Path(out_dir) / VALIDATION_FILE} has no {key!r}")
-    return doc
+def read_validation(out_dir: Path) -> ValidationDocument:
+    """The document of DIR/validation.json (ValueError naming the path if missing, corrupt or
+    without one of its parts)."""
+    path = Path(out_dir) / VALIDATION_FILE
+    raw = store.read_json(path, "validation")
+    try:
+        return ValidationDocument.from_dict(raw)
+    except ValueError as err:
+        raise ValueError(f"validation: {path}: {err}") from None

@@ -1,6 +1,6 @@
 """Validation: three predictions of a workload's critical batch size beside the measured one.
 
-For a measured sweep (DESIGN.md section 5) this module
+For a measured sweep (docs/design.md, 'Real nets') this module
 1. analyses the measured curve (`nqm.scaling.analyse_curve`: the fit S_min (1 + B_crit / B));
 2. takes the best trial at a calibration batch size (default: the smallest batch size the sweep
    reached, which is in the perfect-scaling regime by construction and gives the longest run,
@@ -28,9 +28,9 @@ For a measured sweep (DESIGN.md section 5) this module
      trial metaparameters and step budget (min over trials per batch size, like the sweep): the
      same search as the measurement, not available for adam;
    - McCandlish et al.'s B_crit ~ B_noise = tr(H Sigma) / (G^T H G), measured by Hessian-vector
-     products at the checkpoints of the calibration run (`calibrate.hessian_noise_scale`);
+     products at the checkpoints of the calibration run (`gradient_stats.hessian_noise_scale`);
    - B_simple = tr(Sigma) / |G|^2, the cheap proxy, as the trainer measured it during the sweep
-     (moving averages, pooled over batch sizes: `realnets.sweeps.sweep.pooled_b_simple`), and from the
+     (moving averages, pooled over batch sizes: `realnets.sweeps.curve.pooled_b_simple`), and from the
      calibration sample at the checkpoints;
 5. returns one JSON-ready document (`validate`), written by `write_validation` and read back by
    `load_validation`, whose `comparison` table the report (`realnets.validation.report`) and the
@@ -51,7 +51,8 @@ import time
 import jax
 
 from nqm.problem import NQMConfig
-from realnets.sweeps.sweep import IDENTITY, build_curve
+from realnets.sweeps.curve import build_curve
+from realnets.sweeps.records import IDENTITY, SweepConfig, TrialRecord
 from realnets.validation.checkpoint import fit_checkpoint
 from realnets.validation.comparison import comparison, measured_summary
 from realnets.validation.bootstrap import bootstrap_b_crit
@@ -62,13 +63,14 @@ from realnets.validation.settings import TARGET_LABELS, ValidationConfig
 from realnets.workloads.tasks import Task
 
 
-def validate(task: Task, sweep_config: dict, records: list[dict], vcfg: ValidationConfig,
-             devices=None, log=None, reference: NQMConfig | None = None) -> dict:
+def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
+             vcfg: ValidationConfig, devices=None, log=None,
+             reference: NQMConfig | None = None) -> dict:
     """Runs the whole validation of one measured sweep; returns the JSON-ready document.
 
     Args:
       task: the workload's Task (the one the sweep trained).
-      sweep_config: the sweep's config.json.
+      sweep_config: the sweep's config.json (`realnets.sweeps.records.load_sweep`).
       records: its trials.jsonl records.
       vcfg: the validation settings.
       devices: devices for the rerun and the measurements (default all).
@@ -86,11 +88,10 @@ def validate(task: Task, sweep_config: dict, records: list[dict], vcfg: Validati
     curve = build_curve(records, sweep_config)
     batch_size = calibration_batch_size(curve, vcfg.batch_size)
     trial = best_trial(records, batch_size)
-    say(f"rerunning trial {trial['trial_id']} at B = {batch_size} to step "
-        f"{trial['steps_to_goal']}")
+    say(f"rerunning trial {trial.trial_id} at B = {batch_size} to step {trial.steps_to_goal}")
     t0 = time.perf_counter()
-    seed = int(sweep_config.get("seed", 0))
-    init = init_params_of(task, seed, int(trial["trial_id"]))
+    seed = sweep_config.seed
+    init = init_params_of(task, seed, int(trial.trial_id))
     rerun, goal_params = retrain(task, sweep_config, trial, devices)
     seconds["rerun"] = time.perf_counter() - t0
 
@@ -98,31 +99,32 @@ def validate(task: Task, sweep_config: dict, records: list[dict], vcfg: Validati
     loss_goal = mean_loss(task, goal_params, sample, vcfg.chunk_rows, devices)
     loss_init = mean_loss(task, init, sample, vcfg.chunk_rows, devices)
     if task.metric == "loss":
-        target = float(sweep_config["goal"])
+        target = sweep_config.goal
         target_rule = "the goal itself (the workload's metric is the loss)"
     else:
         target = loss_goal - vcfg.loss_floor
         target_rule = (f"training loss on the calibration sample at the goal checkpoint minus "
                        f"the loss floor L* = {vcfg.loss_floor:g}")
-    noise_series = rerun.get("noise_scale") or {}
     calibration_run = {
-        "batch_size": batch_size, "trial_id": int(trial["trial_id"]),
-        "learning_rate": trial["learning_rate"], "momentum": trial.get("momentum"),
-        "final_lr_fraction": trial.get("final_lr_fraction"),
-        "optimizer": sweep_config["optimizer"], "seed": seed,
-        "sweep_steps_to_goal": trial["steps_to_goal"],
-        "rerun_status": rerun["status"], "rerun_steps_to_goal": rerun["steps_to_goal"],
-        "rerun_steps_run": rerun["steps_run"],
-        "rerun_final_metric": (rerun.get("eval") or {}).get("metric", [None])[-1],
+        "batch_size": batch_size, "trial_id": int(trial.trial_id),
+        "learning_rate": trial.learning_rate, "momentum": trial.momentum,
+        "final_lr_fraction": trial.final_lr_fraction,
+        "optimizer": sweep_config.optimizer, "seed": seed,
+        "sweep_steps_to_goal": trial.steps_to_goal,
+        "rerun_status": rerun.status, "rerun_steps_to_goal": rerun.steps_to_goal,
+        "rerun_steps_run": rerun.steps_run,
+        "rerun_final_metric": rerun.eval.metric[-1] if rerun.eval.metric else None,
         "train_loss_init": loss_init, "train_loss_goal": loss_goal,
         "target": target, "target_rule": target_rule,
-        "noise_scale_during_run": {k: noise_series.get(k) for k in ("step", "b_simple")},
+        "noise_scale_during_run": {"step": list(rerun.noise_scale.step),
+                                   "b_simple": list(rerun.noise_scale.b_simple)},
     }
-    out = {"workload": sweep_config["workload"], "settings": vcfg.to_dict(),
-           "sweep_config": {k: sweep_config.get(k) for k in (*IDENTITY, "batch_sizes", "trials")},
+    study = sweep_config.to_dict()
+    out = {"workload": sweep_config.workload, "settings": vcfg.to_dict(),
+           "sweep_config": {k: study[k] for k in (*IDENTITY, "batch_sizes", "trials")},
            "measured": measured_summary(curve), "calibration_run": calibration_run,
            "checkpoints": {}}
-    params_at = {"goal": (goal_params, int(rerun["steps_run"])), "init": (init, 0)}
+    params_at = {"goal": (goal_params, rerun.steps_run), "init": (init, 0)}
     key = jax.random.key(vcfg.seed)
     for i, name in enumerate(vcfg.checkpoints):
         params, step = params_at[name]

@@ -13,21 +13,22 @@ from nqm.moments import dynamics
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, tune_curve
+from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation.settings import NQM_FAMILY, ValidationConfig
 
 
-def search_matched_curve(config: NQMConfig, sweep_config: dict, records: list[dict],
+def search_matched_curve(config: NQMConfig, sweep_config: SweepConfig, records: list[TrialRecord],
                          batch_sizes) -> ScalingCurve | None:
     """The NQM run with the sweep's own trials: per batch size, the fewest expected steps to the
     target over the metaparameters the sweep tried there, within the sweep's budget (None for
     adam, whose learning rate has no NQM counterpart)."""
-    optimizer = sweep_config["optimizer"]
+    optimizer = sweep_config.optimizer
     if optimizer == "adam":
         return None
     problem = config.problem()
-    budget = int(sweep_config["max_steps"])
-    rows = [(int(r["batch_size"]), float(r["learning_rate"]), float(r.get("momentum") or 0.0))
-            for r in records if int(r["batch_size"]) in set(int(b) for b in batch_sizes)]
+    budget = sweep_config.max_steps
+    rows = [(r.batch_size, r.learning_rate, r.momentum or 0.0)
+            for r in records if r.batch_size in set(int(b) for b in batch_sizes)]
     rows = sorted(set(rows))
     batch = np.array([r[0] for r in rows], float)
     lr = np.array([r[1] for r in rows])
@@ -59,10 +60,10 @@ def curve_summary(curve: ScalingCurve | None) -> dict | None:
     return out
 
 
-def predict(config: NQMConfig, sweep_config: dict, records: list[dict], batch_sizes,
+def predict(config: NQMConfig, sweep_config: SweepConfig, records: list[TrialRecord], batch_sizes,
             vcfg: ValidationConfig) -> dict:
     """The calibrated NQM's tuned curve and its search-matched curve, each with its analysis."""
-    family = NQM_FAMILY[sweep_config["optimizer"]]
+    family = NQM_FAMILY[sweep_config.optimizer]
     t0 = time.perf_counter()
     tuned = tune_curve(config, OptimizerSpec(family), batch_sizes, max_steps=vcfg.nqm_max_steps)
     t1 = time.perf_counter()

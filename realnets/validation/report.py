@@ -30,7 +30,7 @@ def _fmt(x, digits: int = 4) -> str:
 
 
 def _pm(measured: dict | None, digits: int = 4) -> str:
-    """'value ± uncertainty' of a `calibrate._measured` record (or a bare number)."""
+    """'value ± uncertainty' of a `measured.measured_value` record (or a bare number)."""
     if measured is None:
         return "-"
     if not isinstance(measured, dict):
@@ -192,7 +192,8 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
              for p in ((doc["checkpoints"].get(c) or {}).get("predictions") or {}).values()]
     boots = [b for b in boots if b]
     lines += ["", "Ratios are prediction / measured B_crit (the fit S(B) = S_min (1 + B_crit / B) "
-              "of each curve, DESIGN.md section 3). B_noise and B_simple are McCandlish et al.'s "
+              "of each curve, docs/design.md, 'Critical batch size'). B_noise and B_simple are "
+              "McCandlish et al.'s "
               "predictions B_crit ≈ B_noise (eq. 2.11) and its cheap proxy. The ± of the NQM "
               "rows is the standard deviation of B_crit over "
               + (f"{boots[0]['draws']} NQMs redrawn from the fitted numbers' uncertainties "

@@ -9,15 +9,16 @@ import jax
 import numpy as np
 
 from nqm.curve import ScalingCurve
-from realnets.calibration import curvature
-from realnets.sweeps.sweep import SweepConfig, load_sweep, run_sweep
-from realnets.sweeps.sweep import best_trial as sweep_best_trial
+from realnets.calibration import sharded_sample
+from realnets.sweeps.curve import best_trial as sweep_best_trial
+from realnets.sweeps.records import SweepConfig, TrialRecord, load_sweep
+from realnets.sweeps.runner import run_sweep
 from realnets.training.trainer import RunConfig, TrialSpec, run_trials
 from realnets.workloads.tasks import Task
 
 
 def ensure_sweep(workload, sweep_dir: Path, trials: int, progress: bool = True,
-                 log=None) -> tuple[dict, list[dict]]:
+                 log=None) -> tuple[SweepConfig, list[TrialRecord]]:
     """(config, records) of the sweep in `sweep_dir`; when there is none, runs one first with the
     workload's defaults (batch sizes, budget, goal, optimizer, search) and `trials` trials per
     batch size. ValueError when the directory holds another workload or no finished trial."""
@@ -31,8 +32,8 @@ def ensure_sweep(workload, sweep_dir: Path, trials: int, progress: bool = True,
                               eval_resolution=workload.eval_resolution), sweep_dir,
                   progress=progress)
     config, records = load_sweep(sweep_dir)
-    if config.get("workload") != workload.name:
-        raise ValueError(f"sweep {sweep_dir} is of workload {config.get('workload')!r}, not "
+    if config.workload != workload.name:
+        raise ValueError(f"sweep {sweep_dir} is of workload {config.workload!r}, not "
                          f"{workload.name!r}")
     if not records:
         raise ValueError(f"sweep directory {sweep_dir} has no finished trials")
@@ -53,9 +54,9 @@ def calibration_batch_size(curve: ScalingCurve, requested: int | None) -> int:
     return int(requested)
 
 
-def best_trial(records: list[dict], batch_size: int) -> dict:
-    """The trial that set the point at `batch_size` (`realnets.sweeps.sweep.best_trial`'s rule)."""
-    best = sweep_best_trial([r for r in records if int(r["batch_size"]) == batch_size])
+def best_trial(records: list[TrialRecord], batch_size: int) -> TrialRecord:
+    """The trial that set the point at `batch_size` (`realnets.sweeps.curve.best_trial`'s rule)."""
+    best = sweep_best_trial([r for r in records if r.batch_size == batch_size])
     if best is None:
         raise ValueError(f"no trial reached the goal at batch size {batch_size}")
     return best
@@ -67,29 +68,28 @@ def init_params_of(task: Task, seed: int, trial_id: int):
     return jax.tree.map(np.asarray, jax.jit(task.init_params)(key))
 
 
-def retrain(task: Task, sweep_config: dict, trial: dict, devices=None):
-    """Reruns one sweep trial alone, stopped at its steps to goal; returns (record, goal params).
+def retrain(task: Task, sweep_config: SweepConfig, trial: TrialRecord,
+            devices=None) -> tuple[TrialRecord, object]:
+    """Reruns one sweep trial alone, stopped at its steps to goal; returns (its record, its
+    parameters there: a host numpy pytree).
 
     Same seed (data order), trial id (initialisation), budget (`max_steps`: a linear-decay
     schedule depends on it), optimizer and evaluation cadence as the sweep. The rerun is one
     trial where the sweep vmapped several, so float rounding can move its goal step a little:
     the record says where it got (its `steps_to_goal`, or INCOMPLETE at the sweep's step).
     """
-    run = RunConfig(batch_size=int(trial["batch_size"]), max_steps=int(sweep_config["max_steps"]),
-                    goal=float(sweep_config["goal"]), optimizer=sweep_config["optimizer"],
-                    seed=int(sweep_config.get("seed", 0)),
-                    eval_resolution=float(sweep_config.get("eval_resolution", 0.02)),
-                    max_rows_per_device=int(sweep_config.get("max_rows_per_device", 4096)),
-                    stop_after=int(trial["steps_to_goal"]),
+    run = RunConfig(batch_size=trial.batch_size, max_steps=sweep_config.max_steps,
+                    goal=sweep_config.goal, optimizer=sweep_config.optimizer,
+                    seed=sweep_config.seed, eval_resolution=sweep_config.eval_resolution,
+                    max_rows_per_device=sweep_config.max_rows_per_device,
+                    stop_after=trial.steps_to_goal,
                     # the same gradient path (two halves or one batch) as the sweep's trial
-                    noise_every=(1 if trial.get("noise_every") is None
-                                 else int(trial["noise_every"])))
-    spec = TrialSpec(trial_id=int(trial["trial_id"]), learning_rate=float(trial["learning_rate"]),
-                     momentum=trial.get("momentum"),
-                     final_lr_fraction=float(trial.get("final_lr_fraction") or 1.0))
+                    noise_every=trial.noise_every)
+    spec = TrialSpec(trial_id=int(trial.trial_id), learning_rate=trial.learning_rate,
+                     momentum=trial.momentum, final_lr_fraction=trial.final_lr_fraction)
     params = []
     (record,) = run_trials(task, run, [spec], devices=devices, final_params=params)
-    return record, params[0]
+    return TrialRecord.from_dict(record), params[0]
 
 
 def calibration_sample(task: Task, rows: int, seed: int) -> dict:
@@ -105,5 +105,5 @@ def calibration_sample(task: Task, rows: int, seed: int) -> dict:
 def mean_loss(task: Task, params, sample: dict, chunk_rows: int | None = None,
               devices=None) -> float:
     """The task's mean training loss over the sample (float64)."""
-    rows = curvature.ShardedSample(sample, chunk_rows=chunk_rows, devices=devices)
+    rows = sharded_sample.ShardedSample(sample, chunk_rows=chunk_rows, devices=devices)
     return float(rows.mean(lambda p, b: task.loss_fn(p, b), params))

@@ -3,10 +3,11 @@ stands for each sweep optimizer."""
 
 from __future__ import annotations
 
-import math
+import dataclasses
+import functools
 from dataclasses import asdict, dataclass
 
-import numpy as np
+from nqm import validation
 
 CHECKPOINTS = ("goal", "init")
 TARGET_RULES = ("train_loss", "quadratic")
@@ -61,39 +62,49 @@ class ValidationConfig:
     target_rule: str = "train_loss"
 
     def __post_init__(self):
-        def whole(name, value, lo):
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < lo:
-                raise ValueError(f"{name} must be a whole number >= {lo}, got {value!r}")
-
+        set_ = functools.partial(object.__setattr__, self)   # normalised values on a frozen record
+        whole = validation.check_whole
         if self.batch_size is not None:
-            whole("batch-size", self.batch_size, 1)
+            set_("batch_size", whole("batch-size", self.batch_size, 1))
         if not self.checkpoints or any(c not in CHECKPOINTS for c in self.checkpoints) or len(
                 set(self.checkpoints)) != len(self.checkpoints):
             raise ValueError(f"checkpoints must be distinct names among {', '.join(CHECKPOINTS)}, "
                              f"got {','.join(self.checkpoints)!r}")
-        whole("top-k", self.top_k, 1)
+        set_("checkpoints", tuple(self.checkpoints))
+        set_("top_k", whole("top-k", self.top_k, 1))
         if self.lanczos_steps is not None:
-            whole("lanczos-steps", self.lanczos_steps, self.top_k)
-        whole("slq-steps", self.slq_steps, 2)
-        whole("slq-probes", self.slq_probes, 1)
-        if not (math.isfinite(self.floor_ratio) and 0.0 < self.floor_ratio < 1.0):
-            raise ValueError(f"floor-ratio must be in (0, 1), got {self.floor_ratio}")
-        whole("sample-rows", self.sample_rows, 2)
-        whole("noise-rows", self.noise_rows, 2)
-        if self.noise_rows > self.sample_rows:
-            raise ValueError(f"noise-rows must be <= sample-rows ({self.sample_rows}), got "
-                             f"{self.noise_rows}")
+            set_("lanczos_steps", whole("lanczos-steps (at least top-k)", self.lanczos_steps,
+                                        self.top_k))
+        set_("slq_steps", whole("slq-steps", self.slq_steps, 2))
+        set_("slq_probes", whole("slq-probes", self.slq_probes, 1))
+        set_("floor_ratio", validation.check_in_range("floor-ratio", self.floor_ratio, 0.0, 1.0,
+                                                      closed_low=False, closed_high=False))
+        set_("sample_rows", whole("sample-rows", self.sample_rows, 2))
+        set_("noise_rows", whole("noise-rows (at most sample-rows)", self.noise_rows, 2,
+                                 self.sample_rows))
         if self.chunk_rows is not None:
-            whole("chunk-rows", self.chunk_rows, 1)
-        if not (math.isfinite(self.loss_floor) and self.loss_floor >= 0.0):
-            raise ValueError(f"loss-floor must be a finite number >= 0, got {self.loss_floor}")
-        whole("nqm-max-steps", self.nqm_max_steps, 1)
-        whole("bootstrap", self.bootstrap, 0)
-        if self.target_rule not in TARGET_RULES:
-            raise ValueError(f"target-rule must be one of {', '.join(TARGET_RULES)}, got "
-                             f"{self.target_rule!r}")
+            set_("chunk_rows", whole("chunk-rows", self.chunk_rows, 1))
+        set_("loss_floor", validation.check_in_range("loss-floor", self.loss_floor, 0.0,
+                                                     float("inf"), closed_high=False))
+        set_("seed", whole("seed", self.seed, 0))
+        set_("nqm_max_steps", whole("nqm-max-steps", self.nqm_max_steps, 1))
+        set_("bootstrap", whole("bootstrap", self.bootstrap, 0))
+        validation.check_choice("target-rule", self.target_rule, TARGET_RULES)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["checkpoints"] = list(self.checkpoints)
         return out
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ValidationConfig":
+        """A validation document's `settings`; fields it lacks take their defaults."""
+        if not isinstance(d, dict):
+            raise ValueError(f"settings must be a JSON object, got {d!r:.80}")
+        known = {f.name for f in dataclasses.fields(cls)}
+        given = {k: v for k, v in d.items() if k in known}
+        if "checkpoints" in given:
+            if not isinstance(given["checkpoints"], list):
+                raise ValueError(f"checkpoints must be a list, got {given['checkpoints']!r:.80}")
+            given["checkpoints"] = tuple(given["checkpoints"])
+        return cls(**given)

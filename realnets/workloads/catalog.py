@@ -12,7 +12,7 @@ from typing import Callable
 
 from nqm.problem import NQMConfig
 from realnets.workloads import datasets, models
-from realnets.workloads.search_space import SearchSpace
+from realnets.workloads.search_space import TrialSearchSpace
 from realnets.workloads.tasks import Task, classification_task, language_task, quadratic_task
 
 TEXT_CONTEXT = 32
@@ -48,7 +48,7 @@ class Workload:
     goal: float
     goal_note: str
     optimizer: str
-    search: SearchSpace
+    search: TrialSearchSpace
     batch_sizes: tuple[int, ...]
     max_steps: int
     eval_resolution: float
@@ -101,7 +101,7 @@ WORKLOADS = {w.name: w for w in (
              "validation error 4%: in a pilot (8 trials at B = 16, 128, 1024) the best trials "
              "reached it in 2040, 344 and 75 steps; 6% was reached within one epoch at B = 16, "
              "too easy to show perfect scaling; 3% is near what this MLP reaches on 9,003 images.",
-             "momentum", SearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(4, 12), 6000, 0.02,
+             "momentum", TrialSearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(4, 12), 6000, 0.02,
              _mnist_mlp),
     Workload("mnist_cnn", "MNIST, 10,000 real digits (9,003 train / 997 validation)",
              "simple CNN: conv5x5-16, pool, conv5x5-32, pool, dense 128, 10 (Shallue et al., scaled down)",
@@ -113,7 +113,7 @@ WORKLOADS = {w.name: w for w in (
              "chance at every batch size, hence the narrow search. Here a trial costs ~0.45 ms "
              "per example with --vmap-trials 1 and 3-6 times more with trials vmapped (batched "
              "convolutions), so batch sizes stop at 1024 and a 4-trial sweep takes ~11 minutes.",
-             "momentum", SearchSpace((1e-2, 0.5), (5e-2, 0.5)), POW2(4, 10), 1500, 0.02,
+             "momentum", TrialSearchSpace((1e-2, 0.5), (5e-2, 0.5)), POW2(4, 10), 1500, 0.02,
              _mnist_cnn),
     Workload("mnist1d_mlp", "MNIST-1D (Greydanus 2020), 10,000 samples generated offline (8,000 train / 2,000 validation)",
              "MLP 40-256-256-10, ReLU", "error", 0.30,
@@ -122,7 +122,7 @@ WORKLOADS = {w.name: w for w in (
              "(near perfect scaling to 128, flat from 1024); 45% took 581, 107 and 34 steps at "
              "B = 16, 128, 1024 (too easy); 25% took 3568 steps at B = 16 (2 trials of 8); the "
              "best trials plateau near 20%.",
-             "momentum", SearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(4, 12), 4000, 0.02,
+             "momentum", TrialSearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(4, 12), 4000, 0.02,
              _mnist1d_mlp),
     Workload("digits_mlp", "scikit-learn's 8x8 digits (1,618 train / 179 validation)",
              "MLP 64-64-10, ReLU", "error", 0.04,
@@ -132,7 +132,7 @@ WORKLOADS = {w.name: w for w in (
              "error in 3000 steps: 2.8% at B = 512, 3.4% at B = 1024; 3.5% took 524 steps at "
              "B = 1024, 2 trials of 16); at 6% the curve is flat from B = 16 (110, 55, 81, 40 "
              "steps at B = 8 ... 64). The metric moves in steps of 0.56% and is noisy.",
-             "momentum", SearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(3, 10), 2000, 0.02,
+             "momentum", TrialSearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(3, 10), 2000, 0.02,
              _digits_mlp),
     Workload("text_transformer", "characters of CPython's pydoc_data topics (or --text-file), last 10% validation",
              f"char transformer: 2 layers, d 64, 4 heads, context {TEXT_CONTEXT}", "cross_entropy", 1.8,
@@ -143,7 +143,7 @@ WORKLOADS = {w.name: w for w in (
              "512, rates >= 0.012 were slower at B = 16, hence the narrower search. A trial costs "
              "~0.8 ms per example plus ~0.1 s per evaluation here, so batch sizes stop at 512 and "
              "a 4-trial sweep takes ~7 minutes.",
-             "adam", SearchSpace((1e-3, 2e-2), (5e-2, 0.5)), POW2(3, 9), 3000, 0.02, _text),
+             "adam", TrialSearchSpace((1e-3, 2e-2), (5e-2, 0.5)), POW2(3, 9), 3000, 0.02, _text),
     Workload("nqm", f"the NQM itself: d = {NQM_WORKLOAD.dim}, h_i = i^-{NQM_WORKLOAD.spectrum_exponent}, "
              "c_i = h_i, theta_0 ~ N(0, I), fresh Gaussian examples every step",
              "quadratic 1/2 theta^T H theta, gradient noise N(0, C / B)", "loss", NQM_WORKLOAD.target,
@@ -153,7 +153,7 @@ WORKLOADS = {w.name: w for w in (
              "0.011 ... 1.91 (stability limit 2 / h_max = 2); a pilot (8 trials, rates 0.005..4) "
              "measured 9162, 706 and 51 steps at B = 4, 64, 2048. The range 0.004..4 keeps every "
              "tuned rate out of its outer 10% (rates above 2 diverge).",
-             "sgd", SearchSpace((0.004, 4.0)), POW2(2, 11), 20000, 0.02, _nqm),
+             "sgd", TrialSearchSpace((0.004, 4.0)), POW2(2, 11), 20000, 0.02, _nqm),
 )}
 
 

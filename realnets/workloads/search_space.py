@@ -1,22 +1,18 @@
-"""The ranges a workload's metaparameter search covers (log scales; Shallue et al. 2018, appendix D)."""
+"""The ranges a workload's metaparameter search covers (log scales; Shallue et al. 2018, appendix D).
+
+Named TrialSearchSpace to tell it from `nqm.tuning.SearchSpace`, the NQM tuner's grid ranges.
+"""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
-
-def _check_range(name: str, value, lo_allowed: float, hi_allowed: float) -> tuple[float, float]:
-    lo, hi = (float(v) for v in value)
-    if not (math.isfinite(lo) and math.isfinite(hi) and lo_allowed < lo <= hi <= hi_allowed):
-        raise ValueError(f"{name} must be LO,HI with {lo_allowed:g} < LO <= HI <= {hi_allowed:g}, "
-                         f"got {lo:g},{hi:g}")
-    return lo, hi
+from nqm.validation import check_range_pair
 
 
 @dataclass(frozen=True)
-class SearchSpace:
-    """Closed ranges searched on a log scale.
+class TrialSearchSpace:
+    """Closed ranges searched on a log scale by a sweep's quasi-random trials.
 
     Attributes:
       learning_rate: (lo, hi) of the initial learning rate.
@@ -31,15 +27,27 @@ class SearchSpace:
 
     def __post_init__(self):
         object.__setattr__(self, "learning_rate",
-                           _check_range("lr-range", self.learning_rate, 0.0, 1e6))
+                           check_range_pair("lr-range", self.learning_rate, 0.0, 1e6))
         object.__setattr__(self, "one_minus_momentum",
-                           _check_range("one-minus-momentum-range", self.one_minus_momentum, 0.0, 1.0))
+                           check_range_pair("one-minus-momentum-range", self.one_minus_momentum,
+                                            0.0, 1.0))
         if self.final_lr_fraction is not None:
             object.__setattr__(self, "final_lr_fraction",
-                               _check_range("final-lr-fraction-range", self.final_lr_fraction, 0.0, 1.0))
+                               check_range_pair("final-lr-fraction-range", self.final_lr_fraction,
+                                                0.0, 1.0))
 
     def to_dict(self) -> dict:
         return {"learning_rate": list(self.learning_rate),
                 "one_minus_momentum": list(self.one_minus_momentum),
                 "final_lr_fraction": None if self.final_lr_fraction is None
                 else list(self.final_lr_fraction)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TrialSearchSpace":
+        """Reads `to_dict`'s form; a missing range takes the default (ValueError if not a dict)."""
+        if not isinstance(d, dict):
+            raise ValueError(f"search must be a JSON object of ranges, got {d!r:.80}")
+        defaults = cls()
+        return cls(learning_rate=d.get("learning_rate", defaults.learning_rate),
+                   one_minus_momentum=d.get("one_minus_momentum", defaults.one_minus_momentum),
+                   final_lr_fraction=d.get("final_lr_fraction"))

@@ -1,5 +1,6 @@
-"""nqm.cli: `python -m nqm curve` as a table, JSON (DESIGN.md section 6) and CSV, the batch-size
-parser, and one-line `error:` messages with exit status 2 for every bad flag (section 7)."""
+"""nqm.cli: `python -m nqm curve` as a table, JSON (docs/design.md, 'Formats') and CSV, the
+batch-size parser, and one-line `error:` messages with exit status 2 for every bad flag
+(docs/design.md, 'Errors')."""
 
 import csv
 import io
@@ -106,7 +107,8 @@ def test_json_has_design_keys_and_agrees_with_the_library(capsys, direct_curve):
     assert data["regimes"]["cbs20"] == analysis.cbs20
     assert data["regimes"]["maximal_from"] == analysis.maximal_from
 
-    # Independent formulas (DESIGN.md sections 2 and 4) with h = c = 1/i, E theta^2 = 1, d = 200.
+    # Independent formulas (docs/design.md, 'The NQM' and 'Noise scale') with h = c = 1/i,
+    # E theta^2 = 1, d = 200.
     h = 1.0 / np.arange(1, 201)
     assert data["noise_scale"]["b_simple"] == pytest.approx(h.sum() / (h ** 2).sum(), rel=1e-12)
     assert data["noise_scale"]["b_noise"] == pytest.approx((h ** 2).sum() / (h ** 3).sum(),

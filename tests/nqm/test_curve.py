@@ -1,4 +1,4 @@
-"""nqm.curve: the ScalingCurve type and its JSON form (DESIGN.md section 6)."""
+"""nqm.curve: the ScalingCurve type and its JSON form (docs/design.md, 'Formats')."""
 
 import json
 

@@ -1,5 +1,5 @@
-"""nqm.moments: the closed-form E[L](t) against iterating the one-step recurrence, and DESIGN.md
-section 2's formulas (momentum steady state, the preconditioning rule, stability)."""
+"""nqm.moments: the closed-form E[L](t) against iterating the one-step recurrence, and the formulas
+of docs/design.md, 'The NQM' (momentum steady state, the preconditioning rule, stability)."""
 
 import numpy as np
 import pytest
@@ -44,7 +44,8 @@ def iterated_states(problem, steps, batch_size, lr, momentum=0.0, ema_decay=0.0)
 
 
 def design_momentum_stationary_loss(h, c, batch_size, a, b):
-    """DESIGN.md section 2: sum_i 1/2 h_i a c_i (1 + b) / (B h_i (1 - b) (2 (1 + b) - a h_i))."""
+    """docs/design.md, 'The NQM':
+    sum_i 1/2 h_i a c_i (1 + b) / (B h_i (1 - b) (2 (1 + b) - a h_i))."""
     return float(np.sum(0.5 * h * a * c * (1 + b) / (batch_size * h * (1 - b) * (2 * (1 + b) - a * h))))
 
 

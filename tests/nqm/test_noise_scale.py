@@ -144,8 +144,8 @@ def test_monte_carlo_signal_and_noise_of_a_batch_gradient():
         if batch == 6:
             assert expected == pytest.approx(2.0 * np.dot(grad, grad))  # noise = signal
 
-    # DESIGN.md section 4: the two-batch-size estimator, with the small batch (b = 1) a part of
-    # the big one (B = 16) as in a data-parallel step; numerator and denominator averaged first.
+    # docs/design.md, 'Noise scale': the two-batch-size estimator, with the small batch (b = 1) a
+    # part of the big one (B = 16) as in a data-parallel step; numerator and denominator averaged first.
     per_example = grad + rng.standard_normal((samples, 16, 3)) * np.sqrt(c)
     small = np.sum(per_example[:, 0] ** 2, axis=1)
     big = np.sum(per_example.mean(axis=1) ** 2, axis=1)

@@ -1,4 +1,5 @@
-"""nqm.problem: the NQM arrays built from a config (DESIGN.md section 2) and its errors (section 7)."""
+"""nqm.problem: the NQM arrays built from a config (docs/design.md, 'The NQM') and its errors
+('Errors')."""
 
 import json
 import math

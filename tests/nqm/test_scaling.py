@@ -1,4 +1,5 @@
-"""nqm.scaling: the McCandlish fit on synthetic curves, and regimes derived by hand (DESIGN.md 3)."""
+"""nqm.scaling: the McCandlish fit on synthetic curves, and regimes derived by hand
+(docs/design.md, 'Critical batch size')."""
 
 import numpy as np
 import pytest

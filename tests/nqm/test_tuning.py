@@ -3,7 +3,7 @@ the classic batch-size findings of Zhang et al. 2019 on the default problem, edg
 
 The brute-force references here do not use the tuner nor the engine's crossing search: plain SGD
 uses its closed form E theta_t^2 = s* + (1 - a h)^(2t) (x0 - s*) with a bisection of our own, and
-momentum / averaging iterate the second-moment recurrences of DESIGN.md section 2 step by step
+momentum / averaging iterate the second-moment recurrences of docs/design.md, 'The NQM' step by step
 (a small compiled loop), so every step up to the horizon is checked.
 """
 

@@ -10,7 +10,7 @@ function on two processes). With NUM_PROCESSES 1 the coordinator is ignored and 
 runtime is started: that is the single-process reference the test compares against.
 
 Then every process measures what calibrates the NQM at trial 0's final parameters
-(`realnets.calibration.calibrate.gradient_statistics` and a Hessian-vector product, their rows sharded over
+(`realnets.calibration.gradient_stats.gradient_statistics` and a Hessian-vector product, their rows sharded over
 every device of every process). Each process writes `OUT_DIR/process{I}.json` (its loss curve,
 sums of its own copy of the final parameters and the calibration numbers, seed included); process 0 also writes `OUT_DIR/params.npz` (the
 final parameters, one array per leaf, no pickle). Set XLA_FLAGS and JAX_PLATFORMS in the
@@ -92,14 +92,14 @@ def calibration(task, params) -> dict:
     two fixed unit vectors and one Hessian-vector product."""
     from jax.flatten_util import ravel_pytree
 
-    from realnets.calibration import calibrate, curvature
+    from realnets.calibration import gradient_stats, hessian_products
     sample = {k: np.asarray(v)[:CALIBRATION_ROWS] for k, v in task.train.items()}
     dim = ravel_pytree(params)[0].shape[0]
     directions = np.random.default_rng(SEED).standard_normal((2, dim))
     directions /= np.linalg.norm(directions, axis=1, keepdims=True)
-    stats = calibrate.gradient_statistics(task.loss_fn, params, sample, directions,
+    stats = gradient_stats.gradient_statistics(task.loss_fn, params, sample, directions,
                                           chunk_rows=CALIBRATION_ROWS // 2)
-    hessian = curvature.hvp(task.loss_fn, params, sample, chunk_rows=CALIBRATION_ROWS // 2)
+    hessian = hessian_products.hvp(task.loss_fn, params, sample, chunk_rows=CALIBRATION_ROWS // 2)
     return {"trace_cov": stats.trace_cov, "grad_sq_norm": stats.grad_sq_norm,
             "noise_projections": stats.noise_projections_K.tolist(),
             "grad_components": stats.grad_components_K.tolist(),

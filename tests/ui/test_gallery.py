@@ -243,21 +243,25 @@ def test_finished_trials_counts_only_this_configs_trials(tmp_path, mnist_mlp):
 
 
 def test_measured_summary_has_the_resampled_b_crit_only_where_trials_ran_to_their_end():
-    from realnets.sweeps.sweep import build_curve
+    from dataclasses import replace
+
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.records import TrialRecord
 
     records = []
     for b, steps in ((8, (900, 1200)), (16, (500, 700)), (32, (300, 300)), (64, (200, 260)),
                      (128, (150, 150)), (256, (125, 170))):
         for i, st in enumerate(steps):
-            records.append({"batch_size": b, "trial_id": i, "status": "COMPLETE",
-                            "steps_to_goal": st, "learning_rate": 0.1})
-    full = gallery.measured(build_curve(records, {"goal": 0.1, "full_trials": True}), records)
+            records.append(TrialRecord(batch_size=b, trial_id=i, status="COMPLETE",
+                                       steps_to_goal=st, learning_rate=0.1))
+    config = gallery.sweep_config("nqm", "8:256", 2)
+    full = gallery.measured(build_curve(records, replace(config, full_trials=True)), records)
     row = full.summary.iloc[0]
     # batch sizes 32 and 128 have two equal trials, the rest a slower second one: resamples
     # that miss a fast trial spread B_crit around the curve's own fit
     assert row["b_crit_resampled_p16"] < row["b_crit_resampled_p84"]
     assert row["b_crit_resampled_p16"] > 0.8 * row["b_crit"]
-    censored = gallery.measured(build_curve(records, {"goal": 0.1}), records)
+    censored = gallery.measured(build_curve(records, config), records)
     assert "b_crit_resampled_p16" not in censored.summary.columns
     # beside an NQM prediction (what the app shows) the measured row keeps the columns
     comparison = gallery.compare(full.curve, full.curve, measured_columns=gallery.resampled_columns(

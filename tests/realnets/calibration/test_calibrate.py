@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from nqm.problem import NQMConfig
-from realnets.calibration import calibrate, curvature
+from realnets.calibration import calibrate, gradient_stats, nqm_fit, power_tail, slq
 from realnets.workloads import tasks
 # ---------------------------------------------------------------------------------------------
 # Linear regression: x ~ N(0, I_d), y = x . w* + sigma eps. At w, with r = w - w*, the
@@ -52,7 +52,7 @@ def _directions(r):
 def test_noise_projections_recover_the_known_covariance(one_device, eight_devices):
     params, sample, r = _regression()
     V = _directions(r)
-    stats = calibrate.gradient_statistics(_squared_error, params, sample, V, devices=one_device)
+    stats = gradient_stats.gradient_statistics(_squared_error, params, sample, V, devices=one_device)
 
     rr = float(r @ r)
     c_true = rr + SIGMA ** 2 + (V @ r) ** 2
@@ -69,7 +69,7 @@ def test_noise_projections_recover_the_known_covariance(one_device, eight_device
     np.testing.assert_allclose(stats.grad_components_K, V @ stats.mean_gradient_P, rtol=1e-5)
 
     # sharded over 8 devices in chunks (4096 x 4 + 3616 rows): the same numbers
-    sharded = calibrate.gradient_statistics(_squared_error, params, sample, V, chunk_rows=4096,
+    sharded = gradient_stats.gradient_statistics(_squared_error, params, sample, V, chunk_rows=4096,
                                             devices=eight_devices)
     np.testing.assert_allclose(sharded.noise_projections_K, stats.noise_projections_K, rtol=1e-5)
     np.testing.assert_allclose(sharded.trace_cov, stats.trace_cov, rtol=1e-5)
@@ -79,7 +79,7 @@ def test_noise_projections_recover_the_known_covariance(one_device, eight_device
 def test_per_example_gradients_average_to_the_gradient():
     params, sample, _ = _regression()
     rows = {k: v[:16] for k, v in sample.items()}
-    g_NxP = calibrate.per_example_gradients(_squared_error, params, rows)
+    g_NxP = gradient_stats.per_example_gradients(_squared_error, params, rows)
     assert g_NxP.shape == (16, D)
     x, y = rows["x"], rows["y"]
     expected = x * (x @ params["w"] - y)[:, None]          # grad of 1/2 (x . w - y)^2
@@ -96,9 +96,9 @@ def test_power_law_tail_recovers_a_known_exponent():
     d, a, k = 1000, 0.5, 20
     h = np.arange(1, d + 1) ** -a
     # A diagonal H with Gaussian probes has the same SLQ statistics as any rotation of it.
-    density = curvature.spectral_density(lambda v: h * v, d, 40, 16, jax.random.key(0),
+    density = slq.spectral_density(lambda v: h * v, d, 40, 16, jax.random.key(0),
                                          probe="gaussian")
-    tail = calibrate.fit_power_law_tail(density, h[:k], floor=0.999 * h[799])
+    tail = power_tail.fit_power_law_tail(density, h[:k], floor=0.999 * h[799])
     assert tail.exponent == pytest.approx(a, rel=0.03)
     assert abs(tail.exponent - a) < 4 * tail.exponent_se + 0.01   # + the quadrature's bias
     assert abs(tail.dim - 800) < 4 * tail.dim_se + tail.dim_resolution
@@ -109,7 +109,7 @@ def test_power_law_tail_recovers_a_known_exponent():
 
 def test_fit_nqm_top_only_is_exact_and_checks_its_input():
     h, c, g = np.array([2.0, 1.0, 0.5]), np.array([0.3, 0.2, 0.1]), np.array([1.0, -0.5, 0.25])
-    config, record = calibrate.fit_nqm(h[::-1], c[::-1], g[::-1], target=0.01)   # any order
+    config, record = nqm_fit.fit_nqm(h[::-1], c[::-1], g[::-1], target=0.01)   # any order
     problem = config.problem()
     np.testing.assert_allclose(problem.curvature_D, h)
     np.testing.assert_allclose(problem.noise_D, c)
@@ -119,13 +119,13 @@ def test_fit_nqm_top_only_is_exact_and_checks_its_input():
     assert record["top"]["curvature"]["uncertainty"] == [None] * 3
 
     with pytest.raises(ValueError, match="eigenvalues"):
-        calibrate.fit_nqm([1.0, -0.1], [1.0, 1.0], [1.0, 1.0], target=0.01)
+        nqm_fit.fit_nqm([1.0, -0.1], [1.0, 1.0], [1.0, 1.0], target=0.01)
     with pytest.raises(ValueError, match="noise_projections must have length 2"):
-        calibrate.fit_nqm([1.0, 0.5], [1.0], [1.0, 1.0], target=0.01)
+        nqm_fit.fit_nqm([1.0, 0.5], [1.0], [1.0, 1.0], target=0.01)
     with pytest.raises(ValueError, match="target must be in"):
-        calibrate.fit_nqm(h, c, g, target=10.0)
+        nqm_fit.fit_nqm(h, c, g, target=10.0)
     # no target: the same NQM, unchecked, with the target left to the caller
-    untargeted, record = calibrate.fit_nqm(h, c, g, target=None)
+    untargeted, record = nqm_fit.fit_nqm(h, c, g, target=None)
     assert record["target"] is None
     assert record["initial_loss"] == pytest.approx(0.5 * np.sum(g ** 2 / h))
     assert untargeted.curvature == config.curvature

@@ -327,7 +327,7 @@ def test_noise_cadence_does_not_change_the_training():
     assert records[0]["noise_scale"]["b_small"] is None
     assert all(b is not None and b > 0 for b in records[3]["noise_scale"]["b_simple"])
     assert records[3]["noise_every"] == 3
-    # the default is every step, on one device as on several (DESIGN.md section 4)
+    # the default is every step, on one device as on several (docs/design.md, 'Noise scale')
     assert records[None]["noise_every"] == 1
     np.testing.assert_allclose(records[None]["noise_scale"]["b_simple"],
                                records[1]["noise_scale"]["b_simple"], rtol=1e-5)

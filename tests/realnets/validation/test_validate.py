@@ -19,7 +19,7 @@ from nqm import noise_scale
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve, fit_mccandlish
 from nqm.tuning import OptimizerSpec, tune_curve
-from realnets.calibration import calibrate, curvature
+from realnets.calibration import gradient_stats, hessian_products
 from realnets.workloads import tasks
 from realnets.calibration.fitting import quadratic_target
 from realnets.validation import files, report as validation_report
@@ -28,8 +28,9 @@ from realnets.validation.rerun import calibration_batch_size, init_params_of
 from realnets.validation.settings import TARGET_LABELS, ValidationConfig
 from ui.gallery import load_validation
 from realnets.cli import main
-from realnets.workloads.search_space import SearchSpace
-from realnets.sweeps.sweep import SweepConfig, run_sweep
+from realnets.workloads.search_space import TrialSearchSpace
+from realnets.sweeps.records import SweepConfig
+from realnets.sweeps.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -45,8 +46,8 @@ def test_hessian_noise_scale_equals_the_closed_form_on_the_nqm(one_device):
     theta = np.random.default_rng(1).standard_normal(60).astype(np.float32)
     params = {"theta": theta}
     sample = task.draw_batch(np.random.default_rng(2), 4096)
-    hessian = curvature.hvp(task.loss_fn, params, sample, devices=one_device)
-    hns = calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=512)
+    hessian = hessian_products.hvp(task.loss_fn, params, sample, devices=one_device)
+    hns = gradient_stats.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=512)
     # McCandlish eq. 2.8 with H = diag(h), Sigma = diag(c), G = H theta
     h, c = problem.curvature_D, problem.noise_D
     t = theta.astype(np.float64)
@@ -56,14 +57,14 @@ def test_hessian_noise_scale_equals_the_closed_form_on_the_nqm(one_device):
     _, b_noise = noise_scale.noise_scale_at(problem, t ** 2)       # the library's closed form
     assert abs(hns.b_noise - b_noise) < 4 * hns.b_noise_se + 0.02 * b_noise
     with pytest.raises(ValueError, match="noise_rows"):
-        calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=1)
+        gradient_stats.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=1)
     # per-example gradients in chunks of 100 rows (the last one 12): the same rows, same result
-    chunked = calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample,
+    chunked = gradient_stats.hessian_noise_scale(hessian, task.loss_fn, params, sample,
                                             noise_rows=512, chunk_rows=100)
     assert chunked.trace_h_cov == pytest.approx(hns.trace_h_cov, rel=1e-5)
     assert chunked.b_noise == pytest.approx(hns.b_noise, rel=1e-5)
     with pytest.raises(ValueError, match="chunk_rows"):
-        calibrate.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=8,
+        gradient_stats.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=8,
                                       chunk_rows=0)
 
 
@@ -72,7 +73,7 @@ def test_quadratic_target_is_the_loss_when_every_direction_is_measured(one_devic
     task = tasks.quadratic_task(problem)
     theta = (0.3 * np.random.default_rng(4).standard_normal(40)).astype(np.float32)
     sample = task.draw_batch(np.random.default_rng(5), 8192)
-    stats = calibrate.gradient_statistics(task.loss_fn, {"theta": theta}, sample, np.eye(40),
+    stats = gradient_stats.gradient_statistics(task.loss_fn, {"theta": theta}, sample, np.eye(40),
                                           devices=one_device)
     config = NQMConfig(dim=40, curvature=tuple(problem.curvature_D.tolist()), target=1e-3)
     exact = 0.5 * float(problem.curvature_D @ theta.astype(np.float64) ** 2)
@@ -86,13 +87,13 @@ def small_sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("sweep")
     task = tasks.quadratic_task(SMALL.problem())
     config = SweepConfig(workload="nqm", batch_sizes=BATCH_SIZES, trials=8, max_steps=2000,
-                         goal=SMALL.target, optimizer="sgd", search=SearchSpace((0.01, 2.0)))
+                         goal=SMALL.target, optimizer="sgd", search=TrialSearchSpace((0.01, 2.0)))
     run_sweep(config, out, progress=False, task=task)
     return out, task, jax.devices("cpu")[:1]
 
 
 def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep, tmp_path):
-    from realnets.sweeps.sweep import load_sweep
+    from realnets.sweeps.records import load_sweep
 
     sweep_dir, task, devices = small_sweep
     config, records = load_sweep(sweep_dir)
@@ -146,7 +147,8 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
     predicted = doc["checkpoints"]["goal"]["predictions"][doc["settings"]["target_rule"]]
     assert tuned_goal["ratio"] == pytest.approx(predicted["tuned"]["fit"]["b_crit"] / measured)
 
-    files.write_validation(tmp_path, doc)
+    files.write_validation(tmp_path, files.ValidationDocument.from_dict(doc))
+    assert files.read_validation(tmp_path).settings == vcfg
     table = load_validation(tmp_path)
     assert list(table["quantity"])[0] == "measured B_crit (fit)"
     assert len(table) == len(rows)
@@ -158,7 +160,8 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
 
 
 def test_validation_config_and_calibration_batch_size_check_their_input(small_sweep):
-    from realnets.sweeps.sweep import build_curve, load_sweep
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.records import load_sweep
 
     with pytest.raises(ValueError, match="checkpoints"):
         ValidationConfig(checkpoints=("mid",))
@@ -224,14 +227,14 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     assert (tmp_path / "v" / "report.md").read_text().startswith("# Validation: nqm")
     for name in ("steps.png", "steps.svg", "spectrum_goal.png", "spectrum_goal.svg"):
         assert (tmp_path / "v" / name).stat().st_size > 1000
-    by = {r["quantity"]: r for r in doc["comparison"]}
+    by = {r["quantity"]: r for r in doc.comparison}
     label = " [target = training loss at the goal]"
     # the same search as the sweep: the calibrated NQM predicts the measured B_crit within 10%
     assert by["NQM at the sweep's trials B_crit" + label]["ratio"] == pytest.approx(1.0, abs=0.10)
     # the calibrated NQM's tuned B_crit is the exact NQM's within 10%
     assert by["NQM tuned B_crit" + label]["value"] == pytest.approx(
         by["the workload's own NQM, tuned B_crit"]["value"], rel=0.10)
-    assert doc["provenance"]["command"].startswith("python -m realnets validate --workload nqm")
+    assert doc.provenance.command.startswith("python -m realnets validate --workload nqm")
     # --reuse re-renders without recomputing
     status, out, err = _run(capsys, "validate", "--workload", "nqm", "--batch-size", "64",
                             "--checkpoints", "goal", "--sample-rows", "1024", "--noise-rows",

@@ -1,4 +1,4 @@
-"""realnets.calibration.curvature: Lanczos finds the top of a known spectrum (diagonal and rotated), SLQ
+"""realnets.calibration (lanczos, slq, hessian_products): Lanczos finds the top of a known spectrum (diagonal and rotated), SLQ
 estimates its trace (equal to Hutchinson's with the same probes) and the count above a gap, and
 the sharded Hessian-vector product is H v exactly on the NQM, equals the one-device product on an
 MLP, and matches the dense Hessian and a finite difference of gradients.
@@ -15,7 +15,7 @@ import pytest
 from jax.flatten_util import ravel_pytree
 
 from nqm.problem import NQMConfig
-from realnets.calibration import curvature
+from realnets.calibration import hessian_products, lanczos, slq
 from realnets.workloads import models, tasks
 D = 200
 TOP = 10
@@ -42,7 +42,7 @@ def _matrix(kind: str, rotated: bool):
 @pytest.mark.parametrize("rotated", [False, True])
 def test_lanczos_recovers_top_eigenpairs(kind, rotated):
     A, h, U = _matrix(kind, rotated)
-    pairs = curvature.top_eigenpairs(lambda v: A @ v, D, TOP, jax.random.key(0), num_steps=60)
+    pairs = lanczos.top_eigenpairs(lambda v: A @ v, D, TOP, jax.random.key(0), num_steps=60)
     np.testing.assert_allclose(pairs.eigenvalues_K, h[:TOP], rtol=1e-6)
     overlap = np.abs(np.sum(pairs.eigenvectors_KxP * U[:, :TOP].T, axis=1))    # up to sign
     np.testing.assert_allclose(overlap, 1.0, atol=1e-6)
@@ -53,7 +53,7 @@ def test_lanczos_recovers_top_eigenpairs(kind, rotated):
 
 def test_lanczos_basis_is_orthonormal_and_tridiagonalises():
     A, _, _ = _matrix("power", rotated=True)
-    run = curvature.lanczos(lambda v: A @ v, D, 30, jax.random.key(1))
+    run = lanczos.lanczos(lambda v: A @ v, D, 30, jax.random.key(1))
     Q = run.basis_KxP
     np.testing.assert_allclose(Q @ Q.T, np.eye(30), atol=1e-12)
     np.testing.assert_allclose(Q @ A @ Q.T, run.tridiagonal(), atol=1e-12)
@@ -65,7 +65,7 @@ def test_lanczos_restarts_past_an_invariant_subspace():
     h = np.array([5.0, 5.0, 5.0] + [1.0] * 17)
     U, _ = np.linalg.qr(np.random.default_rng(3).standard_normal((20, 20)))
     A = (U * h) @ U.T
-    pairs = curvature.top_eigenpairs(lambda v: A @ v, 20, 3, jax.random.key(2), num_steps=6)
+    pairs = lanczos.top_eigenpairs(lambda v: A @ v, 20, 3, jax.random.key(2), num_steps=6)
     np.testing.assert_allclose(pairs.eigenvalues_K, [5.0, 5.0, 5.0], rtol=1e-10)
     projector = U[:, :3] @ U[:, :3].T
     np.testing.assert_allclose(pairs.eigenvectors_KxP @ projector, pairs.eigenvectors_KxP, atol=1e-9)
@@ -76,7 +76,7 @@ def test_slq_trace_and_count_above(kind, threshold):
     A, h, _ = _matrix(kind, rotated=True)
     matvec = lambda v: A @ v  # noqa: E731
     key = jax.random.key(5)
-    density = curvature.spectral_density(matvec, D, 40, 100, key)
+    density = slq.spectral_density(matvec, D, 40, 100, key)
     np.testing.assert_allclose(density.weights_LxM.sum(axis=1), 1.0, atol=1e-12)   # Rademacher
 
     # Hutchinson's variance with Rademacher probes is 2 (|A|_F^2 - sum_i A_ii^2) per probe: 100
@@ -84,7 +84,7 @@ def test_slq_trace_and_count_above(kind, threshold):
     trace, trace_se = density.trace()
     assert trace_se < 0.05 * h.sum()
     assert abs(trace - h.sum()) < 3 * trace_se
-    hutchinson, _ = curvature.hutchinson_trace(matvec, D, 100, key)
+    hutchinson, _ = slq.hutchinson_trace(matvec, D, 100, key)
     assert trace == pytest.approx(hutchinson, rel=1e-10)     # sum_j tau_j^2 theta_j = v^T A v / |v|^2
 
     true_count = int(np.sum(h > threshold))      # 19 (h_i = 1/i) or 10 (the outliers)
@@ -99,9 +99,9 @@ def test_slq_trace_and_count_above(kind, threshold):
 
 def test_bad_arguments_raise():
     with pytest.raises(ValueError, match="k \\(Lanczos steps\\)"):
-        curvature.lanczos(lambda v: v, 5, 6, jax.random.key(0))
+        lanczos.lanczos(lambda v: v, 5, 6, jax.random.key(0))
     with pytest.raises(ValueError, match="probe"):
-        curvature.spectral_density(lambda v: v, 5, 3, 2, jax.random.key(0), probe="uniform")
+        slq.spectral_density(lambda v: v, 5, 3, 2, jax.random.key(0), probe="uniform")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def test_hvp_of_the_nqm_task_is_diag_h(eight_devices):
     task = tasks.quadratic_task(problem)
     params = task.init_params(jax.random.key(0))
     sample = task.draw_batch(np.random.default_rng(0), 24)      # chunks of 16 and 8 rows
-    hessian = curvature.hvp(task.loss_fn, params, sample, chunk_rows=16, devices=eight_devices)
+    hessian = hessian_products.hvp(task.loss_fn, params, sample, chunk_rows=16, devices=eight_devices)
     assert hessian.dim == 50 and [c[0] for c in hessian.sample.chunks] == [16, 8]
     v = np.random.default_rng(1).standard_normal(50)
     np.testing.assert_allclose(hessian(v), problem.curvature_D * v.astype(np.float32), rtol=1e-6)
@@ -130,9 +130,9 @@ def _mlp_task(hidden):
 
 def test_hvp_sharded_equals_one_device_and_dense_hessian(one_device, eight_devices):
     task, params = _mlp_task(hidden=(16,))
-    one = curvature.hvp(task.loss_fn, params, task.train, devices=one_device)
+    one = hessian_products.hvp(task.loss_fn, params, task.train, devices=one_device)
     # 40 rows in chunks of 16, 16, 8: every chunk spread over 8 devices
-    sharded = curvature.hvp(task.loss_fn, params, task.train, chunk_rows=16, devices=eight_devices)
+    sharded = hessian_products.hvp(task.loss_fn, params, task.train, chunk_rows=16, devices=eight_devices)
     v = np.random.default_rng(2).standard_normal(one.dim)
     hv_one, hv_sharded = one(v), sharded(v)
     np.testing.assert_allclose(hv_sharded, hv_one, rtol=1e-5, atol=1e-6 * np.abs(hv_one).max())
@@ -145,7 +145,7 @@ def test_hvp_sharded_equals_one_device_and_dense_hessian(one_device, eight_devic
 
 def test_hvp_matches_finite_difference_of_gradients(one_device):
     task, params = _mlp_task(hidden=())      # softmax regression: smooth, so the difference is
-    hessian = curvature.hvp(task.loss_fn, params, task.train, devices=one_device)   # O(eps^2)
+    hessian = hessian_products.hvp(task.loss_fn, params, task.train, devices=one_device)   # O(eps^2)
     v = np.random.default_rng(3).standard_normal(hessian.dim)
     v /= np.linalg.norm(v)
     theta_P, unravel = ravel_pytree(params)

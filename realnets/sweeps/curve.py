@@ -1,0 +1,180 @@
+"""The measured curve of a sweep's trials, and how much its B_crit depends on which trials ran.
+
+Steps to result at a batch size is the first evaluation step at which any trial reached the goal
+(Shallue et al. 2018, section 3); the trial that got there sets the point's metaparameters.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+
+from nqm.curve import CurvePoint, ScalingCurve
+from nqm.scaling import analyse_curve, fit_mccandlish
+from realnets.sweeps.records import CurveDocument, SweepConfig, TrialRecord
+from realnets.workloads.search_space import TrialSearchSpace
+
+EDGE_FRACTION = 0.1   # best value in the outer 10% of a log range counts as "on the edge"
+RESAMPLES = 200
+
+
+def _id_order(trial_id) -> tuple:
+    """Sort key of a trial id: numeric ids (int or digit string) by value first, then the rest
+    by name (the order of `realnets.sweeps.batch_science` trial directories)."""
+    if isinstance(trial_id, int) or (isinstance(trial_id, str) and trial_id.isdigit()):
+        return (0, int(trial_id), "")
+    return (1, 0, str(trial_id))
+
+
+def best_trial(records: Sequence[TrialRecord]) -> TrialRecord | None:
+    """The trial that sets a point: the fewest steps_to_goal, ties to the lowest trial_id (None
+    if no trial reached the goal)."""
+    reached = [r for r in records if r.steps_to_goal is not None]
+    return min(reached, key=lambda r: (r.steps_to_goal, _id_order(r.trial_id))) \
+        if reached else None
+
+
+def best_row(rows: Sequence[dict]) -> dict | None:
+    """`best_trial` over a curve point's trial rows (`trial_summary` rows, or batch_science
+    records). Ids are ordered as numbers where they are numbers, even as strings ("2" < "10")."""
+    reached = [r for r in rows if r["steps_to_goal"] is not None]
+    return min(reached, key=lambda r: (r["steps_to_goal"], _id_order(r["trial_id"]))) \
+        if reached else None
+
+
+def trial_summary(record: TrialRecord) -> dict:
+    """What a curve point keeps of a trial (the full record stays in trials.jsonl): its
+    metaparameters and outcome, and its last noise-scale estimates."""
+    out = {"trial_id": record.trial_id, "status": record.status,
+           "learning_rate": record.learning_rate, "momentum": record.momentum,
+           "final_lr_fraction": record.final_lr_fraction, "steps_to_goal": record.steps_to_goal,
+           "steps_run": record.steps_run}
+    noise = record.noise_scale
+    b_simple = [v for v in noise.b_simple if v is not None]
+    out["b_simple"] = b_simple[-1] if b_simple else None
+    out["grad_sq_ema"] = noise.grad_sq_ema[-1] if noise.grad_sq_ema else None
+    out["trace_cov_ema"] = noise.trace_cov_ema[-1] if noise.trace_cov_ema else None
+    return out
+
+
+def _edges(best: TrialRecord, search: TrialSearchSpace) -> tuple[str, ...]:
+    """Names of the best trial's metaparameters in the outer EDGE_FRACTION of their log range."""
+    edges = []
+    for name, value, bounds in (
+            ("learning_rate", best.learning_rate, search.learning_rate),
+            ("momentum", None if best.momentum is None else 1.0 - best.momentum,
+             search.one_minus_momentum)):
+        if value is None:
+            continue
+        lo, hi = np.log(bounds)
+        pos = (np.log(max(value, 1e-300)) - lo) / (hi - lo) if hi > lo else 0.5
+        if pos <= EDGE_FRACTION or pos >= 1 - EDGE_FRACTION:
+            edges.append(name)
+    return tuple(edges)
+
+
+def build_curve(records: Sequence[TrialRecord], config: SweepConfig) -> ScalingCurve:
+    """The measured ScalingCurve: per batch size, steps to result = the fewest steps_to_goal of
+    its trials (None if no trial reached the goal), with the best trial's metaparameters; its
+    config is the sweep's config.json."""
+    by_batch: dict[int, list[TrialRecord]] = {}
+    for r in records:
+        by_batch.setdefault(r.batch_size, []).append(r)
+    points = []
+    for batch_size, trials in sorted(by_batch.items()):
+        trials = sorted(trials, key=lambda r: _id_order(r.trial_id))
+        best = best_trial(trials)
+        points.append(CurvePoint(
+            batch_size=batch_size, steps=None if best is None else best.steps_to_goal,
+            learning_rate=None if best is None else best.learning_rate,
+            momentum=None if best is None else best.momentum,
+            edge=() if best is None else _edges(best, config.search),
+            trials=tuple(trial_summary(r) for r in trials)))
+    return ScalingCurve(points=tuple(points), source="measured", config=config.to_dict())
+
+
+def pooled_b_simple(points) -> float | None:
+    """B_simple of a whole sweep: the best trials' averages of tr(Sigma) and |G|^2 at their goal
+    step, pooled over batch sizes with weights B^2 (the variance of both estimates falls as
+    1 / B^2: at a batch size far below B_simple one step says almost nothing about |G|^2)."""
+    num = den = 0.0
+    for p in points:
+        best = best_row(p.trials)
+        if best is None:
+            continue
+        # batch_science rows hold no noise estimates
+        g, t = best.get("grad_sq_ema"), best.get("trace_cov_ema")
+        if g is None or t is None or not (math.isfinite(g) and math.isfinite(t)):
+            continue
+        num += p.batch_size ** 2 * t
+        den += p.batch_size ** 2 * g
+    return num / den if den > 0 and num > 0 else None
+
+
+def _best_b_simple(point: CurvePoint):
+    """The noise scale of the trial that set the point (None if unreached or not estimated)."""
+    best = best_row(point.trials)
+    return None if best is None else best.get("b_simple")
+
+
+def curve_document(curve: ScalingCurve) -> CurveDocument:
+    """curve.json: the curve with its analysis, its B_crit over resampled trials and its noise
+    scale (docs/design.md, 'Formats')."""
+    analysis = analyse_curve(curve)
+    summary = analysis.to_dict()
+    return CurveDocument(
+        source=curve.source, config=curve.config, points=curve.points,
+        fit=summary["fit"], regimes=summary["regimes"],
+        efficiency=tuple(analysis.efficiency), regime=tuple(analysis.regimes),
+        b_crit_resampled=b_crit_resampled(curve),
+        noise_scale={"b_simple": pooled_b_simple(curve.points), "b_noise": None,
+                     "per_point_b_simple": [_best_b_simple(p) for p in curve.points],
+                     "note": "each point: its best trial's B_simple at its goal step "
+                             "(moving averages, McCandlish et al. app. A.1); b_simple: "
+                             "those averages pooled over batch sizes with weights B^2"})
+
+
+def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int = 0) -> dict:
+    """How much the measured B_crit depends on which trials the search happened to draw.
+
+    Per resample, every batch size's K trials are drawn again with replacement, its steps to
+    result are the fewest steps_to_goal among the drawn (not reached if none reached), and the
+    McCandlish fit is redone. Only sweeps whose trials all ran to their own end can be resampled
+    (`--full-trials`, or published batch_science data): by default a batch size's other trials
+    stop once one reached the goal, so their steps are censored, and a resample without the
+    winner would count as unreached.
+
+    Returns:
+      {"median", "p16", "p84": B_crit quantiles (None where fewer than half of the resamples
+      could be fitted), "resamples", "fitted": resamples with a fit, "note"}; "available" False
+      and a "note" saying why when the trials cannot be resampled.
+    """
+    # a batch_science curve's config has no full_trials: its trials all ran to their end
+    uncensored = curve.source == "batch_science" or bool(curve.config.get("full_trials"))
+    if not uncensored:
+        return {"available": False,
+                "note": "trials stopped when one reached the goal; needs --full-trials"}
+    rng = np.random.default_rng(seed)
+    sizes = np.asarray([p.batch_size for p in curve.points], float)
+    steps = []
+    for p in curve.points:
+        s = [t["steps_to_goal"] for t in p.trials]
+        steps.append(np.asarray([np.inf if v is None else float(v) for v in s]))
+    fits = []
+    for _ in range(int(resamples)):
+        drawn = [np.min(s[rng.integers(0, s.size, s.size)]) if s.size else np.inf for s in steps]
+        drawn = np.where(np.isfinite(drawn), drawn, np.nan)
+        b_crit = fit_mccandlish(sizes, drawn).b_crit
+        if b_crit is not None:
+            fits.append(b_crit)
+    out = {"available": True, "resamples": int(resamples), "fitted": len(fits),
+           "median": None, "p16": None, "p84": None,
+           "note": "B_crit refitted with each batch size's trials drawn again with replacement: "
+                   "the spread from which trials the search drew (not from the data order or "
+                   "initialisation, and not the bias of too few trials)"}
+    if len(fits) >= resamples / 2:
+        out.update(median=float(np.median(fits)), p16=float(np.percentile(fits, 16)),
+                   p84=float(np.percentile(fits, 84)))
+    return out

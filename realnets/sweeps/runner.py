@@ -1,0 +1,116 @@
+"""Runs the measuring protocol of Shallue et al. 2018 over batch sizes, resumable, on disk.
+
+The sweep directory's files are `realnets.sweeps.records`'s: config.json written first,
+trials.jsonl appended (and fsynced) as trials finish, curve.json rewritten atomically after every
+batch size. Rerunning the same sweep skips every (batch size, trial id) already in trials.jsonl;
+a sweep killed at any moment loses at most the trials in flight and leaves no broken file (a cut
+final line of trials.jsonl is ignored and repaired). Only process 0 writes; with several hosts
+the directory must be on a filesystem that every process reads.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import jax
+
+from nqm.curve import ScalingCurve
+from realnets import store, workloads
+from realnets.sweeps.curve import build_curve, curve_document
+from realnets.sweeps.records import IDENTITY, SweepConfig, TrialRecord, read_config, read_trials
+from realnets.training.search import trial_specs
+from realnets.training.trainer import RunConfig, run_trials
+
+
+def _check_same_study(old: SweepConfig, new: SweepConfig, path: Path) -> None:
+    for key in IDENTITY:
+        if getattr(old, key) != getattr(new, key):
+            raise ValueError(f"out directory {path} holds a sweep with {key} = "
+                             f"{old.to_dict()[key]!r}, not {new.to_dict()[key]!r}: use a new "
+                             "--out to start another sweep")
+
+
+def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
+              on_trials: Callable[[list[TrialRecord]], None] | None = None,
+              on_eval: Callable[[int, int], None] | None = None, task=None) -> ScalingCurve:
+    """Runs (or resumes) a sweep into `out_dir`; returns the measured curve.
+
+    Args:
+      config: the sweep.
+      out_dir: sweep directory (created if needed).
+      progress: show a tqdm bar per group of trials (batch size, trial ids, step).
+      on_trials: called with the new records each time trials finish (e.g. the app's chart).
+      on_eval: called with (batch size, step) after every evaluation (e.g. a progress bar).
+      task: the workload's Task if the caller already built it (the app caches it); else built
+        here from the workload.
+    """
+    out_dir = Path(out_dir)
+    writer = jax.process_index() == 0
+    if (out_dir / "config.json").exists():
+        _check_same_study(read_config(out_dir / "config.json"), config, out_dir)
+    if writer:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        store.write_json_atomic(out_dir / "config.json", config.to_dict())
+        store.repair_jsonl(out_dir / "trials.jsonl")
+    records = read_trials(out_dir / "trials.jsonl")
+    finished = {(r.batch_size, int(r.trial_id)) for r in records}
+
+    workload = workloads.get(config.workload)
+    if task is None:
+        task = workload.build(text_file=config.text_file)
+    specs = trial_specs(config.search, config.optimizer, config.trials, config.seed)
+    chunk = config.vmap_trials or config.trials
+    for batch_size in config.batch_sizes:
+        todo = [s for s in specs if (batch_size, s.trial_id) not in finished]
+        for start in range(0, len(todo), chunk):
+            group = todo[start:start + chunk]
+            best = [r.steps_to_goal for r in records
+                    if r.batch_size == batch_size and r.steps_to_goal is not None]
+            run = RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=config.goal,
+                            optimizer=config.optimizer, seed=config.seed,
+                            eval_resolution=config.eval_resolution,
+                            max_rows_per_device=config.max_rows_per_device,
+                            stop_at_first_goal=not config.full_trials,
+                            noise_every=config.noise_every,
+                            stop_after=min(best) if best and not config.full_trials else None)
+            bar = _bar(progress and writer, batch_size, group, config.max_steps)
+            def report_step(step: int, batch_size=batch_size, bar=bar) -> None:
+                if bar:
+                    bar.update_to(step)
+                if on_eval is not None:
+                    on_eval(batch_size, step)
+
+            try:
+                done = run_trials(task, run, group, on_eval=report_step)
+            finally:
+                if bar:
+                    bar.close()
+            if writer:
+                store.append_jsonl(out_dir / "trials.jsonl", done)
+            new = [TrialRecord.from_dict(r) for r in done]
+            records.extend(new)
+            if on_trials is not None:
+                on_trials(new)
+        if writer:
+            store.write_json_atomic(out_dir / "curve.json",
+                                    curve_document(build_curve(records, config)).to_dict())
+    curve = build_curve(records, config)
+    if writer:
+        store.write_json_atomic(out_dir / "curve.json", curve_document(curve).to_dict())
+    return curve
+
+
+def _bar(enabled: bool, batch_size: int, group, total: int):
+    if not enabled:
+        return None
+    from tqdm import tqdm
+
+    ids = f"{group[0].trial_id}-{group[-1].trial_id}" if len(group) > 1 else str(group[0].trial_id)
+    bar = tqdm(total=total, desc=f"B={batch_size} trials {ids}", unit="step", leave=False)
+
+    def update_to(step: int) -> None:
+        bar.update(step - bar.n)
+
+    bar.update_to = update_to
+    return bar

@@ -1,0 +1,119 @@
+"""Running a sweep: results as trials finish, resume after a kill, no repeats, no broken file."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from realnets import store
+from realnets.sweeps.records import SweepConfig, load_sweep
+from realnets.sweeps.runner import run_sweep
+from realnets.workloads.search_space import TrialSearchSpace
+
+ROOT = Path(__file__).resolve().parents[3]
+SWEEP_ARGS = ["sweep", "--workload", "nqm", "--batch-sizes", "64,256", "--trials", "4",
+              "--max-steps", "400", "--lr-range", "0.05,2", "--vmap-trials", "1", "--no-progress"]
+
+
+def _cli(args, **kw):
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1")
+    return subprocess.Popen([sys.executable, "-m", "realnets", *args], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+
+
+def _keys(records):
+    return [(r["batch_size"], r["trial_id"]) for r in records]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("full")
+    proc = _cli([*SWEEP_ARGS, "--out", str(out)])
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    return out
+
+
+def test_kill_then_resume_loses_nothing_and_repeats_nothing(tmp_path, uninterrupted):
+    out = tmp_path / "killed"
+    proc = _cli([*SWEEP_ARGS, "--out", str(out)])
+    log = out / "trials.jsonl"
+    deadline = time.time() + 240
+    while time.time() < deadline and proc.poll() is None:
+        if log.exists() and len(store.read_jsonl(log)) >= 2:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the sweep finished before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    before = log.read_text().splitlines()
+    assert 2 <= len(before) < 8
+
+    resumed = _cli([*SWEEP_ARGS, "--out", str(out)])
+    _, err = resumed.communicate(timeout=300)
+    assert resumed.returncode == 0, err
+    after = log.read_text().splitlines()
+    assert after[:len(before)] == before            # finished trials kept, byte for byte
+    keys = _keys([json.loads(line) for line in after])
+    assert len(keys) == len(set(keys)) == 8         # every trial once
+    _, full = load_sweep(uninterrupted)
+    _, mine = load_sweep(out)
+    by_key = {(r.batch_size, r.trial_id): r for r in full}
+    for r in mine:                                  # same trials, same results
+        assert r.steps_to_goal == by_key[(r.batch_size, r.trial_id)].steps_to_goal
+        assert r.status == by_key[(r.batch_size, r.trial_id)].status
+    curve = json.loads((out / "curve.json").read_text())
+    assert [p["steps"] for p in curve["points"]] == [
+        p["steps"] for p in json.loads((uninterrupted / "curve.json").read_text())["points"]]
+
+
+def test_rerun_of_finished_sweep_runs_nothing(uninterrupted, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for name in ("config.json", "trials.jsonl"):
+        (copy / name).write_bytes((uninterrupted / name).read_bytes())
+    config = SweepConfig.from_dict(json.loads((copy / "config.json").read_text()))
+    assert config.batch_sizes == (64, 256) and config.search == TrialSearchSpace((0.05, 2.0))
+    calls = []
+    run_sweep(config, copy, progress=False, on_trials=calls.append)
+    assert calls == []
+    assert (copy / "trials.jsonl").read_bytes() == (uninterrupted / "trials.jsonl").read_bytes()
+
+
+def test_cut_final_line_is_ignored_and_repaired(tmp_path):
+    log = tmp_path / "trials.jsonl"
+    store.append_jsonl(log, [{"batch_size": 4, "trial_id": 0}])
+    with log.open("a") as f:
+        f.write('{"batch_size": 4, "tri')             # a write cut short by a kill
+    assert _keys(store.read_jsonl(log)) == [(4, 0)]
+    store.repair_jsonl(log)
+    store.append_jsonl(log, [{"batch_size": 4, "trial_id": 1}])
+    assert _keys(store.read_jsonl(log)) == [(4, 0), (4, 1)]
+
+
+def test_corrupt_line_in_the_middle_is_an_error_naming_the_line(tmp_path):
+    log = tmp_path / "trials.jsonl"
+    log.write_text('{"batch_size": 4, "trial_id": 0}\nnot json\n{"batch_size": 4, "trial_id": 1}\n')
+    with pytest.raises(ValueError, match="line 2"):
+        store.read_jsonl(log)
+
+
+def test_atomic_write_leaves_no_temporary_file(tmp_path):
+    store.write_json_atomic(tmp_path / "curve.json", {"a": float("nan"), "b": [1.0, float("inf")]})
+    assert json.loads((tmp_path / "curve.json").read_text()) == {"a": None, "b": [1.0, None]}
+    assert [p.name for p in tmp_path.iterdir()] == ["curve.json"]
+
+
+def test_other_study_in_the_same_directory_is_refused(uninterrupted, tmp_path):
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    (copy / "config.json").write_bytes((uninterrupted / "config.json").read_bytes())
+    config = SweepConfig(workload="nqm", batch_sizes=(64,), trials=4, max_steps=400, goal=0.01,
+                         optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)))
+    with pytest.raises(ValueError, match="goal"):
+        run_sweep(config, copy, progress=False)
