@@ -512,7 +512,7 @@ with st.sidebar:
     optimizers = st.multiselect("tune and compare", list(explorer.OPTIMIZER_LABELS),
                                 default=["sgd"], key="optimizers",
                                 format_func=lambda k: explorer.OPTIMIZER_LABELS[k],
-                                help="momentum and EMA take ~10 s to tune at d = 10000")
+                                help="momentum and EMA take ~3 s to tune at d = 10000 (docs/performance.md)")
     powers = st.multiselect("preconditioning powers p (H^-p)", [0.0, 0.25, 0.5, 0.75, 1.0],
                             default=[0.0], key="powers",
                             help="0: SGD-like; 0.5: Adam-like; 1: K-FAC-like")

@@ -169,17 +169,26 @@ def certified_steps(dyn, target: float, known_steps, max_steps: int,
     for row in np.flatnonzero((known >= 0) & (known <= dense_limit)):
         hits = np.flatnonzero(dyn.trajectory(int(row), int(known[row])) <= target)
         out[row] = hits[0] if hits.size else known[row]
-    large = np.flatnonzero(known > dense_limit)
+    # The others: the first DENSE_STEPS steps by the recurrence (one launch per row instead of
+    # one closed-form evaluation per step), then the ladder from there.
+    large = []
+    for row in np.flatnonzero(known > dense_limit):
+        hits = np.flatnonzero(dyn.trajectory(int(row), DENSE_STEPS) <= target)
+        if hits.size:
+            out[row] = hits[0]
+        else:
+            large.append(row)
+    large = np.asarray(large, dtype=np.int64)
     if large.size:
         sub = dyn.take(large)
         found = first_crossing(Compacting(sub, "loss_parts"), sub.rows, target,
-                               int(known[large].max()), active=sub.stable_N)
+                               int(known[large].max()), active=sub.stable_N, start=DENSE_STEPS)
         out[large] = np.where(found >= 0, np.minimum(found, known[large]), known[large])
     return out
 
 
 def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: float,
-                            max_steps: int, active=None, rungs=None):
+                            max_steps: int, active=None, rungs=None, bisect: bool = True):
     """For each batch size, the fewest steps to target over N metaparameter rows, and which row.
 
     The loss of row r at batch size B is `signal_r(t) + noise_r(t) / B` (`signal_noise` is
@@ -194,6 +203,8 @@ def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: floa
       target, max_steps: as in `first_crossing`.
       active: optional bool (N,) rows to consider (e.g. stable ones).
       rungs: the ladder to scan (default `ladder(max_steps)`).
+      bisect: False skips the bisection: steps is then the first winning rung (an upper bound
+        on the exact fewest steps) and best_row the row with the lowest loss there.
 
     Returns:
       (steps (n_B,) int64 with NOT_REACHED where no row reaches, best_row (n_B,) int64, -1 if none).
@@ -206,6 +217,7 @@ def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: floa
     lo = np.zeros((n_rows, n_b), dtype=np.int64)
     hit_rung = np.full(n_b, NOT_REACHED, dtype=np.int64)
     hit_mask = np.zeros((n_rows, n_b), dtype=bool)
+    hit_loss = np.full((n_rows, n_b), np.inf)
     prev = 0
     for rung in ladder(max_steps) if rungs is None else rungs:
         rows = np.flatnonzero(pending.any(axis=1))
@@ -219,6 +231,9 @@ def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: floa
         newly = hit.any(axis=0)
         hit_rung[newly] = rung
         hit_mask[rows[:, None], np.arange(n_b)[None, :]] |= hit
+        if not bisect and newly.any():
+            cols = np.flatnonzero(newly)
+            hit_loss[rows[:, None], cols[None, :]] = np.where(hit[:, cols], loss[:, cols], np.inf)
         lo[rows[:, None], np.where(newly)[0][None, :]] = prev
         still = pending[rows] & ~hit & ~dead
         still[:, newly] = False      # a winner exists at this rung: the rest are slower
@@ -227,6 +242,11 @@ def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: floa
         prev = rung
     steps = np.full(n_b, NOT_REACHED, dtype=np.int64)
     best_row = np.full(n_b, -1, dtype=np.int64)
+    if not bisect:
+        reached = hit_rung >= 0
+        steps[reached] = hit_rung[reached]
+        best_row[reached] = np.argmin(hit_loss[:, reached], axis=0)
+        return steps, best_row
     # Bisect every tied pair on its winning rung; keep the smallest.
     pair_r, pair_b = np.nonzero(hit_mask)
     pair_lo = lo[pair_r, pair_b]

@@ -39,6 +39,8 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
 PARALLEL_MIN_ROWS = 4  # fewer rows: a serial loop (a parallel launch costs more than it saves)
+TINY = 1e-170  # a factor below this squares (or multiplies another) to exactly 0.0 in float64
+LOG_TINY = math.log(TINY)
 
 
 @numba.njit(cache=True)
@@ -90,6 +92,7 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
     lo_edge = (1.0 - rho) ** 2
     hi_edge = (1.0 + rho) ** 2
     ab = a * b
+    log_bound = math.log((2.0 * t + 2.0) * (1.0 + ab))
     for i in range(d):
         h = h_D[i]
         ah = a * h
@@ -107,8 +110,14 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
             half = math.sqrt(abs(gap) * inv_4rho)
             if gap < 0.0:
                 hc = min(half, 1.0)
-                w = 2.0 * math.asin(hc)
                 sin_w = 2.0 * hc * math.sqrt(max(1.0 - hc * hc, 0.0))
+                # |phi|, |chi| <= scale (3 + a b) / sin_w: below 1e-170 their products are
+                # exactly 0 in float64 and the direction holds its stationary moment u.
+                if sin_w > 0.0 and scale * (3.0 + ab) < TINY * sin_w:
+                    acc_t += w_D[i] * u
+                    acc_n += w_D[i] * u
+                    continue
+                w = 2.0 * math.asin(hc)
                 cos_w = 1.0 - 2.0 * hc * hc
                 s0 = math.sin(t * w)
                 c0 = math.cos(t * w)
@@ -119,12 +128,18 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
                 y2 = y * y
                 l1 = rho * y2
                 l2 = rho / y2
+                log_l1 = math.log(l1)
+                # |phi|, |chi| <= l1^(t-1) (2 t + 2) (1 + a b) (l1 < 1, E_t <= t): as above.
+                if (t - 1) * log_l1 + log_bound < LOG_TINY:
+                    acc_t += w_D[i] * u
+                    acc_n += w_D[i] * u
+                    continue
                 log_q = -2.0 * math.log(y2)
                 if log_q < 0.0:
                     e_t = math.expm1(max(t * log_q, -700.0)) / math.expm1(log_q)
                 else:
                     e_t = float(t)
-                lt = math.exp(max((t - 1) * math.log(l1), -700.0))
+                lt = math.exp(max((t - 1) * log_l1, -700.0))
                 p_t = lt * e_t
                 phi_mag = lt * (l1 + e_t * (l2 - sgn * b))
         # phi chi = sign^(2t-1) phi_mag (-a b P_t) = -sgn a b phi_mag P_t

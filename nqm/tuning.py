@@ -216,13 +216,15 @@ def _seeds(spec: OptimizerSpec, z_sgd: np.ndarray, h_max: float) -> list[np.ndar
         return [z_sgd]
     seeds = []
     for keep in (0.0, 0.5, 0.9, 0.95, 0.98, 0.99, 0.999):
+        if spec.name == "momentum":
+            # the SGD winner's effective rate a / (1 - b), and near the stable limit at b
+            seeds.append(coordinates(spec, a * (1 - keep), keep))
+        else:
+            seeds.append(coordinates(spec, a, ema_decay=keep))
         for frac in (1.0, 1.9):
             if spec.name == "momentum":
-                # the SGD winner's effective rate a / (1 - b), and near the stable limit at b
-                seeds.append(coordinates(spec, a * (1 - keep), keep))
                 seeds.append(coordinates(spec, np.full_like(a, frac * (1 + keep) / h_max), keep))
             else:
-                seeds.append(coordinates(spec, a, ema_decay=keep))
                 seeds.append(coordinates(spec, np.full_like(a, frac / h_max), ema_decay=keep))
     return seeds
 
@@ -295,10 +297,15 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
         zs = z_hi[open_].copy()
         fs = objective(zs, t, bsel)
         if first and seeds_from is not None:
-            for seed in _seeds(spec, seeds_from[open_], objective.h_max):
-                fz = objective(seed, t, bsel)
-                better = fz < fs
-                zs[better], fs[better] = seed[better], fz[better]
+            # every seed of every row in one call; the best seed replaces a worse start
+            seeds = np.stack(_seeds(spec, seeds_from[open_], objective.h_max))  # (S, n, k)
+            n_s = seeds.shape[0]
+            fz = objective(seeds.reshape(-1, seeds.shape[2]), np.tile(t, n_s),
+                           np.tile(bsel, n_s)).reshape(n_s, -1)
+            j = np.argmin(fz, axis=0)
+            cols = np.arange(fz.shape[1])
+            better = fz[j, cols] < fs
+            zs[better], fs[better] = seeds[j, cols][better], fz[j, cols][better]
         zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else 0.25, target)
         ok = fs <= target
         slide = ok & (lo == 0)
@@ -362,15 +369,19 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     # The grid only seeds the search; it starts at the paper's SGD floor (the search itself
     # goes down to the space's lower bound).
     lr_lo = min(max(space.learning_rate[0], GRID_FLOOR), lr_hi)
-    n_grid = max(2, int(np.ceil(np.log10(lr_hi / lr_lo) * space.grid_per_decade)) + 1)
+    # SGD's Newton search converges from a learning rate a factor ~2 off: half the density.
+    per_decade = space.grid_per_decade / (2 if spec.name == "sgd" else 1)
+    n_grid = max(2, int(np.ceil(np.log10(lr_hi / lr_lo) * per_decade)) + 1)
     grid = np.geomspace(lr_lo, lr_hi, n_grid)
     dyn = dynamics(problem, 1.0, grid, precond_power=spec.precond_power)
     # A coarse ladder suffices here: this stage only seeds the search (SGD's Newton search
-    # converges from steps a factor 2 off, so it gets the coarsest).
+    # converges from steps a factor 2 off, so it gets the coarsest, and no bisection: its
+    # steps are the winning rung, a feasible upper bound).
     hi, row = crossing.best_crossing_per_batch(
         crossing.Compacting(dyn, "signal_noise"), grid.size, batch, target, seed_budget,
         active=dyn.stable_N, rungs=crossing.ladder(seed_budget, dense=8,
-                                                   per_octave=1 if spec.name == "sgd" else 2))
+                                                   per_octave=1 if spec.name == "sgd" else 2),
+        bisect=spec.name != "sgd")
     reached = hi >= 0
     z_sgd = np.log(grid[np.maximum(row, 0)])[:, None]
     z = coordinates(spec, np.exp(z_sgd[:, 0]))

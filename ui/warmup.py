@@ -40,7 +40,7 @@ Key = tuple[Hashable, ...]
 MAX_ENTRIES = 256
 # Seconds to tune each optimizer at d = 10^4 over 20 batch sizes on a 2-core machine (README,
 # `python -m nqm compare`): the unit of `estimated_seconds`.
-SECONDS_AT_DEFAULT = {"sgd": 0.7, "momentum": 5.0, "ema": 6.0, "schedule": 18.0}
+SECONDS_AT_DEFAULT = {"sgd": 0.1, "momentum": 2.6, "ema": 3.5, "schedule": 18.0}
 WARM_BUDGET_SECONDS = 3.0  # warm a setting's neighbours only if one costs at most this
 _MISSING = object()
 

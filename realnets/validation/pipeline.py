@@ -32,9 +32,9 @@ For a measured sweep (docs/design.md, 'Real nets') this module
    - B_simple = tr(Sigma) / |G|^2, the cheap proxy, as the trainer measured it during the sweep
      (moving averages, pooled over batch sizes: `realnets.sweeps.curve.pooled_b_simple`), and from the
      calibration sample at the checkpoints;
-5. returns one JSON-ready document (`validate`), written by `write_validation` and read back by
-   `load_validation`, whose `comparison` table the report (`realnets.validation.report`) and the
-   app show.
+5. returns one JSON-ready document (`validate`), written by `files.write_validation` and read
+   back by `files.read_validation`, whose `comparison` table the report
+   (`realnets.validation.report`) and the app show.
 
 References:
   McCandlish et al. 2018, "An empirical model of large-batch training", eqs. 2.8-2.11 and

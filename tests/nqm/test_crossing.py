@@ -194,3 +194,54 @@ def test_exhaustive_first_crossing():
     assert crossing.exhaustive_first_crossing(losses, 5.0) == 0
     assert crossing.exhaustive_first_crossing(losses, 0.05) == NOT_REACHED
     assert crossing.exhaustive_first_crossing(np.full(4, np.inf), 1.0) == NOT_REACHED
+
+
+def test_best_crossing_per_batch_without_bisection_returns_the_winning_rung():
+    """bisect=False: steps is the first rung at which some row reaches the target (the exact
+    minimum is at most that, and above the rung before it), and the chosen row reaches it there."""
+    problem = NQMConfig(dim=60, target=0.02).problem()
+    rows = 30
+    lr = np.geomspace(1e-3, 2.5, rows)
+    batch_sizes = 2 ** np.arange(0, 14)
+    rungs = crossing.ladder(3000, dense=8, per_octave=1)
+    unit = moments.dynamics(problem, np.ones(rows), lr)
+    exact, _ = crossing.best_crossing_per_batch(unit.signal_noise, rows, batch_sizes,
+                                                problem.target, 3000, active=unit.stable_N,
+                                                rungs=rungs)
+    steps, best = crossing.best_crossing_per_batch(unit.signal_noise, rows, batch_sizes,
+                                                   problem.target, 3000, active=unit.stable_N,
+                                                   rungs=rungs, bisect=False)
+    assert np.any(steps > exact)                  # the test is not vacuous
+    assert np.sum(exact >= 0) >= 10
+    for j, batch in enumerate(batch_sizes):
+        if exact[j] < 0:
+            assert steps[j] == NOT_REACHED and best[j] == -1
+            continue
+        k = np.searchsorted(rungs, exact[j])      # the first rung at or above the exact minimum
+        assert steps[j] == rungs[k]
+        dyn = moments.dynamics(problem, np.full(rows, batch), lr)
+        losses = dyn.loss(np.full(rows, steps[j]))
+        assert losses[best[j]] <= problem.target
+        assert losses[best[j]] == losses[unit.stable_N & (losses <= problem.target)].min()
+
+
+@pytest.mark.parametrize("family", ["momentum", "ema"])
+def test_certified_steps_equals_every_step_check(family):
+    """certified_steps from a loose known step (beyond dense_limit, so the recurrence checks the
+    first DENSE_STEPS steps and the ladder the rest) against checking every step."""
+    problem = NQMConfig(dim=60, target=0.1).problem()
+    rows = 12
+    lr = np.geomspace(0.05, 1.5, rows)
+    kw = ({"momentum": np.linspace(0.0, 0.9, rows)} if family == "momentum"
+          else {"ema_decay": np.linspace(0.0, 0.95, rows)})
+    dyn = moments.dynamics(problem, np.full(rows, 64.0), lr, **kw)
+    reference = np.array([crossing.exhaustive_first_crossing(dyn.trajectory(r, 5000),
+                                                             problem.target)
+                          for r in range(rows)])
+    assert np.sum(reference >= 0) >= 10
+    assert np.any((reference >= 0) & (reference < crossing.DENSE_STEPS))
+    assert np.any(reference > crossing.DENSE_STEPS)
+    # loose upper bounds, all above dense_limit (NOT_REACHED where no step reaches)
+    known = np.where(reference >= 0, 3 * reference + 150, crossing.NOT_REACHED)
+    got = crossing.certified_steps(dyn, problem.target, known, 10 ** 6, dense_limit=100)
+    np.testing.assert_array_equal(got, reference)
