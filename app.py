@@ -9,9 +9,9 @@ did alone):
   measured curve, the trials behind each point, the measured gradient noise scale.
 - **Run a sweep**: a sweep from a form, with progress and the curve filling in as trials finish.
 
-All logic lives in libraries: `ui.explorer` and `ui.gallery` compute, `ui.charts`
-draws, `realnets.sweeps.runner` runs sweeps; this file only reads the controls, calls them and
-draws.
+All logic lives in libraries: `ui.explorer`, `ui.measured`, `ui.prediction`, `ui.run_form` and
+`ui.reports` compute, `ui.charts` draws, `realnets.sweeps.runner` runs sweeps; this file only
+reads the controls, calls them and draws.
 """
 
 from __future__ import annotations
@@ -75,20 +75,20 @@ def cached_noise(config: NQMConfig, batch_size: int, lr: float, momentum: float,
 def cached_sweep(signature: tuple):
     """A sweep directory, keyed on its files' sizes and times: a sweep still being written is
     read again as soon as it gains a trial."""
-    from ui import gallery
-    return gallery.load_sweep_dir(signature[0])
+    from ui import measured
+    return measured.load_sweep_dir(signature[0])
 
 
 @st.cache_data(show_spinner="Reading the batch_science data...")
 def cached_batch_science(path: str, goal: float, metric: str):
-    from ui import gallery
-    return gallery.load_batch_science_dir(path, goal, metric)
+    from ui import measured
+    return measured.load_batch_science_dir(path, goal, metric)
 
 
 @st.cache_data(show_spinner="Tuning the NQM at the measured batch sizes...")
 def cached_prediction(setup, batch_sizes: tuple):
-    from ui import gallery
-    return gallery.predict(setup, batch_sizes)
+    from ui import prediction
+    return prediction.predict(setup, batch_sizes)
 
 
 def fmt(value) -> str:
@@ -191,17 +191,17 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
 
 def pick_measured():
     """The measured curve the controls name, or None (with an error or a hint beside them)."""
-    from ui import gallery
+    from ui import measured
     source = st.radio("show", SOURCES, horizontal=True, key="measured_source")
     if source == SOURCES[0]:
-        sweeps = gallery.list_sweeps(PLACES.sweeps, PLACES.results)
+        sweeps = measured.list_sweeps(PLACES.sweeps, PLACES.results)
         if not sweeps:
             st.info("No sweeps under sweeps/ or results/ yet: run one in the 'Run a sweep' tab.")
             return None
         names = list(sweeps)
         name = st.selectbox("sweep", names, key="measured_sweep",
-                            index=names.index(gallery.DEFAULT_SWEEP)
-                            if gallery.DEFAULT_SWEEP in names else 0,
+                            index=names.index(measured.DEFAULT_SWEEP)
+                            if measured.DEFAULT_SWEEP in names else 0,
                             help="sweeps/: measured for batchscope and shipped with it; "
                                  "results/: sweeps run from this app")
         path = sweeps[name]
@@ -238,7 +238,7 @@ def pick_measured():
         chosen = st.selectbox("workload", names, key="bs_workload")
         return curves[names.index(chosen)]
     try:
-        return cached_sweep(gallery.signature(path))
+        return cached_sweep(measured.signature(path))
     except ValueError as err:
         st.error(f"Cannot load this sweep: {err}")
         return None
@@ -254,7 +254,8 @@ def describe(config: dict) -> str:
 
 
 def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
-    from ui import gallery
+    from ui import prediction
+    from ui.measured import resampled_columns
     st.subheader("Steps to result measured on a network, beside the NQM")
     measured = pick_measured()
     if measured is None:
@@ -266,9 +267,9 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
         st.info(f"{measured.name} has no finished trials yet.")
         return
 
-    setup = gallery.prediction_setup(measured.config, nqm_config,
-                                     optimizers[0] if optimizers else "sgd",
-                                     float(powers[0]) if powers else 0.0)
+    setup = prediction.prediction_setup(measured.config, nqm_config,
+                                        optimizers[0] if optimizers else "sgd",
+                                        float(powers[0]) if powers else 0.0)
     scale = False
     if not setup.exact:
         scale = st.checkbox("scale to measured S_min", value=True, key="scale_nqm",
@@ -279,10 +280,10 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     comparison, bound = None, None
     try:
         predicted = cached_prediction(setup, batch_sizes)
-        comparison = gallery.compare(measured.curve, predicted, scale,
-                                     measured.points["curve"].iloc[0], setup.label,
-                                     gallery.resampled_columns(measured.document))
-        bound = gallery.lower_bound(setup, batch_sizes)
+        comparison = prediction.compare(measured.curve, predicted, scale,
+                                        measured.points["curve"].iloc[0], setup.label,
+                                        resampled_columns(measured.document))
+        bound = prediction.lower_bound(setup, batch_sizes)
     except ValueError as err:
         st.error(f"No NQM prediction for the sidebar's setting: {err}")
     st.session_state["comparison"] = None if comparison is None else comparison.summary
@@ -361,17 +362,17 @@ def file_stem(measured) -> str:
 def show_validation(measured) -> None:
     """The calibrated NQM's predictions of B_crit for this sweep, when its validation report
     ships (`python -m realnets validate`, reports/validation/<workload>/)."""
-    from ui import gallery
+    from ui import reports
     from ui import validation_charts
     from realnets.validation import files
-    where = gallery.validation_for(measured.config, PLACES.validation)
+    where = reports.validation_for(measured.config, PLACES.validation)
     st.session_state["validation"] = None
     if where is None:
         return
     st.subheader("The NQM calibrated on this network")
     try:
         doc = files.read_validation(where).to_dict()
-        table = gallery.load_validation(where)
+        table = reports.load_validation(where)
     except ValueError as err:
         st.error(f"Cannot read the validation report in {where}: {err}")
         return
@@ -406,7 +407,8 @@ def cached_task(workload: str):
 
 
 def show_run():
-    from ui import gallery
+    from ui import run_form
+    from ui.measured import load_sweep_dir
     from realnets import workloads
     from realnets.sweeps.runner import run_sweep
 
@@ -435,8 +437,8 @@ def show_run():
     if not submitted:
         return
     try:
-        config = gallery.sweep_config(workload, batch_text, int(trials), int(max_steps))
-        out_dir = gallery.out_dir_for(out_text, workload, PLACES)
+        config = run_form.sweep_config(workload, batch_text, int(trials), int(max_steps))
+        out_dir = run_form.out_dir_for(out_text, workload, PLACES)
     except ValueError as err:
         st.error(f"Cannot run this sweep: {err}")
         return
@@ -447,8 +449,8 @@ def show_run():
     def show_progress(_new_records=None):
         """Draws the curve so far; returns its chart (None before the first point)."""
         # Each call reads the directory back: what is drawn is what is safely on disk.
-        m = gallery.load_sweep_dir(out_dir)
-        done, total = gallery.finished_trials(m, config)
+        m = load_sweep_dir(out_dir)
+        done, total = run_form.finished_trials(m, config)
         bar.progress(done / total, text=f"{done} of {total} trials finished, in {out_dir}")
         drawn = None
         if not m.points.empty:

@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from nqm import validation
+
 
 def _clean(value):
     """JSON-safe copy: numpy scalars to Python, non-finite floats to None."""
@@ -83,24 +85,14 @@ class CurvePoint:
         """Reads a point written by `to_dict`; raises ValueError naming any bad field."""
         if not isinstance(d, dict):
             raise ValueError(f"a curve point must be a JSON object with a batch_size, got {d!r:.80}")
-        batch_size = _whole(d.get("batch_size"), "batch_size", minimum=1)
+        batch_size = validation.check_whole("curve point batch_size", d.get("batch_size"), 1)
         steps = d.get("steps")
         if steps is not None:
-            steps = _whole(steps, "steps", minimum=0)
+            steps = validation.check_whole("curve point steps", steps, 0)
         return cls(batch_size=batch_size, steps=steps, learning_rate=d.get("learning_rate"),
                    momentum=d.get("momentum"), ema_decay=d.get("ema_decay"),
                    edge=tuple(d.get("edge", ())), schedule=tuple(d.get("schedule", ())),
                    trials=tuple(d.get("trials", ())))
-
-
-def _whole(value, name: str, minimum: int) -> int:
-    """value as an int if it is a whole number >= minimum (2.0 is fine, 2.5 is not)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if ok:
-        ok = math.isfinite(float(value)) and float(value) == int(value) and int(value) >= minimum
-    if not ok:
-        raise ValueError(f"curve point {name} must be a whole number >= {minimum}, got {value!r:.80}")
-    return int(value)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ import importlib
 
 import numpy as np
 
+from nqm import validation
 from nqm.powers import LucasSequence, divided_power, signed_power
 from nqm.problem import Problem, preconditioned
 
@@ -48,20 +49,11 @@ def _broadcast_rows(*values):
 
 
 def check_metaparameters(batch_size, learning_rate, momentum, ema_decay):
-    """Validates arrays of metaparameters; raises ValueError naming the first bad one."""
-    checks = (("batch_size", batch_size, 1.0, np.inf, True, True),
-              ("learning_rate", learning_rate, 0.0, np.inf, False, True),
-              ("momentum", momentum, 0.0, 1.0, True, False),
-              ("ema_decay", ema_decay, 0.0, 1.0, True, False))
-    for name, value, low, high, closed_low, closed_high in checks:
-        arr = np.asarray(value, dtype=np.float64)
-        bad = ~np.isfinite(arr) | (arr < low if closed_low else arr <= low) | (
-            arr > high if closed_high else arr >= high)
-        if np.any(bad):
-            first = float(arr.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]])
-            left = "[" if closed_low else "("
-            right = "]" if closed_high and np.isfinite(high) else ")"
-            raise ValueError(f"{name} must be in {left}{low:g}, {high:g}{right}, got {first:g}")
+    """Validates arrays of metaparameters (vectorised); raises ValueError naming the first bad one."""
+    validation.check_all_in_range("batch_size", batch_size, 1.0, np.inf)
+    validation.check_all_in_range("learning_rate", learning_rate, 0.0, np.inf, closed_low=False)
+    validation.check_all_in_range("momentum", momentum, 0.0, 1.0, closed_high=False)
+    validation.check_all_in_range("ema_decay", ema_decay, 0.0, 1.0, closed_high=False)
 
 
 class Dynamics:
@@ -441,15 +433,7 @@ def expected_loss(problem: Problem, steps, batch_size, learning_rate, momentum=0
     Returns:
       Array (N, T) of expected losses; inf for unstable rows.
     """
-    try:
-        steps = np.atleast_1d(np.asarray(steps, dtype=np.float64))
-    except (TypeError, ValueError):
-        raise ValueError(f"steps must be whole numbers >= 0, got {steps!r:.100}") from None
-    bad = ~np.isfinite(steps) | (steps < 0) | (steps != np.round(steps))
-    if steps.ndim != 1 or np.any(bad):
-        first = steps.reshape(-1)[np.flatnonzero(bad.reshape(-1))[0]] if np.any(bad) else steps
-        raise ValueError(f"steps must be a 1-D list of whole numbers >= 0, got {first}")
-    steps = steps.astype(np.int64)
+    steps = validation.check_whole_array("steps", steps, 0)
     dyn = dynamics(problem, batch_size, learning_rate, momentum, ema_decay, precond_power)
     out = np.empty((dyn.rows, steps.shape[0]))
     for j, t in enumerate(steps):

@@ -55,32 +55,14 @@ class MonteCarloResult:
     seed: int
 
 
-def _check_whole(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer, float)):
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value!r}")
-    if isinstance(value, float) and (not math.isfinite(value) or value != int(value)):
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {value:g}")
-    if int(value) < minimum:
-        raise ValueError(f"{name} must be a whole number >= {minimum}, got {int(value)}")
-    return int(value)
-
-
 def _check_learning_rates(learning_rates, steps: int) -> np.ndarray:
-    try:
-        lrs = np.asarray(learning_rates, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise ValueError("learning_rates must be a number or a list of numbers") from None
+    lrs = validation.check_all_in_range("learning_rates", learning_rates, 0.0, np.inf,
+                                        closed_low=False, index_name="step")
     if lrs.ndim == 0:
-        if not (math.isfinite(lrs) and lrs > 0):
-            raise ValueError(f"learning_rates must be in (0, inf), got {float(lrs):g}")
         return np.full(steps, float(lrs))
-    if lrs.ndim != 1 or lrs.shape[0] != steps:
+    if lrs.shape != (steps,):
         raise ValueError(f"learning_rates must be a scalar or have shape (steps,) = ({steps},), "
                          f"got shape {lrs.shape}")
-    bad = ~np.isfinite(lrs) | (lrs <= 0)
-    if np.any(bad):
-        i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"learning_rates entry must be in (0, inf), got {lrs[i]:g} at step {i}")
     return lrs
 
 
@@ -150,12 +132,11 @@ def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_ra
     """
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
-    steps = _check_whole("steps", steps, 0)
-    runs = _check_whole("runs", runs, 2)
-    seed = _check_whole("seed", seed, 0)
-    batch_size = validation.check_finite("batch_size", batch_size)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be in [1, inf), got {batch_size:g}")
+    steps = validation.check_whole("steps", steps, 0)
+    runs = validation.check_whole("runs", runs, 2)
+    seed = validation.check_whole("seed", seed, 0)
+    batch_size = validation.check_in_range("batch_size", batch_size, 1.0, math.inf,
+                                           closed_high=False)
     lrs = _check_learning_rates(learning_rates, steps)
     momentum = validation.check_in_range("momentum", momentum, 0.0, 1.0, closed_high=False)
     ema_decay = validation.check_in_range("ema_decay", ema_decay, 0.0, 1.0, closed_high=False)

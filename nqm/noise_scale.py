@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqm import validation
 from nqm.moments import dynamics
 from nqm.problem import Problem
 
@@ -102,12 +103,7 @@ def noise_scale_trajectory(problem: Problem, steps, batch_size, learning_rate, m
     Returns:
       (b_simple_NT, b_noise_NT), each float64 (N, T); nan for rows whose dynamics are unstable.
     """
-    steps_T = np.atleast_1d(np.asarray(steps))
-    if (steps_T.ndim != 1 or not np.issubdtype(steps_T.dtype, np.number)
-            or not np.all(np.isfinite(steps_T)) or np.any(steps_T < 0)
-            or not np.all(np.equal(np.mod(steps_T, 1), 0))):
-        raise ValueError(f"steps must be whole numbers >= 0, got {np.asarray(steps)!r}")
-    steps_T = steps_T.astype(np.int64)
+    steps_T = validation.check_whole_array("steps", steps, 0)
     dyn = dynamics(problem, batch_size, learning_rate, momentum, ema_decay, precond_power)
     n = dyn.rows
     b_simple_NT = np.empty((n, steps_T.shape[0]))

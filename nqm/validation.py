@@ -116,6 +116,55 @@ def check_array(name: str, values: Iterable[float], *, positive: bool = True,
     return arr
 
 
+def _first_bad(arr: np.ndarray, bad: np.ndarray, index_name: str) -> str:
+    """'got V' (one value) or 'got V at index_name I' (the first bad entry of an array)."""
+    flat = np.flatnonzero(bad.reshape(-1))[0]
+    value = arr.reshape(-1)[flat]
+    if arr.ndim == 0:
+        return f"got {value:g}"
+    where = np.unravel_index(flat, arr.shape)
+    where = int(where[0]) if arr.ndim == 1 else tuple(int(i) for i in where)
+    return f"got {value:g} at {index_name} {where}"
+
+
+def check_all_in_range(name: str, values, low: float, high: float, *, closed_low: bool = True,
+                       closed_high: bool = True, index_name: str = "index") -> np.ndarray:
+    """Returns `values` as a float64 array (any shape, a scalar included) if every entry is finite
+    and lies between `low` and `high`; the vectorised `check_in_range`, for hot paths.
+
+    An infinite `high` is always written open (`[1, inf)`). The message names the first bad entry
+    and, for an array, where it is (`index_name` says what the position counts, e.g. "step").
+    """
+    try:
+        arr = np.asarray(values, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number or an array of numbers, got {values!r:.80}") from None
+    bad = ~np.isfinite(arr) | (arr < low if closed_low else arr <= low) | (
+        arr > high if closed_high else arr >= high)
+    if np.any(bad):
+        left = "[" if closed_low else "("
+        right = "]" if closed_high and math.isfinite(high) else ")"
+        raise ValueError(f"{name} must be in {left}{low:g}, {high:g}{right}, "
+                         f"{_first_bad(arr, bad, index_name)}")
+    return arr
+
+
+def check_whole_array(name: str, values, low: int = 0) -> np.ndarray:
+    """Returns `values` (a scalar or a 1-D list) as a 1-D int64 array if every entry is a whole
+    number >= low; the vectorised `check_whole` (whole floats pass, bools and strings do not)."""
+    allowed = f"{name} must be whole numbers >= {low}"
+    arr = np.atleast_1d(np.asarray(values))
+    if arr.dtype.kind not in "iuf":
+        raise ValueError(f"{allowed}, got {values!r:.80}")
+    if arr.ndim != 1:
+        raise ValueError(f"{allowed} in a 1-D list, got shape {arr.shape}")
+    as_float = arr.astype(np.float64)
+    bad = ~np.isfinite(as_float) | (as_float < low) | (as_float != np.round(as_float))
+    if np.any(bad):
+        raise ValueError(f"{allowed}, {_first_bad(as_float, bad, 'index')}")
+    return arr.astype(np.int64)
+
+
 def check_batch_sizes(values: Iterable[int], name: str = "batch_sizes") -> np.ndarray:
     """Returns sorted unique batch sizes as an int64 array; each must be a whole number >= 1."""
     values = list(values)

@@ -1,6 +1,8 @@
 """The Streamlit app's own modules (app.py at the repository root is the page itself).
 
 `explorer` (the NQM explorer's computations), `warmup` (tuning neighbouring settings in the
-background), `charts` (altair charts and their export), `gallery` (measured sweeps, reports and
-predictions beside them). The engines (`nqm`, `realnets`) never import from here.
+background), `charts` (altair charts and their export), `measured` (measured sweeps as tables),
+`prediction` (the NQM beside a measured curve), `run_form` (a sweep from the app's form),
+`reports` (validation reports beside a sweep). The engines (`nqm`, `realnets`) never import from
+here.
 """

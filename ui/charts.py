@@ -1,9 +1,9 @@
 """Altair charts of the app's tables: the explorer's (`ui.explorer`: steps vs batch size, tuned
-rates, noise scale) and the measured curves' (`ui.gallery`: the same steps chart with an NQM
-prediction beside it, the trials behind each point, the measured noise scale). Functions of
-DataFrames only; nothing here computes the model. Series are coloured by `series_colours`;
-`on_page` sizes a chart for the app's page and `chart_bytes` turns any of them into a PNG or SVG
-file (vl-convert, no browser)."""
+rates, noise scale) and the measured curves' (`ui.measured`, `ui.prediction`: the same steps
+chart with an NQM prediction beside it, the trials behind each point, the measured noise scale).
+Functions of DataFrames only; nothing here computes the model. Series are coloured by
+`series_colours`; `on_page` sizes a chart for the app's page and `chart_bytes` turns any of them
+into a PNG or SVG file (vl-convert, no browser)."""
 
 from __future__ import annotations
 

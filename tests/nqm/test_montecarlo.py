@@ -155,7 +155,7 @@ def test_many_chunks_still_match(problem, monkeypatch):
     (dict(batch_size=0.5), r"batch_size must be in \[1, inf\), got 0.5"),
     (dict(learning_rates=0.0), r"learning_rates must be in \(0, inf\), got 0"),
     (dict(learning_rates=[0.1, -0.1, 0.1]),
-     r"learning_rates entry must be in \(0, inf\), got -0.1 at step 1"),
+     r"learning_rates must be in \(0, inf\), got -0.1 at step 1"),
     (dict(learning_rates=[0.1, 0.1]),
      r"learning_rates must be a scalar or have shape \(steps,\) = \(3,\)"),
     (dict(momentum=1.0), r"momentum must be in \[0, 1\), got 1"),

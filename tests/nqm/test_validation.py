@@ -89,3 +89,66 @@ def test_check_in_range_open_closed_and_unbounded():
     with pytest.raises(ValueError, match="floor must be a finite number, got inf"):
         validation.check_in_range("floor", math.inf, 0.0, math.inf, closed_high=False)
 
+
+
+def test_check_all_in_range_agrees_with_check_in_range_entry_by_entry():
+    """The vectorised check accepts exactly what the scalar one accepts, on a grid of edge cases."""
+    values = [-1.0, 0.0, 1e-300, 0.5, 1.0 - 1e-16, 1.0, 2.0, math.inf, -math.inf, math.nan]
+    for closed_low in (True, False):
+        for closed_high in (True, False):
+            for v in values:
+                try:
+                    validation.check_in_range("m", v, 0.0, 1.0, closed_low=closed_low,
+                                              closed_high=closed_high)
+                    scalar_ok = True
+                except ValueError:
+                    scalar_ok = False
+                try:
+                    validation.check_all_in_range("m", [0.5, v], 0.0, 1.0, closed_low=closed_low,
+                                                  closed_high=closed_high)
+                    array_ok = True
+                except ValueError:
+                    array_ok = False
+                assert scalar_ok == array_ok, (v, closed_low, closed_high)
+
+
+def test_check_all_in_range_returns_float_array_of_the_input_shape():
+    out = validation.check_all_in_range("b", [[1, 2], [3, 4]], 1.0, math.inf)
+    assert out.dtype == np.float64 and out.shape == (2, 2)
+    assert validation.check_all_in_range("b", 3, 1.0, math.inf).shape == ()
+
+
+@pytest.mark.parametrize("values, kwargs, message", [
+    (0.5, {}, "batch_size must be in [1, inf), got 0.5"),              # a scalar: no position
+    ([4, 0, 8], {}, "batch_size must be in [1, inf), got 0 at index 1"),
+    ([4, math.inf], {}, "batch_size must be in [1, inf), got inf at index 1"),
+    ([[4, 4], [4, math.nan]], {}, "batch_size must be in [1, inf), got nan at index (1, 1)"),
+    ([0.1, -0.1], dict(index_name="step"), "batch_size must be in [1, inf), got 0.1 at step 0"),
+    ("abc", {}, "batch_size must be a number or an array of numbers, got 'abc'"),
+])
+def test_check_all_in_range_names_the_first_bad_entry_and_where(values, kwargs, message):
+    with pytest.raises(ValueError) as err:
+        validation.check_all_in_range("batch_size", values, 1.0, math.inf, **kwargs)
+    assert str(err.value) == message
+
+
+def test_check_whole_array_accepts_whole_numbers_as_int64():
+    out = validation.check_whole_array("steps", [0, 3.0, np.int32(7), 10 ** 12])
+    assert out.dtype == np.int64 and out.tolist() == [0, 3, 7, 10 ** 12]
+    assert validation.check_whole_array("steps", 5).tolist() == [5]      # a scalar is one entry
+
+
+@pytest.mark.parametrize("values, message", [
+    ([0, 2.5], "steps must be whole numbers >= 0, got 2.5 at index 1"),
+    ([3, -1], "steps must be whole numbers >= 0, got -1 at index 1"),
+    ([math.inf], "steps must be whole numbers >= 0, got inf at index 0"),
+    ([math.nan], "steps must be whole numbers >= 0, got nan at index 0"),
+    ([[1, 2]], "steps must be whole numbers >= 0 in a 1-D list, got shape (1, 2)"),
+    (["a"], "steps must be whole numbers >= 0, got ['a']"),
+    ([True], "steps must be whole numbers >= 0, got [True]"),
+    (None, "steps must be whole numbers >= 0, got None"),
+])
+def test_check_whole_array_names_the_first_bad_entry(values, message):
+    with pytest.raises(ValueError) as err:
+        validation.check_whole_array("steps", values, 0)
+    assert str(err.value) == message

@@ -192,26 +192,12 @@ def test_the_shipped_validation_report_shows_beside_its_sweep(measured_app):
         table["quantity"])
 
 
-def test_no_validation_report_for_a_sweep_it_was_not_made_from(tmp_path):
-    import shutil
-    from ui import gallery
-    config = json.loads((REPO / "sweeps" / "mnist_mlp" / "config.json").read_text())
-    assert gallery.validation_for(config, REPO / "reports" / "validation") is not None
-    assert gallery.validation_for(dict(config, goal=0.05), REPO / "reports" / "validation") is None      # another study
-    assert gallery.validation_for(dict(config, workload="digits_mlp"),
-                                  REPO / "reports" / "validation") is None
-    # a corrupt report is ignored rather than shown
-    shutil.copytree(REPO / "reports" / "validation" / "mnist_mlp", tmp_path / "mnist_mlp")
-    (tmp_path / "mnist_mlp" / "validation.json").write_text("{broken")
-    assert gallery.validation_for(config, root=tmp_path) is None
-
-
 def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
     at = measured_app
     summary = at.session_state["comparison"]
     measured, nqm = summary.iloc[0], summary.iloc[1]
     # the fit of sweeps/mnist_mlp as README.md reports it (the ratio's arithmetic is tested in
-    # test_gallery.test_comparison_ratio_of_known_fits)
+    # test_prediction.test_comparison_ratio_of_known_fits)
     assert measured["b_crit"] == pytest.approx(299.5, abs=0.1)
     assert nqm["s_min"] == pytest.approx(measured["s_min"], rel=1e-6)   # scaled to it
     metrics = {m.label: m.value for m in at.metric}
@@ -226,7 +212,7 @@ def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
 
 
 def test_a_bad_sweep_directory_shows_an_error_not_an_exception(tmp_path):
-    # the loader's ValueError (each bad-directory case: test_gallery) becomes st.error beside
+    # the loader's ValueError (each bad-directory case: test_measured) becomes st.error beside
     # the path box, with no traceback
     path = tmp_path / "missing"
     at = section_app("Measured curves", measured_source="a sweep directory",

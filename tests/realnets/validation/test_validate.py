@@ -26,7 +26,7 @@ from realnets.validation import files, report as validation_report
 from realnets.validation.pipeline import validate
 from realnets.validation.rerun import calibration_batch_size, init_params_of
 from realnets.validation.settings import TARGET_LABELS, ValidationConfig
-from ui.gallery import load_validation
+from ui.reports import load_validation
 from realnets.cli import main
 from realnets.workloads.search_space import TrialSearchSpace
 from realnets.sweeps.records import SweepConfig

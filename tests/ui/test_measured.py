@@ -1,5 +1,4 @@
-"""ui.gallery: the measured curves the app shows, checked against the files they come from
-and against curves whose fit is known by construction."""
+"""ui.measured: the measured curves the app shows, checked against the files they come from."""
 
 import json
 from collections import Counter
@@ -8,48 +7,33 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nqm.curve import CurvePoint, ScalingCurve
-from nqm.problem import NQMConfig
-from nqm.tuning import OptimizerSpec, tune_curve
-from ui import gallery
+from ui import measured, prediction, run_form
 from ui.places import Places
-from realnets.workloads import NQM_WORKLOAD
 
 PLACES = Places.under(Path(__file__).resolve().parents[2])
 MNIST_MLP = PLACES.sweeps / "mnist_mlp"
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "batch_science"
-POW2 = [16, 32, 64, 128, 256, 512, 1024]
 
 
 def raw_records(path=MNIST_MLP):
     return [json.loads(line) for line in (path / "trials.jsonl").read_text().splitlines() if line]
 
 
-def curve_of(s_min, b_crit, batch_sizes=POW2, source="measured"):
-    """A curve exactly on S = s_min (1 + b_crit / B) (whole numbers for these arguments)."""
-    points = []
-    for b in batch_sizes:
-        steps = s_min * (1 + b_crit / b)
-        assert steps == int(steps)
-        points.append(CurvePoint(b, int(steps), learning_rate=0.1))
-    return ScalingCurve(tuple(points), source=source)
-
-
 @pytest.fixture(scope="module")
 def mnist_mlp():
-    return gallery.load_sweep_dir(MNIST_MLP)
+    return measured.load_sweep_dir(MNIST_MLP)
 
 
 def test_shipped_sweeps_are_every_directory_with_a_config(tmp_path):
-    assert gallery.list_sweeps(PLACES.sweeps, PLACES.results)["sweeps/mnist_mlp"] == MNIST_MLP
-    for path in gallery.list_sweeps(PLACES.sweeps, PLACES.results).values():
+    assert measured.list_sweeps(PLACES.sweeps, PLACES.results)["sweeps/mnist_mlp"] == MNIST_MLP
+    for path in measured.list_sweeps(PLACES.sweeps, PLACES.results).values():
         assert (path / "config.json").is_file()
     (tmp_path / "b_sweep").mkdir()
     (tmp_path / "b_sweep" / "config.json").write_text("{}")
     (tmp_path / "a_not_a_sweep").mkdir()
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "config.json").write_text("{}")
-    assert gallery.list_sweeps(tmp_path, tmp_path / "missing") == {
+    assert measured.list_sweeps(tmp_path, tmp_path / "missing") == {
         f"{tmp_path.name}/b_sweep": tmp_path / "b_sweep"}
 
 
@@ -113,7 +97,7 @@ def test_noise_series_is_the_best_trials_b_simple(mnist_mlp):
 
 def test_a_sweep_without_trials_yet_loads_empty(tmp_path):
     (tmp_path / "config.json").write_text((MNIST_MLP / "config.json").read_text())
-    m = gallery.load_sweep_dir(tmp_path)
+    m = measured.load_sweep_dir(tmp_path)
     assert m.points.empty and m.trials.empty and m.noise.empty
     assert m.summary["b_crit"].iloc[0] is None
 
@@ -142,11 +126,11 @@ def test_bad_sweep_directories_raise_a_value_error_naming_the_problem(tmp_path, 
         for name, text in setup.items():
             (path / name).write_text(text)
     with pytest.raises(ValueError, match=message):
-        gallery.load_sweep_dir(path)
+        measured.load_sweep_dir(path)
 
 
 def test_batch_science_trials_and_counts():
-    (m,) = gallery.load_batch_science_dir(FIXTURE, goal=0.02)
+    (m,) = measured.load_batch_science_dir(FIXTURE, goal=0.02)
     assert m.name == "mnist/simple_cnn_base/nesterov_momentum"
     assert list(m.points["batch_size"]) == [64, 128, 256, 512]
     assert list(m.points["steps"][:3]) == [3000, 2000, 1000] and np.isnan(m.points["steps"].iloc[3])
@@ -156,90 +140,9 @@ def test_batch_science_trials_and_counts():
                               (512, "not reached"): 2})
     assert m.noise.empty   # the archive records no noise scale
     with pytest.raises(ValueError, match="goal is required"):
-        gallery.load_batch_science_dir(FIXTURE, goal=None)
+        measured.load_batch_science_dir(FIXTURE, goal=None)
     with pytest.raises(ValueError, match="does not exist"):
-        gallery.load_batch_science_dir(FIXTURE / "nope", goal=0.02)
-
-
-def test_comparison_ratio_of_known_fits():
-    measured = curve_of(1024, 64)
-    predicted = curve_of(4096, 256, source="nqm")
-    c = gallery.compare(measured, predicted)
-    assert c.b_crit_measured == pytest.approx(64, rel=1e-6)
-    assert c.b_crit_predicted == pytest.approx(256, rel=1e-6)
-    assert c.b_crit_ratio == pytest.approx(4.0, rel=1e-6)
-    assert c.scale is None and "nqm_steps_scaled" not in c.table
-    assert list(c.summary["b_crit_ratio"]) == pytest.approx([1.0, 4.0], rel=1e-6)
-    np.testing.assert_array_equal(c.table["measured_steps"], measured.steps)
-    np.testing.assert_array_equal(c.table["nqm_steps"], predicted.steps)
-    assert set(c.points["curve"]) == {"measured", "NQM"}
-    # the dotted fit line drawn behind each B_crit goes through these exact curves
-    np.testing.assert_allclose(c.points["fit"], np.concatenate([measured.steps, predicted.steps]),
-                               rtol=1e-6)
-
-
-def test_scaling_to_the_measured_s_min_moves_only_s_min():
-    measured = curve_of(1024, 64)
-    predicted = curve_of(4096, 256, source="nqm")
-    c = gallery.compare(measured, predicted, scale_to_measured=True, predicted_label="NQM")
-    assert c.scale == pytest.approx(0.25, rel=1e-6)
-    np.testing.assert_allclose(c.table["nqm_steps_scaled"], predicted.steps * 0.25, rtol=1e-6)
-    nqm = c.summary.iloc[1]
-    assert nqm["curve"] == "NQM x 0.25 (scaled to measured S_min)"
-    assert nqm["s_min"] == pytest.approx(1024, rel=1e-6)       # = the measured S_min
-    assert nqm["b_crit"] == pytest.approx(256, rel=1e-6)       # unchanged
-    assert c.b_crit_ratio == pytest.approx(4.0, rel=1e-6)
-    drawn = c.points[c.points["curve"] == nqm["curve"]]
-    np.testing.assert_allclose(drawn["steps"], predicted.steps * 0.25, rtol=1e-6)
-    np.testing.assert_allclose(drawn["perfect"],
-                               predicted.steps[0] * 0.25 * 16 / drawn["batch_size"], rtol=1e-6)
-
-
-def test_no_fit_no_ratio_and_no_scaling():
-    measured = curve_of(1024, 64)
-    lonely = ScalingCurve((CurvePoint(16, 500), CurvePoint(32, None)), source="nqm")
-    c = gallery.compare(measured, lonely, scale_to_measured=True)
-    assert c.b_crit_predicted is None and c.b_crit_ratio is None and c.scale is None
-    assert "at least two batch sizes" in c.note
-    # the unreached point stays NaN, never a number
-    assert np.isnan(c.table.set_index("batch_size").loc[32, "nqm_steps"])
-
-
-def test_the_nqm_workload_gets_the_exact_prediction():
-    batch_sizes = (4, 16, 64, 256)
-    setup = gallery.prediction_setup({"workload": "nqm", "goal": NQM_WORKLOAD.target,
-                                      "optimizer": "sgd", "max_steps": 20000},
-                                     NQMConfig(dim=300), "momentum")
-    assert setup.exact and setup.config == NQM_WORKLOAD and setup.optimizer == OptimizerSpec("sgd")
-    predicted = gallery.predict(setup, batch_sizes)
-    exact = tune_curve(NQM_WORKLOAD, OptimizerSpec("sgd"), batch_sizes)
-    np.testing.assert_array_equal(predicted.steps, exact.steps)
-    bound = gallery.lower_bound(setup, batch_sizes)
-    assert (bound["steps"].to_numpy() < predicted.steps).all()
-    # any other workload: the explorer's problem and optimizer, no bound drawn
-    other = gallery.prediction_setup({"workload": "mnist_mlp"}, NQMConfig(dim=300), "momentum", 0.5)
-    assert not other.exact and other.config == NQMConfig(dim=300)
-    assert other.optimizer == OptimizerSpec("momentum", 0.5)
-    assert gallery.lower_bound(other, batch_sizes) is None
-
-
-def test_sweep_form_values(tmp_path):
-    config = gallery.sweep_config("digits_mlp", "8:32", 2, 0)
-    assert config.batch_sizes == (8, 16, 32) and config.trials == 2 and config.max_steps == 2000
-    assert gallery.sweep_config("digits_mlp", "8, 64", 2, 30).max_steps == 30
-    with pytest.raises(ValueError, match="at least one batch size"):
-        gallery.sweep_config("digits_mlp", "  ", 2, 30)
-    with pytest.raises(ValueError, match="workload must be one of"):
-        gallery.sweep_config("no_such_workload", "8", 2, 30)
-    assert gallery.out_dir_for("", "digits_mlp", PLACES) == PLACES.results / "digits_mlp"
-    assert gallery.out_dir_for("results/x", "digits_mlp", PLACES) == PLACES.root / "results" / "x"
-    assert gallery.out_dir_for(str(tmp_path), "digits_mlp", PLACES) == tmp_path
-
-
-def test_finished_trials_counts_only_this_configs_trials(tmp_path, mnist_mlp):
-    config = gallery.sweep_config("mnist_mlp", "16,32,8192", 10, 0)
-    # 16 and 32 hold trials 0..31; only ids 0..9 belong to this config; 8192 has none
-    assert gallery.finished_trials(mnist_mlp, config) == (20, 30)
+        measured.load_batch_science_dir(FIXTURE / "nope", goal=0.02)
 
 
 def test_measured_summary_has_the_resampled_b_crit_only_where_trials_ran_to_their_end():
@@ -254,17 +157,17 @@ def test_measured_summary_has_the_resampled_b_crit_only_where_trials_ran_to_thei
         for i, st in enumerate(steps):
             records.append(TrialRecord(batch_size=b, trial_id=i, status="COMPLETE",
                                        steps_to_goal=st, learning_rate=0.1))
-    config = gallery.sweep_config("nqm", "8:256", 2)
-    full = gallery.measured(build_curve(records, replace(config, full_trials=True)), records)
+    config = run_form.sweep_config("nqm", "8:256", 2)
+    full = measured.measured(build_curve(records, replace(config, full_trials=True)), records)
     row = full.summary.iloc[0]
     # batch sizes 32 and 128 have two equal trials, the rest a slower second one: resamples
     # that miss a fast trial spread B_crit around the curve's own fit
     assert row["b_crit_resampled_p16"] < row["b_crit_resampled_p84"]
     assert row["b_crit_resampled_p16"] > 0.8 * row["b_crit"]
-    censored = gallery.measured(build_curve(records, config), records)
+    censored = measured.measured(build_curve(records, config), records)
     assert "b_crit_resampled_p16" not in censored.summary.columns
     # beside an NQM prediction (what the app shows) the measured row keeps the columns
-    comparison = gallery.compare(full.curve, full.curve, measured_columns=gallery.resampled_columns(
-        full.document))
+    comparison = prediction.compare(full.curve, full.curve,
+                                    measured_columns=measured.resampled_columns(full.document))
     assert comparison.summary.iloc[0]["b_crit_resampled_p84"] == row["b_crit_resampled_p84"]
-    assert "b_crit_resampled_p84" not in gallery.compare(censored.curve, full.curve).summary
+    assert "b_crit_resampled_p84" not in prediction.compare(censored.curve, full.curve).summary

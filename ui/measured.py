@@ -1,0 +1,208 @@
+"""Measured sweeps as the app's tables: the shipped sweeps, any sweep or batch_science
+directory, the trials behind each point and the measured noise scale.
+
+Pure library code (no streamlit): `app.py` reads the controls and calls these, `ui.charts`
+draws the tables. Curves and their analysis come from `realnets.sweeps.curve` (`build_curve`,
+`curve_document`), the same functions the CLI's `report` uses, so the app and the CLI agree.
+Every loader raises ValueError with a message naming the path and what is wrong. The NQM beside
+a measured curve is `ui.prediction`; a sweep run from the app's form, `ui.run_form`; the
+validation report of a sweep, `ui.reports`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from nqm.curve import ScalingCurve
+from nqm.scaling import Fit
+from realnets.sweeps import report
+from realnets.sweeps.batch_science import load_batch_science
+from realnets.sweeps.curve import best_row, best_trial, build_curve, curve_document
+from realnets.sweeps.records import CurveDocument, TrialRecord, load_sweep
+
+STATUS_LABELS = {"COMPLETE": "reached", "INCOMPLETE": "not reached", "INFEASIBLE": "infeasible"}
+
+
+@dataclass(frozen=True)
+class Measured:
+    """One measured curve and everything the app draws from it.
+
+    Attributes:
+      name: label (sweep directory name, or dataset/model/optimizer of a batch_science workload).
+      curve: the ScalingCurve (source 'measured' or 'batch_science').
+      document: `realnets.sweeps.curve.curve_document(curve)`: fit, regimes, efficiency, noise
+        scale.
+      points: one row per batch size: curve, batch_size, steps (NaN where not reached),
+        learning_rate, momentum, efficiency, regime, reached / not_reached / infeasible (trial
+        counts), b_simple, edge, perfect (S(B0) B0 / B), fit (S_min (1 + B_crit / B) of the fit).
+      summary: one row: curve, s_min, b_crit, r2, cbs20, maximal_from; where the trials ran
+        to their end, also b_crit_resampled_p16 / _p84 (`realnets.sweeps.curve.b_crit_resampled`).
+      trials: one row per trial: batch_size, trial_id, status ('reached', 'not reached',
+        'infeasible'), learning_rate, momentum, one_minus_momentum, steps_to_goal, steps_run, best
+        (the trial that set the point).
+      noise: the best trial's B_simple along training, per batch size: batch_size, trial_id,
+        step, b_simple (empty when the data hold no noise-scale estimates, e.g. batch_science).
+    """
+
+    name: str
+    curve: ScalingCurve
+    document: CurveDocument
+    points: pd.DataFrame
+    summary: pd.DataFrame
+    trials: pd.DataFrame
+    noise: pd.DataFrame
+
+    @property
+    def config(self) -> dict:
+        return self.curve.config
+
+
+# The README's sweep, shown first when it is there.
+DEFAULT_SWEEP = "sweeps/mnist_mlp"
+
+
+def list_sweeps(*roots: Path) -> dict[str, Path]:
+    """Every `root/*/` directory holding a config.json, as {'root_name/dir_name': path}, sorted
+    (the app passes its `Places.sweeps` and `Places.results`). Missing roots are skipped."""
+    found = {}
+    for root in roots:
+        root = Path(root)
+        if not root.is_dir():
+            continue
+        for d in sorted(root.iterdir()):
+            if d.is_dir() and not d.name.startswith(".") and (d / "config.json").is_file():
+                found[f"{root.name}/{d.name}"] = d
+    return found
+
+
+def signature(path) -> tuple:
+    """(path, size and mtime of config.json and trials.jsonl): changes whenever a sweep being
+    written gains a trial, so a cache keyed on it is never stale."""
+    path = Path(path)
+    out = [str(path)]
+    for name in ("config.json", "trials.jsonl"):
+        try:
+            st = os.stat(path / name)
+            out += [st.st_size, st.st_mtime_ns]
+        except OSError:
+            out += [None, None]
+    return tuple(out)
+
+
+def load_sweep_dir(path) -> Measured:
+    """A sweep directory (config.json + trials.jsonl, as `python -m realnets sweep` writes it).
+
+    The curve is rebuilt from trials.jsonl (not read from curve.json), so a sweep still running
+    shows every trial finished so far. Raises ValueError for a missing directory, a missing or
+    corrupt config.json, a config without batch sizes, or a bad trials.jsonl record.
+    """
+    path = Path(path)
+    config, records = load_sweep(path)
+    return measured(build_curve(records, config), records, name=path.name)
+
+
+def load_batch_science_dir(path, goal: float | None, metric: str | None = None) -> list[Measured]:
+    """Every workload of a published batch_science directory, at `goal` on `metric`
+    (see `realnets.sweeps.batch_science.load_batch_science`; its ValueErrors pass through)."""
+    metric = metric.strip() if isinstance(metric, str) and metric.strip() else None
+    curves = load_batch_science(path, goal=goal, metric=metric)
+    return [measured(c, (), name="/".join(str(c.config.get(k)) for k in
+                                          ("dataset", "model", "optimizer"))) for c in curves]
+
+
+def measured(curve: ScalingCurve, records: Sequence[TrialRecord] = (),
+             name: str = "measured") -> Measured:
+    """The app's tables of a measured curve; `records` (trials.jsonl) give the noise series."""
+    doc = curve_document(curve)
+    label = f"measured: {name}"
+    points = pd.DataFrame(report.rows(doc), columns=report.COLUMNS)
+    points.insert(0, "curve", label)
+    for col in ("steps", "learning_rate", "momentum", "efficiency", "b_simple"):
+        points[col] = pd.to_numeric(points[col], errors="coerce").astype(float)
+    points["perfect"] = perfect_scaling(points["batch_size"].to_numpy(float),
+                                        points["steps"].to_numpy())
+    fit, regimes = doc.fit, doc.regimes
+    points["fit"] = Fit(fit["s_min"], fit["b_crit"], fit["r2"], 0).predict(points["batch_size"])
+    summary = pd.DataFrame([{"curve": label, "s_min": fit["s_min"], "b_crit": fit["b_crit"],
+                             "r2": fit["r2"], "cbs20": regimes["cbs20"],
+                             "maximal_from": regimes["maximal_from"], **resampled_columns(doc)}])
+    return Measured(name, curve, doc, points, summary, trials_table(curve),
+                    noise_series(records))
+
+
+def resampled_columns(document: CurveDocument) -> dict:
+    """The summary columns of the B_crit over resampled trials (`curve.b_crit_resampled`):
+    b_crit_resampled_p16 / _p84 where the trials could be resampled (--full-trials sweeps,
+    batch_science), else none."""
+    r = document.b_crit_resampled
+    if r is None or not r["available"] or r["median"] is None:
+        return {}
+    return {"b_crit_resampled_p16": r["p16"], "b_crit_resampled_p84": r["p84"]}
+
+
+def perfect_scaling(batch_sizes: np.ndarray, steps: np.ndarray) -> np.ndarray:
+    """Perfect scaling from the smallest batch size: S(B0) B0 / B (NaN if B0 was not reached)."""
+    if not batch_sizes.size or not np.isfinite(steps[0]):
+        return np.full(batch_sizes.shape, np.nan)
+    return steps[0] * batch_sizes[0] / batch_sizes
+
+
+TRIAL_COLUMNS = ("batch_size", "trial_id", "status", "learning_rate", "momentum",
+                 "one_minus_momentum", "steps_to_goal", "steps_run", "best")
+
+
+def trials_table(curve: ScalingCurve) -> pd.DataFrame:
+    """Every trial behind the curve's points (see Measured.trials). A trial without momentum
+    (plain SGD) has momentum 0, so 1 - momentum = 1."""
+    rows = []
+    for p in curve.points:
+        best = best_row(p.trials)
+        for t in p.trials:
+            is_best = best is not None and t.get("trial_id") == best["trial_id"]
+            momentum = t.get("momentum")
+            momentum = 0.0 if momentum is None else float(momentum)
+            rows.append({"batch_size": int(p.batch_size), "trial_id": str(t.get("trial_id")),
+                         "status": STATUS_LABELS.get(t.get("status"), str(t.get("status"))),
+                         "learning_rate": t.get("learning_rate"), "momentum": momentum,
+                         "one_minus_momentum": 1.0 - momentum,
+                         "steps_to_goal": t.get("steps_to_goal"), "steps_run": t.get("steps_run"),
+                         "best": is_best})
+    out = pd.DataFrame(rows, columns=TRIAL_COLUMNS)
+    for col in ("learning_rate", "momentum", "one_minus_momentum", "steps_to_goal", "steps_run"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
+    out["best"] = out["best"].astype(bool)
+    return out
+
+
+def noise_series(records: list[TrialRecord]) -> pd.DataFrame:
+    """B_simple along training of each batch size's best trial, from trials.jsonl records.
+
+    The best trial reached the goal in the fewest steps (ties: lowest trial id), as in
+    `realnets.sweeps.curve.build_curve`; where none reached it, the trial that ran longest without
+    diverging. Steps without an estimate (null: the moving averages were not yet positive) are
+    left out.
+    """
+    by_batch: dict[int, list[TrialRecord]] = {}
+    for r in records:
+        by_batch.setdefault(r.batch_size, []).append(r)
+    rows = []
+    for batch_size, trials in sorted(by_batch.items()):
+        best = best_trial(trials)
+        if best is None:
+            alive = [r for r in trials if r.status != "INFEASIBLE"]
+            if not alive:
+                continue
+            best = min(alive, key=lambda r: (-r.steps_run, r.trial_id))
+        ns = best.noise_scale
+        for step, value in zip(ns.step, ns.b_simple):
+            if value is not None and math.isfinite(value) and value > 0:
+                rows.append({"batch_size": batch_size, "trial_id": str(best.trial_id),
+                             "step": int(step), "b_simple": float(value)})
+    return pd.DataFrame(rows, columns=["batch_size", "trial_id", "step", "b_simple"])

@@ -1,0 +1,42 @@
+"""Validation reports (`python -m realnets validate`) beside a measured curve: finding the
+report made from the same study as a sweep, and its comparison table (pure library code, no
+streamlit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from realnets.sweeps.records import IDENTITY
+from realnets.validation.files import VALIDATION_FILE, read_validation
+
+
+def validation_for(config: dict, root: Path) -> Path | None:
+    """The directory of the validation report made from a sweep of the same study as this config
+    (`realnets.sweeps.records.IDENTITY` and the trials per batch size), or None: a report of
+    another study of the same workload would compare the wrong curve."""
+    workload = config.get("workload")
+    if not workload:
+        return None
+    path = Path(root) / str(workload)
+    if not (path / VALIDATION_FILE).is_file():
+        return None
+    try:
+        made_from = read_validation(path).sweep_config
+    except ValueError:
+        return None
+    if any(made_from.get(k) != config.get(k) for k in (*IDENTITY, "trials")):
+        return None
+    return path
+
+
+def load_validation(out_dir: Path) -> pd.DataFrame:
+    """The comparison table of a validation directory, one row per estimate (for the app):
+    workload, quantity, checkpoint, value, uncertainty, ratio, note."""
+    rows = read_validation(out_dir).comparison
+    table = pd.DataFrame(rows, columns=["workload", "quantity", "checkpoint", "value",
+                                        "uncertainty", "ratio", "note"])
+    for col in ("value", "uncertainty", "ratio"):
+        table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
+    return table

@@ -1,0 +1,40 @@
+"""The app's "Run a sweep" form: its fields as a SweepConfig, the out directory, and the
+progress of the sweep as it is written (pure library code, no streamlit)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from nqm.validation import parse_batch_sizes
+from realnets import workloads
+from realnets.sweeps.records import SweepConfig
+from ui.measured import Measured
+from ui.places import Places
+
+
+def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 0,
+                 seed: int = 0) -> SweepConfig:
+    """A SweepConfig from the app's form, the workload's defaults filling the rest (as
+    `python -m realnets sweep` does); `batch_sizes` as the CLI takes them ('16,32' or '16:256');
+    max_steps 0: the workload's budget. Raises ValueError naming the bad field."""
+    w = workloads.get(workload)
+    sizes = parse_batch_sizes(batch_sizes or "")
+    return SweepConfig(workload=w.name, batch_sizes=tuple(sizes), trials=int(trials),
+                       max_steps=int(max_steps) or w.max_steps, goal=w.goal, optimizer=w.optimizer,
+                       search=w.search,
+                       seed=int(seed), eval_resolution=w.eval_resolution)
+
+
+def out_dir_for(text: str, workload: str, places: Places) -> Path:
+    """The sweep directory of the form: `<places.results>/<workload>` when left blank."""
+    return places.resolve(text) if text and text.strip() else places.results / workload
+
+
+def finished_trials(measured_sweep: Measured, config: SweepConfig) -> tuple[int, int]:
+    """(finished, total) trials of `config` in a loaded sweep directory (for a progress bar)."""
+    t = measured_sweep.trials
+    ids = pd.to_numeric(t["trial_id"], errors="coerce")
+    mine = t["batch_size"].isin(config.batch_sizes) & (ids < config.trials)
+    return int(mine.sum()), len(config.batch_sizes) * config.trials
