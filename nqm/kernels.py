@@ -1,7 +1,7 @@
 """Compiled loops for the engine's hot path: E[L](t) summed over all directions, one row at a time.
 
-Plain SGD has a kernel for one-off evaluations; a system evaluated again and again (a ladder
-scan) switches to numpy with its logarithms cached (see `moments.SGDDynamics`).
+Plain SGD is evaluated by numpy with its logarithms cached (`moments.SGDDynamics`), so the SGD
+path loads no numba; `loss_rows(SGD, ...)` (`_sgd_row`) stays for callers that want the kernel.
 Each kernel evaluates, for rows n (metaparameters and a step t each) and every direction i, the
 closed form of `nqm.moments` and sums 1/2 h_i (second moment) over i, without building (N, d)
 temporaries: numpy's per-operation passes over memory cost more than the arithmetic here, and

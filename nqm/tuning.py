@@ -396,7 +396,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
             problem.init_second_moment_D, batch[idx], np.exp(z_sgd[idx, 0]), hi[idx], target,
             (space.learning_rate[0], lr_hi))
         # ceil(T*) reaches the target (up to rounding, checked); the exact crossing is step 3's.
-        t_int = np.ceil(t_star * (1 - 1e-12)).astype(np.int64) + 1
+        t_int = np.ceil(t_star * (1 - 1e-12)).astype(np.int64)
         z_new = coordinates(spec, lr)
         solved &= objective(z_new, t_int, batch[idx]) <= target
         solved &= t_int <= hi[idx]

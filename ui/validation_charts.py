@@ -14,24 +14,22 @@ from realnets.calibration.power_tail import tail_curvature
 from realnets.validation.comparison import target_rules
 from realnets.validation.report import SPECTRUM_CHART, STEPS_CHART
 from realnets.validation.settings import TARGET_LABELS
-from ui.charts import LOG10, chart_bytes, steps_chart
+from ui.charts import LOG2, LOG10, chart_bytes, steps_chart
+from ui.measured import perfect_scaling
 
 
 def _curve_rows(label: str, summary: dict) -> list[dict]:
     fit = summary["fit"]
     f = Fit(fit["s_min"], fit["b_crit"], fit["r2"], 0)
     points = summary["points"]
-    first = next((p for p in points if p["steps"] is not None), None)
-    rows = []
-    for p in points:
-        b = p["batch_size"]
-        perfect = (first["steps"] * first["batch_size"] / b
-                   if first is not None and points[0]["steps"] is not None else np.nan)
-        rows.append({"curve": label, "batch_size": b,
-                     "steps": np.nan if p["steps"] is None else float(p["steps"]),
-                     "learning_rate": p.get("learning_rate"), "momentum": p.get("momentum"),
-                     "regime": "", "perfect": perfect, "fit": float(f.predict([b])[0])})
-    return rows
+    batch = np.array([p["batch_size"] for p in points], float)
+    steps = np.array([np.nan if p["steps"] is None else float(p["steps"]) for p in points])
+    perfect = perfect_scaling(batch, steps)
+    fitted = f.predict(batch)
+    return [{"curve": label, "batch_size": p["batch_size"], "steps": steps[i],
+             "learning_rate": p.get("learning_rate"), "momentum": p.get("momentum"),
+             "regime": "", "perfect": perfect[i], "fit": float(fitted[i])}
+            for i, p in enumerate(points)]
 
 
 def curves_tables(doc: dict, checkpoint: str | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -89,11 +87,11 @@ def steps_figure(doc: dict, checkpoint: str | None = None):
     marks = marks[(marks["batch_size"] >= lo) & (marks["batch_size"] <= hi)]
     if len(marks):
         rules = alt.Chart(marks).mark_rule(color="grey", strokeWidth=2, opacity=0.7).encode(
-            x=alt.X("batch_size:Q", scale=alt.Scale(type="log", base=2)),
+            x=alt.X("batch_size:Q", scale=LOG2),
             tooltip=["estimate", "batch_size"])
         labels = alt.Chart(marks).mark_text(angle=270, align="left", dx=4, dy=-4, fontSize=10,
                                             color="dimgrey").encode(
-            x=alt.X("batch_size:Q", scale=alt.Scale(type="log", base=2)),
+            x=alt.X("batch_size:Q", scale=LOG2),
             y=alt.value(4), text="estimate:N")
         chart = alt.layer(chart, rules, labels)
     return chart.properties(title=f"{doc['workload']}: steps to goal, measured and predicted "

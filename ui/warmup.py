@@ -14,8 +14,8 @@ same numbers a live tuning gives (the `seconds` column of the summary aside, whi
   are counted and swallowed (a neighbour may well be a bad setting); `wait_idle` waits until
   the queue is empty. The worker is a daemon thread, started on the first `schedule`.
 - `ControlGrid` and `neighbours`: where one notch of each explorer control leads.
-- `worth_warming`: a rough cost estimate, so that slow settings (momentum or averaging at
-  d = 10^4, 5-10 s each) do not keep a core busy for minutes.
+- `worth_warming`: a rough cost estimate, so that slow settings (averaging at d = 10^4,
+  3.5 s; several optimizers at once) do not keep a core busy for long.
 - `EXPLORATIONS`: the process-wide cache of `ui.explorer.explore`, shared by every session of
   the app (a schedule from any session replaces the queue).
 
@@ -38,8 +38,9 @@ V = TypeVar("V")
 Key = tuple[Hashable, ...]
 
 MAX_ENTRIES = 256
-# Seconds to tune each optimizer at d = 10^4 over 20 batch sizes on a 2-core machine (README,
-# `python -m nqm compare`): the unit of `estimated_seconds`.
+# Seconds to tune each optimizer at d = 10^4 over 20 batch sizes in a warm process on a 2-core
+# machine (docs/performance.md, `python benchmarks/bench_nqm.py`; schedule: `python -m nqm compare`):
+# the unit of `estimated_seconds`.
 SECONDS_AT_DEFAULT = {"sgd": 0.1, "momentum": 2.6, "ema": 3.5, "schedule": 18.0}
 WARM_BUDGET_SECONDS = 3.0  # warm a setting's neighbours only if one costs at most this
 _MISSING = object()

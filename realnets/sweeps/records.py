@@ -356,5 +356,5 @@ def load_sweep(out_dir: Path) -> tuple[SweepConfig, list[TrialRecord]]:
                          "(expected config.json and trials.jsonl, as `python -m realnets sweep` "
                          "writes them)")
     raw = store.read_json(out_dir / "config.json", "sweep config")
-    records = read_trials(out_dir / "trials.jsonl")
+    records = read_trials(out_dir / "trials.jsonl")   # a bad record is reported before the config
     return located(out_dir / "config.json", SweepConfig.from_dict, raw), records

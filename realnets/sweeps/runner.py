@@ -92,7 +92,8 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
             records.extend(new)
             if on_trials is not None:
                 on_trials(new)
-        if writer:
+        if writer and todo and batch_size != config.batch_sizes[-1]:
+            # kept current for readers of a running sweep; the last one is written below
             store.write_json_atomic(out_dir / "curve.json",
                                     curve_document(build_curve(records, config)).to_dict())
     curve = build_curve(records, config)
