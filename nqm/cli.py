@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--noise-scale", type=float, default=1.0, help="factor on c_i")
     c.add_argument("--init-second-moment", type=float, default=1.0, help="E theta_i^2 at step 0")
     c.add_argument("--target", type=float, default=0.01, help="loss to reach (default 0.01)")
+    c.add_argument("--train-size", type=int, default=None,
+                   help="N: batches drawn without replacement from N examples (finite-population "
+                        "correction of the noise; default: unlimited data)")
     c.add_argument("--batch-sizes", default=DEFAULT_BATCH_SIZES,
                    help="comma list (4,8,16) or LOW:HIGH powers of two (default 4:2097152)")
     c.add_argument("--max-steps", type=int, default=10 ** 8, help="step budget (default 1e8)")
@@ -68,6 +71,7 @@ def _problem_flags() -> argparse.ArgumentParser:
     p.add_argument("--noise-scale", type=float, default=1.0)
     p.add_argument("--init-second-moment", type=float, default=1.0)
     p.add_argument("--target", type=float, default=0.01)
+    p.add_argument("--train-size", type=int, default=None)
     p.add_argument("--batch-sizes", default=DEFAULT_BATCH_SIZES)
     p.add_argument("--max-steps", type=int, default=10 ** 8)
     p.add_argument("--lr-range", default="1e-8,10")
@@ -144,8 +148,12 @@ def run_curve(args) -> dict:
     'Formats'."""
     config = NQMConfig(dim=args.dim, spectrum_exponent=args.spectrum_exponent, noise=args.noise,
                        noise_exponent=args.noise_exponent, noise_scale=args.noise_scale,
-                       init_second_moment=args.init_second_moment, target=args.target)
-    problem = config.problem()
+                       init_second_moment=args.init_second_moment, target=args.target,
+                       train_size=args.train_size)
+    try:
+        problem = config.problem()
+    except ValueError as err:
+        raise ValueError(str(err).replace("train_size", "--train-size", 1)) from None
     try:
         spec = OptimizerSpec(args.optimizer, args.precond_power, args.pieces)
     except ValueError as err:
@@ -155,6 +163,7 @@ def run_curve(args) -> dict:
     except ValueError as err:
         raise ValueError(f"--lr-range: {err}") from None
     batch_sizes = validation.parse_batch_sizes(args.batch_sizes)
+    problem.check_batch_sizes(batch_sizes, "--batch-sizes (at most --train-size)")
     validation.check_positive_int("max-steps", args.max_steps, maximum=10 ** 12)
     if problem.initial_loss() <= problem.target:
         raise ValueError(f"target {problem.target:g} is at or above the initial loss "
@@ -170,7 +179,8 @@ def run_curve(args) -> dict:
     out["efficiency"] = analysis.efficiency
     out["regime"] = list(analysis.regimes)
     out["noise_scale"] = {"b_simple": float(b_simple), "b_noise": float(b_noise)}
-    out["lower_bound"] = problem.lower_bound_steps(curve.batch_sizes)
+    out["lower_bound"] = ([None] * len(curve.batch_sizes) if problem.train_size is not None
+                          else problem.lower_bound_steps(curve.batch_sizes))
     return out
 
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqm.problem import noise_factor
+
 DENSE_STEPS = 64
 CERTIFY_DENSE = 2048
 LADDER_PER_OCTAVE = 8
@@ -188,10 +190,11 @@ def certified_steps(dyn, target: float, known_steps, max_steps: int,
 
 
 def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: float,
-                            max_steps: int, active=None, rungs=None, bisect: bool = True):
+                            max_steps: int, active=None, rungs=None, bisect: bool = True,
+                            train_size=None):
     """For each batch size, the fewest steps to target over N metaparameter rows, and which row.
 
-    The loss of row r at batch size B is `signal_r(t) + noise_r(t) / B` (`signal_noise` is
+    The loss of row r at batch size B is `signal_r(t) + noise_r(t) f(B)` (`signal_noise` is
     evaluated once at unit batch size), so one ladder scan serves every batch size. A (row, B)
     pair stops as soon as another row has reached the target at B on an earlier rung: it can no
     longer be the best. Only the pairs still tied on the first winning rung are bisected.
@@ -205,11 +208,13 @@ def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: floa
       rungs: the ladder to scan (default `ladder(max_steps)`).
       bisect: False skips the bisection: steps is then the first winning rung (an upper bound
         on the exact fewest steps) and best_row the row with the lowest loss there.
+      train_size: N of the problem (f(B) = `nqm.problem.noise_factor(B, N)`), or None.
 
     Returns:
       (steps (n_B,) int64 with NOT_REACHED where no row reaches, best_row (n_B,) int64, -1 if none).
     """
     batch = np.asarray(batch_sizes, dtype=np.float64)
+    factor = noise_factor(batch, train_size)
     n_b = batch.size
     rows_all = np.arange(n_rows) if active is None else np.flatnonzero(active)
     pending = np.zeros((n_rows, n_b), dtype=bool)
@@ -225,9 +230,9 @@ def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: floa
             break
         signal, noise = signal_noise(np.full(rows.size, rung, dtype=np.int64), rows)
         with np.errstate(invalid="ignore"):
-            loss = signal[:, None] + noise[:, None] / batch[None, :]
+            loss = signal[:, None] + noise[:, None] * factor[None, :]
             hit = pending[rows] & (loss <= target)
-            dead = (noise[:, None] / batch[None, :] > target) | ~np.isfinite(loss)
+            dead = (noise[:, None] * factor[None, :] > target) | ~np.isfinite(loss)
         newly = hit.any(axis=0)
         hit_rung[newly] = rung
         hit_mask[rows[:, None], np.arange(n_b)[None, :]] |= hit
@@ -254,7 +259,7 @@ def best_crossing_per_batch(signal_noise, n_rows: int, batch_sizes, target: floa
 
     def pair_loss(t, idx):
         s, n = signal_noise(t, pair_r[idx])
-        return s + n / batch[pair_b[idx]], n
+        return s + n * factor[pair_b[idx]], n
 
     result = first_crossing_in_brackets(pair_loss, pair_lo, pair_hi, target)
     for b_idx in range(n_b):

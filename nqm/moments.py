@@ -1,7 +1,8 @@
 """Exact expected loss of SGD, heavy-ball momentum and iterate averaging on the NQM, in closed form.
 
 Each optimizer moves the first moments of direction i by a 2x2 map F_i and adds noise
-`sigma_i^2 f_i f_i^T` to the second moments, `sigma_i^2 = c_i / B`. With S* the stationary second
+`sigma_i^2 f_i f_i^T` to the second moments, `sigma_i^2 = c_i f(B)` (`f = Problem.noise_factor`:
+1 / B, with the finite-population correction when the problem has a training-set size). With S* the stationary second
 moment matrix (a fixed point of `S -> F S F^T + sigma^2 f f^T`), the deviation obeys
 `S_t - S* = F^t (S_0 - S*) F^{tT}` exactly, so
 
@@ -66,7 +67,8 @@ class Dynamics:
     Attributes:
       weight_D: 1/2 h_i, the loss weight of direction i (true curvature), shape (d,).
       h_D, c_D: effective curvature and per-example noise (after preconditioning), (d,).
-      lr_N, param_N, inv_batch_N: step size, momentum or average decay, 1 / B, each (N,).
+      lr_N, param_N, inv_batch_N: step size, momentum or average decay, and the noise factor f(B)
+        (1 / B for an unlimited training set; `Problem.noise_factor`), each (N,).
       start: start second moments (S11, S12, S22), each (M, d); row n starts from row
         start_index_N[n].
       stable_N: spectral radius of every F_i below 1, (N,).
@@ -150,8 +152,8 @@ class Dynamics:
     def signal_noise(self, t_N, rows=None):
         """(signal, noise) parts of E[L] after t steps, each (n,): E[L] = signal + noise.
 
-        Built at batch size 1, the loss at batch size B is signal + noise / B (the stationary
-        moments scale as 1 / B and the signal does not depend on B). inf where unstable.
+        Built at batch size 1 (f(1) = 1), the loss at batch size B is signal + noise f(B) (the
+        stationary moments scale as f(B) and the signal does not depend on B). inf where unstable.
         """
         total, noise = self.loss_parts(t_N, rows)
         with np.errstate(invalid="ignore"):
@@ -400,6 +402,7 @@ def dynamics(problem: Problem, batch_size, learning_rate, momentum=0.0, ema_deca
       A `Dynamics` whose `loss(t)` is E[L] after t steps.
     """
     check_metaparameters(batch_size, learning_rate, momentum, ema_decay)
+    problem.check_batch_sizes(batch_size, "batch_size")
     batch_N, lr_N, b_N, g_N = _broadcast_rows(batch_size, learning_rate, momentum, ema_decay)
     if np.any(b_N > 0) and np.any(g_N > 0):
         raise ValueError("momentum and ema_decay cannot both be > 0 (in one run or in one call): "
@@ -419,7 +422,8 @@ def dynamics(problem: Problem, batch_size, learning_rate, momentum=0.0, ema_deca
         start = tuple(np.broadcast_to(np.asarray(s, dtype=np.float64), (n, problem.dim))
                       for s in start)
         start_index = np.arange(n)
-    return cls(weight_D, h_eff, c_eff, lr_N, param, 1.0 / batch_N, start, start_index)
+    return cls(weight_D, h_eff, c_eff, lr_N, param, problem.noise_factor(batch_N), start,
+               start_index)
 
 
 def expected_loss(problem: Problem, steps, batch_size, learning_rate, momentum=0.0,

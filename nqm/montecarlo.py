@@ -8,7 +8,7 @@ numbers: never on the engine's hot path.
 Dynamics, per step t = 0..steps-1 (the same as `nqm.recurrence`, with samples for moments):
 
     theta_0 ~ N(0, diag(x0)),  v_0 = 0,  avg_0 = theta_0
-    g_t = h_eff theta_t + eps_t,  eps_t ~ N(0, diag(c_eff) / B), fresh every step and direction
+    g_t = h_eff theta_t + eps_t,  eps_t ~ N(0, diag(c_eff) f(B)), fresh every step and direction
     v_{t+1} = b v_t + g_t,  theta_{t+1} = theta_t - a_t v_{t+1}
     avg_{t+1} = g avg_t + (1 - g) theta_{t+1}
     L_t = 1/2 sum_i h_i x_i^2,  x = avg if ema_decay > 0 else theta   (true h, not h_eff)
@@ -116,7 +116,8 @@ def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_ra
     Args:
       problem: the NQM arrays (h, c, E theta_0^2), each shape (d,).
       steps: number of steps, a whole number >= 0.
-      batch_size: B >= 1 (the noise variance is c / B; need not be an integer).
+      batch_size: B >= 1 (the noise variance is c f(B), `Problem.noise_factor`; need not be an
+        integer).
       learning_rates: step size a > 0, a scalar or an array of shape (steps,) giving a_t for each
         step (a schedule).
       momentum: heavy-ball b in [0, 1), zero initial velocity.
@@ -141,7 +142,8 @@ def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_ra
     momentum = validation.check_in_range("momentum", momentum, 0.0, 1.0, closed_high=False)
     ema_decay = validation.check_in_range("ema_decay", ema_decay, 0.0, 1.0, closed_high=False)
     h_eff_D, c_eff_D = preconditioned(problem.curvature_D, problem.noise_D, precond_power)
-    noise_std_D = np.sqrt(c_eff_D / batch_size)
+    problem.check_batch_sizes(batch_size, "batch_size")
+    noise_std_D = np.sqrt(c_eff_D * problem.noise_factor(batch_size))
 
     rng = np.random.default_rng(seed)
     chunk = max(1, CHUNK_ENTRIES // problem.dim)

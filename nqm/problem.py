@@ -1,7 +1,10 @@
 """The noisy quadratic model: curvature spectrum, gradient-noise model, start and target.
 
 Loss `L(theta) = 1/2 sum_i h_i theta_i^2` in the eigenbasis of H; a stochastic gradient at batch
-size B is `H theta + eps` with `eps ~ N(0, C / B)`, C diagonal with entries `c_i`.
+size B is `H theta + eps` with `eps ~ N(0, C f(B))`, C diagonal with entries `c_i` (the variance of
+one example's gradient) and `f(B) = noise_factor(B, N)`: 1 / B for an unlimited supply of examples,
+times the finite-population correction (N - B) / (N - 1) when each batch is drawn without
+replacement from a training set of N examples (docs/design.md, 'The NQM').
 
 References:
   Zhang et al. 2019, "Which algorithmic choices matter at which batch sizes? Insights from a
@@ -19,6 +22,36 @@ NOISE_MODELS = ("curvature", "power", "constant")
 MAX_DIM = 10_000_000
 
 
+def noise_factor(batch_size, train_size: float | None = None) -> np.ndarray:
+    """Variance of a batch-mean gradient as a multiple of one example's: f(B) = 1 / B, times
+    (N - B) / (N - 1) for a batch drawn without replacement from N examples.
+
+    Every place in the engine where the noise depends on the batch size goes through here. Each
+    step's batch is modelled as a fresh draw, independent of the other steps' (the correlations
+    inside an epoch are not modelled). f(N) = 0: the full batch has no noise.
+
+    Args:
+      batch_size: B >= 1, any shape (need not be an integer).
+      train_size: N >= 2, or None for an unlimited supply (no correction). B <= N is required.
+
+    Returns:
+      float64 array of the shape of `batch_size`.
+    """
+    b = np.asarray(batch_size, dtype=np.float64)
+    if train_size is None:
+        return 1.0 / b
+    n = float(train_size)
+    validation.check_all_in_range("batch_size", b, 1.0, n)
+    return (n - b) / (b * (n - 1.0))
+
+
+def check_train_size(train_size) -> float | None:
+    """None, or a whole number of examples N >= 2 (returned as float)."""
+    if train_size is None:
+        return None
+    return float(validation.check_whole("train_size", train_size, 2))
+
+
 @dataclass(frozen=True)
 class Problem:
     """The arrays the engine works on, all of shape (d,).
@@ -28,12 +61,24 @@ class Problem:
       noise_D: per-example gradient variances c_i > 0 along the same eigenvectors.
       init_second_moment_D: E[theta_i^2] at step 0, >= 0.
       target: the loss to reach, > 0.
+      train_size: N, the number of training examples batches are drawn from (without
+        replacement), or None for an unlimited supply; see `noise_factor`.
     """
 
     curvature_D: np.ndarray
     noise_D: np.ndarray
     init_second_moment_D: np.ndarray
     target: float
+    train_size: float | None = None
+
+    def noise_factor(self, batch_size) -> np.ndarray:
+        """f(B) of this problem: the batch gradient's noise variance is c_i f(B)."""
+        return noise_factor(batch_size, self.train_size)
+
+    def check_batch_sizes(self, batch_sizes, name: str = "batch_sizes") -> None:
+        """Raises ValueError naming `name` when a batch size exceeds the training set."""
+        if self.train_size is not None:
+            validation.check_all_in_range(name, batch_sizes, 1.0, self.train_size)
 
     @property
     def dim(self) -> int:
@@ -48,7 +93,9 @@ class Problem:
         'The NQM').
 
         No method reaches the target in fewer steps: an unbiased estimate of theta from S B
-        samples has loss at least this. Returns float steps, shape of `batch_sizes`.
+        fresh samples has loss at least this. It assumes an unlimited supply of examples: with a
+        finite training set (`train_size`) the bound does not hold. Returns float steps, shape
+        of `batch_sizes`.
         """
         batch = np.asarray(batch_sizes, dtype=np.float64)
         return float(np.sum(self.noise_D / self.curvature_D)) / (2.0 * self.target * batch)
@@ -69,6 +116,8 @@ class NQMConfig:
       target: the loss to reach.
       curvature, noise_variance, init_second_moments: arrays given by the caller (e.g. measured
         on a network) that replace the power laws above; each of length d.
+      train_size: N, the training set that batches are drawn from without replacement (the
+        finite-population correction of the noise), or None for an unlimited supply.
     """
 
     dim: int = 10_000
@@ -81,6 +130,7 @@ class NQMConfig:
     curvature: tuple[float, ...] | None = field(default=None, repr=False)
     noise_variance: tuple[float, ...] | None = field(default=None, repr=False)
     init_second_moments: tuple[float, ...] | None = field(default=None, repr=False)
+    train_size: int | None = None
 
     def problem(self) -> Problem:
         """Builds and validates the arrays; raises ValueError naming any bad parameter."""
@@ -121,16 +171,17 @@ class NQMConfig:
                 raise ValueError(f"init_second_moment must be >= 0, got {m:g}")
             x0 = np.full(dim, m)
         target = validation.check_positive("target", self.target)
-        return Problem(curvature_D=h, noise_D=c, init_second_moment_D=x0, target=target)
+        return Problem(curvature_D=h, noise_D=c, init_second_moment_D=x0, target=target,
+                       train_size=check_train_size(self.train_size))
 
     def to_dict(self) -> dict:
         """JSON-ready description (arrays abbreviated to their length)."""
         out = {k: getattr(self, k) for k in ("dim", "spectrum_exponent", "noise", "noise_exponent",
                                               "noise_scale", "init_second_moment", "target")}
-        for k in ("curvature", "noise_variance", "init_second_moments"):
+        for k in ("curvature", "noise_variance", "init_second_moments", "train_size"):
             v = getattr(self, k)
             if v is not None:
-                out[k] = list(v)
+                out[k] = list(v) if isinstance(v, tuple) else v
         return out
 
 

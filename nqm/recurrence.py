@@ -51,7 +51,8 @@ def iterate_losses(problem: Problem, steps: int, batch_size: float, learning_rat
     validation.check_in_range("ema_decay", ema_decay, 0.0, 1.0, closed_high=False)
     h_eff, c_eff = preconditioned(problem.curvature_D, problem.noise_D, precond_power)
     lrs = np.broadcast_to(np.asarray(learning_rates, dtype=np.float64), (steps,))
-    sigma2 = c_eff / float(batch_size)
+    problem.check_batch_sizes(batch_size, "batch_size")
+    sigma2 = c_eff * float(problem.noise_factor(float(batch_size)))
     x0 = problem.init_second_moment_D
     S = np.zeros((problem.dim, 3, 3))
     S[:, 0, 0] = S[:, 0, 2] = S[:, 2, 0] = S[:, 2, 2] = x0

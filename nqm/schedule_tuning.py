@@ -40,7 +40,8 @@ class _ScheduleLoss:
         self.h, self.c = preconditioned(problem.curvature_D, problem.noise_D, precond_power)
         self.w = 0.5 * problem.curvature_D
         self.x0 = problem.init_second_moment_D
-        self.inv_b = 1.0 / float(batch_size)
+        problem.check_batch_sizes(batch_size, "batch_size")
+        self.inv_b = float(problem.noise_factor(float(batch_size)))
 
     def __call__(self, log_lrs: np.ndarray, lengths: np.ndarray):
         a = np.exp(log_lrs)[:, None]                       # (K, 1)

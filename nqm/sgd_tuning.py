@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqm.problem import noise_factor
+
 MAX_ITER = 40
 MAX_MOVE = 0.5  # largest Newton move in log a or log T per iteration
 BLOCK_ELEMENTS = 16384  # rows x directions evaluated at once (temporaries of 128 KiB)
@@ -87,7 +89,8 @@ def _loss_derivatives_block(h_D, c_D, w_D, x0_D, inv_batch_n, u_n, v_n):
     return loss, l_u, l_v, l_uu, l_uv
 
 
-def newton_optimum(h_D, c_D, w_D, x0_D, batch_n, lr_n, steps_n, target, lr_bounds):
+def newton_optimum(h_D, c_D, w_D, x0_D, batch_n, lr_n, steps_n, target, lr_bounds,
+                   train_size=None):
     """The step size a* and continuous steps T* with E[L](a*, T*) = target and dE[L]/da = 0.
 
     Args:
@@ -96,11 +99,13 @@ def newton_optimum(h_D, c_D, w_D, x0_D, batch_n, lr_n, steps_n, target, lr_bound
       lr_n, steps_n: a start per row (a feasible grid point and its steps), (n,).
       target: the loss to reach.
       lr_bounds: (lowest, highest) step size; the highest below the stable limit 2 / h_max.
+      train_size: N for the finite-population correction of the noise (`problem.noise_factor`),
+        or None.
 
     Returns:
       (lr (n,), steps (n,) float, solved (n,) bool); rows not solved keep their start.
     """
-    inv_b = 1.0 / np.asarray(batch_n, dtype=np.float64)
+    inv_b = noise_factor(np.asarray(batch_n, dtype=np.float64), train_size)
     u_lo, u_hi = np.log(lr_bounds[0]), np.log(lr_bounds[1])
     u = np.clip(np.log(np.asarray(lr_n, dtype=np.float64)), u_lo, u_hi)
     v = np.log(np.maximum(np.asarray(steps_n, dtype=np.float64), 1.0))

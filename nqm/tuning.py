@@ -209,6 +209,34 @@ def _slide_down(objective, z, t, f, batch, lo, target, probes: int = 6):
     return t, f
 
 
+PROBES = 6
+
+
+def _probe(objective, z, lo, hi, batch, target, probes):
+    """Smallest of lo + (hi - lo) 2^-k, k = 1..probes (rounded up, above lo and below hi), at
+    which z reaches the target; hi where none does. Returns (t (n,), loss there (n,))."""
+    n = z.shape[0]
+    k = np.arange(1, probes + 1)
+    width = (hi - lo).astype(float)
+    tt = lo[:, None] + np.ceil(width[:, None] * 2.0 ** (-k[None, :])).astype(np.int64)
+    tt = np.clip(tt, lo[:, None] + 1, hi[:, None])
+    out_t = hi.copy()
+    out_f = np.full(n, np.nan)
+    inside = tt < hi[:, None]
+    rr, cc = np.nonzero(inside)
+    if rr.size == 0:
+        return out_t, out_f
+    vals = np.full(tt.shape, np.inf)
+    vals[rr, cc] = objective(z[rr], tt[rr, cc], batch[rr])
+    hit = vals <= target
+    cand = np.where(hit, tt, np.iinfo(np.int64).max)
+    j = np.argmin(cand, axis=1)
+    rows = np.flatnonzero(hit.any(axis=1))
+    out_t[rows] = tt[rows, j[rows]]
+    out_f[rows] = vals[rows, j[rows]]
+    return out_t, out_f
+
+
 def _seeds(spec: OptimizerSpec, z_sgd: np.ndarray, h_max: float) -> list[np.ndarray]:
     """Starting points for the first envelope step: the SGD winner and momentum/averaging variants."""
     a = np.exp(z_sgd[:, 0])
@@ -313,6 +341,20 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
             # Slide down: the z found may reach the target well before t.
             t[slide], fs[slide] = _slide_down(objective, zs[slide], t[slide], fs[slide],
                                               bsel[slide], lo[slide], target)
+        # Probe each result inside the bracket: a success may cross earlier than t (above lo),
+        # and the minimiser of a failed t is nearly optimal just above it.
+        if PROBES:
+            lo_p = np.where(ok, lo, t)
+            hi_p = np.where(ok, t, hi)
+            tp, fp = _probe(objective, zs, lo_p, hi_p, bsel, target, PROBES)
+            win = tp < hi_p
+            t = np.where(win & ok, tp, t)
+            fs = np.where(win & ok, fp, fs)
+            fail_win = win & ~ok
+            rows_fw = open_[fail_win]
+            z_hi[rows_fw] = zs[fail_win]
+            T_hi[rows_fw] = tp[fail_win]
+            m_hi[rows_fw] = fp[fail_win]
         z_hi[open_[ok]] = zs[ok]
         T_hi[open_[ok]] = t[ok]
         m_hi[open_[ok]] = fs[ok]
@@ -354,6 +396,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     """
     problem = config.problem() if isinstance(config, NQMConfig) else config
     batch = validation.check_batch_sizes(batch_sizes).astype(np.float64)
+    problem.check_batch_sizes(batch)
     max_steps = validation.check_positive_int("max_steps", max_steps, maximum=10 ** 12)
     if spec.name == "schedule":
         return _tune_schedule_curve(config, problem, spec, batch, max_steps, space)
@@ -381,7 +424,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         crossing.Compacting(dyn, "signal_noise"), grid.size, batch, target, seed_budget,
         active=dyn.stable_N, rungs=crossing.ladder(seed_budget, dense=8,
                                                    per_octave=1 if spec.name == "sgd" else 2),
-        bisect=spec.name != "sgd")
+        bisect=spec.name != "sgd", train_size=problem.train_size)
     reached = hi >= 0
     z_sgd = np.log(grid[np.maximum(row, 0)])[:, None]
     z = coordinates(spec, np.exp(z_sgd[:, 0]))
@@ -394,7 +437,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         lr, t_star, solved = sgd_tuning.newton_optimum(
             objective.h_eff, objective.c_eff, 0.5 * problem.curvature_D,
             problem.init_second_moment_D, batch[idx], np.exp(z_sgd[idx, 0]), hi[idx], target,
-            (space.learning_rate[0], lr_hi))
+            (space.learning_rate[0], lr_hi), problem.train_size)
         # ceil(T*) reaches the target (up to rounding, checked); the exact crossing is step 3's.
         t_int = np.ceil(t_star * (1 - 1e-12)).astype(np.int64)
         z_new = coordinates(spec, lr)

@@ -70,7 +70,7 @@ def measure_spectrum(loss_fn: Callable, params, sample: dict, key, *, top_k: int
 def calibrate(loss_fn: Callable, params, sample: dict, *, key, target: float, top_k: int,
               lanczos_steps: int | None = None, slq_steps: int = 40, slq_probes: int = 8,
               floor: float | None = None, chunk_rows: int | None = None,
-              devices=None) -> tuple[NQMConfig, dict]:
+              devices=None, train_size: int | None = None) -> tuple[NQMConfig, dict]:
     """Measure the network at `params` on `sample` and fit an NQM to it.
 
     Steps: Hessian operator (`hessian_products.hvp`); top-k eigenpairs (Lanczos, `lanczos_steps`);
@@ -85,6 +85,7 @@ def calibrate(loss_fn: Callable, params, sample: dict, *, key, target: float, to
       lanczos_steps, slq_steps, slq_probes: Lanczos effort.
       floor: lowest curvature of the tail (None: no tail, d = top_k).
       chunk_rows, devices: as in `hessian_products.hvp`.
+      train_size: the task's training-set size (the NQM's finite-population correction), or None.
 
     Returns:
       (NQMConfig, record): the `fit_nqm` record plus "eigenpairs", "spectrum" (SLQ trace and
@@ -101,7 +102,8 @@ def calibrate(loss_fn: Callable, params, sample: dict, *, key, target: float, to
         tail = power_tail.fit_power_law_tail(measured.density, pairs.eigenvalues_K, floor=floor)
     stats = gradient_stats.gradient_statistics(loss_fn, params, sample, pairs.eigenvectors_KxP,
                                 chunk_rows=chunk_rows, devices=devices)
-    config, record = nqm_fit.fit_measured(pairs, stats, stats, target=target, tail=tail)
+    config, record = nqm_fit.fit_measured(pairs, stats, stats, target=target, tail=tail,
+                                          train_size=train_size)
     record.update({"eigenpairs": pairs.to_dict(), "spectrum": measured.spectrum,
                    "gradient": stats.to_dict(),
                    "num_params": hessian.dim, "sample_rows": hessian.num_rows,

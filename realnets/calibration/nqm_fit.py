@@ -25,7 +25,8 @@ def _optional(name: str, values, k: int) -> np.ndarray:
 def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float | None,
             tail: power_tail.PowerLawTail | None = None, eigenvalue_errors=None, noise_errors=None,
             grad_errors=None, grad_sq_norm: float | None = None,
-            grad_sq_norm_se: float | None = None) -> tuple[NQMConfig, dict]:
+            grad_sq_norm_se: float | None = None,
+            train_size: int | None = None) -> tuple[NQMConfig, dict]:
     """An NQM with the measured top-k directions and an optional power-law tail.
 
     Top-k directions (measured): h_i = eigenvalues, c_i = noise_projections,
@@ -51,6 +52,8 @@ def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float | 
       eigenvalue_errors, noise_errors, grad_errors: uncertainties (K,) (e.g. Ritz residuals and
         standard errors), propagated to first order.
       grad_sq_norm, grad_sq_norm_se: unbiased |G|^2 and its standard error.
+      train_size: N, the training set the network's batches are drawn from without replacement
+        (the NQM's noise then carries the finite-population correction), or None.
 
     Returns:
       (NQMConfig with caller arrays curvature / noise_variance / init_second_moments of length d,
@@ -119,12 +122,13 @@ def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float | 
     curv, noise, init = (np.concatenate(a) for a in (curv, noise, init))
     config = NQMConfig(dim=int(curv.shape[0]), target=1.0 if target is None else float(target),
                        curvature=tuple(curv.tolist()), noise_variance=tuple(noise.tolist()),
-                       init_second_moments=tuple(init.tolist()))
+                       init_second_moments=tuple(init.tolist()), train_size=train_size)
     problem = config.problem()        # validates every array and the target
     initial = problem.initial_loss()
     if target is not None and not target < initial:
         raise ValueError(f"target must be in (0, {initial:g}) (the fitted initial loss), got {target:g}")
     record.update({"dim": problem.dim, "target": None if target is None else float(target),
+                   "train_size": train_size,
                    "initial_loss": initial,
                    "trace_noise": float(noise.sum()),
                    "trace_curvature": float(curv.sum())})
@@ -133,13 +137,15 @@ def fit_nqm(eigenvalues, noise_projections, grad_components, *, target: float | 
 
 def fit_measured(pairs: lanczos.Eigenpairs, noise: gradient_stats.GradientStatistics,
                  start: gradient_stats.GradientStatistics, *, target: float | None,
-                 tail: power_tail.PowerLawTail | None = None) -> tuple[NQMConfig, dict]:
+                 tail: power_tail.PowerLawTail | None = None,
+                 train_size: int | None = None) -> tuple[NQMConfig, dict]:
     """`fit_nqm` on measurements, with their uncertainties: curvature h_i (Ritz residuals) from
     `pairs`, noise c_i along the same eigenvectors from `noise`, and the start (components g_i
     and |G|^2, with standard errors) from `start`, the statistics at the parameters the NQM
-    starts from (the same object as `noise` when it starts where it was measured)."""
+    starts from (the same object as `noise` when it starts where it was measured); `train_size`
+    as in `fit_nqm`."""
     return fit_nqm(pairs.eigenvalues_K, noise.noise_projections_K, start.grad_components_K,
                    target=target, tail=tail, eigenvalue_errors=pairs.residuals_K,
                    noise_errors=noise.noise_projections_se_K,
                    grad_errors=start.grad_components_se_K, grad_sq_norm=start.grad_sq_norm,
-                   grad_sq_norm_se=start.grad_sq_norm_se)
+                   grad_sq_norm_se=start.grad_sq_norm_se, train_size=train_size)

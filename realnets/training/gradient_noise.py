@@ -18,6 +18,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from nqm.problem import noise_factor
+
 
 def unbiased_terms(small_sq, big_sq, b_small, b_big, population: int = 0):
     """Unbiased estimates of (|G|^2, tr(Sigma)) from squared gradient norms.
@@ -38,11 +40,8 @@ def unbiased_terms(small_sq, big_sq, b_small, b_big, population: int = 0):
     Returns:
       (grad_sq, trace_cov), each the shape of `small_sq`.
     """
-    if population:
-        alpha_small = (population - b_small) / (b_small * (population - 1.0))
-        alpha_big = (population - b_big) / (b_big * (population - 1.0))
-    else:
-        alpha_small, alpha_big = 1.0 / b_small, 1.0 / b_big
+    n = population or None
+    alpha_small, alpha_big = (float(noise_factor(b, n)) for b in (b_small, b_big))
     trace_cov = (small_sq - big_sq) / (alpha_small - alpha_big)
     grad_sq = big_sq - alpha_big * trace_cov
     return grad_sq, trace_cov

@@ -50,7 +50,8 @@ def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMC
     curv, noise, init = (np.concatenate(x) for x in (curv, noise, init))
     return NQMConfig(dim=int(curv.size), target=float(target),
                      curvature=tuple(curv.tolist()), noise_variance=tuple(noise.tolist()),
-                     init_second_moments=tuple(init.tolist()))
+                     init_second_moments=tuple(init.tolist()),
+                     train_size=fitted.get("train_size"))
 
 
 def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,

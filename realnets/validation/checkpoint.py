@@ -70,7 +70,8 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
     try:
         tail = power_tail.fit_power_law_tail(density, h_top, floor=floor)
         # fitted without a target; the targets are set below, once the start is known
-        config, fitted = nqm_fit.fit_measured(pairs, stats, start, target=None, tail=tail)
+        config, fitted = nqm_fit.fit_measured(pairs, stats, start, target=None, tail=tail,
+                                              train_size=task.train_size)
     except ValueError as err:
         record["error"] = str(err)
         return {}, record

@@ -95,7 +95,7 @@ def test_tuned_sgd_curve_equals_envelope_search_reference(monkeypatch):
     for power in (0.0, 0.5):
         fast = tune_curve(SMALL, OptimizerSpec("sgd", power), batch)
         with monkeypatch.context() as m:
-            def never(h, c, w, x0, batch_n, lr_n, steps_n, target, bounds):
+            def never(h, c, w, x0, batch_n, lr_n, steps_n, target, bounds, train_size=None):
                 return lr_n, steps_n, np.zeros(len(lr_n), dtype=bool)
             m.setattr(tuning.sgd_tuning, "newton_optimum", never)
             slow = tune_curve(SMALL, OptimizerSpec("sgd", power), batch)
