@@ -1,4 +1,4 @@
-"""`python -m realnets {sweep, workloads, report, import-batch-science, validate}`.
+"""`python -m realnets {sweep, workloads, report, import-batch-science, validate, branch}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -10,12 +10,14 @@ Multi-host: run the same command on every host with `--coordinator HOST:PORT --n
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from nqm.argparser import OneLineErrorParser
 from nqm.validation import parse_batch_sizes
 from nqm.curve import to_json
+from realnets.validation.settings import TARGET_RULES
 
 
 def _range(text: str, name: str) -> tuple[float, float]:
@@ -37,7 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--batch-sizes", help="e.g. 16,32,64 or 16:4096 (powers of two); default: the workload's")
     s.add_argument("--trials", type=int, default=8, help="quasi-random trials per batch size")
     s.add_argument("--max-steps", type=int, help="step budget per trial; default: the workload's")
-    s.add_argument("--goal", type=float, help="validation metric to reach; default: the workload's")
+    s.add_argument("--goal", help="validation metric to reach, or 'auto' (a pilot of 8 trials at "
+                                  "the smallest and largest batch size chooses it: "
+                                  "docs/prediction_rule.md); default: the workload's")
     s.add_argument("--optimizer", choices=("sgd", "momentum", "nesterov", "adam"))
     s.add_argument("--lr-range", help="LO,HI of the learning rate (log scale)")
     s.add_argument("--one-minus-momentum-range", help="LO,HI of 1 - momentum (log scale)")
@@ -108,15 +112,71 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--seed", type=int, default=0)
     v.add_argument("--bootstrap", type=int, default=8,
                    help="NQMs redrawn from the fitted uncertainties for the predictions' spread")
-    v.add_argument("--target-rule", choices=("train_loss", "quadratic"), default="train_loss",
-                   help="headline NQM target: the training loss at the goal (minus --loss-floor) "
-                        "or the fitted quadratic's own loss there (both are reported)")
+    v.add_argument("--target-rule", choices=TARGET_RULES, default="step_matched",
+                   help="headline NQM target: step_matched (the rule of docs/prediction_rule.md: "
+                        "the loss the tuned NQM reaches in the reference run's steps), the "
+                        "training loss at the goal (minus --loss-floor) or the fitted quadratic's "
+                        "own loss there (all are reported)")
     v.add_argument("--notes", help="markdown file: where the NQM's assumptions hold and break, "
                                    "put into the report")
+    v.add_argument("--summary", help="summary file whose entry for this workload is replaced "
+                                     "(default: summary.json beside the --out directory)")
     v.add_argument("--reuse", action="store_true",
                    help="re-render OUT/validation.json if it was made with the same settings")
     v.add_argument("--no-progress", action="store_true")
+    _add_branch_parser(sub)
     return parser
+
+
+def _add_branch_parser(sub) -> None:
+    """`branch`: the local critical batch size by branching (realnets.sweeps.branching)."""
+    b = sub.add_parser("branch", help="local critical batch size by branching from checkpoints "
+                                      "of one run (Merrill et al. 2025)")
+    b.add_argument("--workload", required=True)
+    b.add_argument("--batch-size", type=int, required=True, help="B of the reference run")
+    b.add_argument("--learning-rate", type=float, required=True,
+                   help="the reference run's constant learning rate")
+    b.add_argument("--optimizer", choices=("sgd", "momentum", "nesterov", "adam"),
+                   help="default: the workload's")
+    b.add_argument("--momentum", type=float,
+                   help="momentum (Adam: beta1) in [0, 1); required by momentum, nesterov, adam")
+    b.add_argument("--branch-steps", required=True,
+                   help="steps of the reference run to branch at, e.g. 10,100,1000")
+    b.add_argument("--multipliers", default="1,2,4,8",
+                   help="batch-size multipliers k (1 is always added), e.g. 1,2,4,8,16")
+    b.add_argument("--window-examples", type=int, required=True,
+                   help="examples each branch trains on: a multiple of lcm(k) x batch-size")
+    b.add_argument("--tolerance", type=float, default=0.05,
+                   help="branch k keeps up when its loss <= (1 + tolerance) x k = 1's")
+    b.add_argument("--lr-rule", choices=("linear", "sqrt"),
+                   help="learning rate x k or x sqrt(k) (default: linear for SGD and momentum, "
+                        "sqrt for Adam)")
+    b.add_argument("--repeats", type=int, default=3,
+                   help="windows per branch with their own data order; the loss is their mean")
+    b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--trial-id", type=int, default=0, help="the reference run's initialisation")
+    b.add_argument("--eval-rows", type=int, default=4096,
+                   help="training rows the loss is measured on")
+    b.add_argument("--max-rows-per-device", type=int, default=4096)
+    b.add_argument("--out", required=True, help="JSON file written (atomically)")
+    b.add_argument("--no-progress", action="store_true")
+
+
+def _goal(text: str | None, default: float) -> float:
+    """--goal as a number (PILOT_GOAL for 'auto', set by the pilot later; the default if absent)."""
+    from realnets.sweeps.records import PILOT_GOAL
+
+    if text is None:
+        return default
+    if text.strip().lower() == "auto":
+        return PILOT_GOAL
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise ValueError(f"--goal must be a finite number or 'auto', got {text!r}")
+    return value
 
 
 def sweep_config(args):
@@ -139,7 +199,7 @@ def sweep_config(args):
     return SweepConfig(
         workload=w.name, batch_sizes=tuple(batch_sizes), trials=args.trials,
         max_steps=args.max_steps if args.max_steps is not None else w.max_steps,
-        goal=args.goal if args.goal is not None else w.goal,
+        goal=_goal(args.goal, w.goal),
         optimizer=args.optimizer or w.optimizer, search=TrialSearchSpace(lr, omm, final),
         seed=args.seed,
         eval_resolution=(args.eval_resolution if args.eval_resolution is not None
@@ -167,8 +227,37 @@ def run_sweep_command(args) -> str:
         from realnets.workloads.datasets import load_text
 
         load_text(config.text_file)    # a bad file is a flag error before anything runs
+    if math.isnan(config.goal):     # PILOT_GOAL: --goal auto
+        config = _goal_by_pilot(config, Path(args.out), progress=not args.no_progress)
     curve = run_sweep(config, Path(args.out), progress=not args.no_progress)
     return report.render(curve, "table")
+
+
+def _goal_by_pilot(config, out: Path, progress: bool):
+    """config with the goal of the pilot rule: the one recorded in `out` when the sweep is being
+    resumed (the rest of the study must match), else a new pilot's."""
+    import dataclasses
+
+    from realnets import workloads
+    from realnets.sweeps.pilot import run_pilot
+    from realnets.sweeps.records import read_config
+
+    if (out / "config.json").exists():
+        old = read_config(out / "config.json")
+        if old.goal_choice is None:
+            raise ValueError(f"--goal auto: {out} holds a sweep whose goal {old.goal:g} was given, "
+                             f"not chosen by a pilot; pass --goal {old.goal:g} to resume it")
+        return dataclasses.replace(config, goal=old.goal, goal_choice=old.goal_choice)
+    if progress:
+        print(f"--goal auto: pilot of 8 trials at B = {min(config.batch_sizes)} and "
+              f"{max(config.batch_sizes)} for {config.max_steps} steps", file=sys.stderr, flush=True)
+    task = workloads.get(config.workload).build(text_file=config.text_file)
+    choice = run_pilot(task, config)
+    if progress:
+        print(f"--goal auto: goal {choice.goal:.4g} (start {choice.metric_start:.4g}, best "
+              f"{choice.best_small:.4g} at the smallest and {choice.best_large:.4g} at the largest "
+              "batch size)", file=sys.stderr, flush=True)
+    return dataclasses.replace(config, goal=choice.goal, goal_choice=choice.to_dict())
 
 
 def workloads_text(fmt: str) -> str:
@@ -245,6 +334,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation.comparison import comparison
     from realnets.validation.predictions import reference_nqm
     from realnets.validation.rerun import ensure_sweep
+    from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
     from ui.validation_charts import export_charts
 
     start = time.perf_counter()
@@ -281,6 +371,8 @@ def validate_command(args, argv) -> str:
     as_dict = doc.to_dict()
     report = validation_report.write_report(out, as_dict, export_charts(out, as_dict), notes=notes,
                                             command=prov.command, wall_seconds=prov.wall_seconds)
+    summary_path = Path(args.summary) if args.summary else out.resolve().parent / SUMMARY_FILE
+    update_summary(summary_path, summary_entry(as_dict))
 
     def number(x, width, digits):
         return f"{'nan' if x is None else format(float(x), f'.{digits}g'):>{width}}"
@@ -290,7 +382,41 @@ def validate_command(args, argv) -> str:
         lines.append(f"{row['quantity']:<76} {row['checkpoint'] or '-':>10} "
                      f"{number(row['value'], 10, 4)} {number(row['ratio'], 7, 3)}")
     lines.append(f"report: {report}")
+    lines.append(f"summary: {summary_path}")
     return "\n".join(lines)
+
+
+def _whole_list(text: str, name: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be whole numbers separated by commas, got {text!r}") from None
+
+
+def branch_command(args) -> str:
+    import time
+
+    from realnets import store, workloads
+    from realnets.sweeps import branching
+
+    start = time.perf_counter()
+    workload = workloads.get(args.workload)
+    settings = branching.BranchSettings(
+        batch_size=args.batch_size, learning_rate=args.learning_rate,
+        branch_steps=_whole_list(args.branch_steps, "branch-steps"),
+        window_examples=args.window_examples,
+        multipliers=_whole_list(args.multipliers, "multipliers"),
+        optimizer=args.optimizer or workload.optimizer, momentum=args.momentum,
+        lr_rule=args.lr_rule, tolerance=args.tolerance, repeats=args.repeats, seed=args.seed,
+        trial_id=args.trial_id, eval_rows=args.eval_rows,
+        max_rows_per_device=args.max_rows_per_device, workload=workload.name)
+    out = Path(args.out)
+    if not out.parent.is_dir():
+        raise ValueError(f"out: directory {out.parent} does not exist")
+    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+    result = branching.run_branching(workload.build(), settings, log=say)
+    store.write_json_atomic(out, result.to_dict())
+    return branching.render(result) + f"\nwritten: {out} ({time.perf_counter() - start:.1f} s)"
 
 
 def main(argv=None) -> int:
@@ -306,6 +432,8 @@ def main(argv=None) -> int:
             text = workloads_text(args.format)
         elif args.command == "report":
             text = report_text(args.dir, args.format)
+        elif args.command == "branch":
+            text = branch_command(args)
         elif args.command == "validate":
             text = validate_command(args, list(sys.argv[1:] if argv is None else argv))
         else:

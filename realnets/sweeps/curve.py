@@ -13,26 +13,19 @@ import numpy as np
 
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.scaling import analyse_curve, fit_mccandlish
-from realnets.sweeps.records import CurveDocument, SweepConfig, TrialRecord
+from realnets.sweeps.records import CurveDocument, SweepConfig, TrialRecord, trial_order
+from realnets.sweeps.robustness import robustness
 from realnets.workloads.search_space import TrialSearchSpace
 
 EDGE_FRACTION = 0.1   # best value in the outer 10% of a log range counts as "on the edge"
 RESAMPLES = 200
 
 
-def _id_order(trial_id) -> tuple:
-    """Sort key of a trial id: numeric ids (int or digit string) by value first, then the rest
-    by name (the order of `realnets.sweeps.batch_science` trial directories)."""
-    if isinstance(trial_id, int) or (isinstance(trial_id, str) and trial_id.isdigit()):
-        return (0, int(trial_id), "")
-    return (1, 0, str(trial_id))
-
-
 def best_trial(records: Sequence[TrialRecord]) -> TrialRecord | None:
     """The trial that sets a point: the fewest steps_to_goal, ties to the lowest trial_id (None
     if no trial reached the goal)."""
     reached = [r for r in records if r.steps_to_goal is not None]
-    return min(reached, key=lambda r: (r.steps_to_goal, _id_order(r.trial_id))) \
+    return min(reached, key=lambda r: (r.steps_to_goal, trial_order(r.trial_id))) \
         if reached else None
 
 
@@ -40,7 +33,7 @@ def best_row(rows: Sequence[dict]) -> dict | None:
     """`best_trial` over a curve point's trial rows (`trial_summary` rows, or batch_science
     records). Ids are ordered as numbers where they are numbers, even as strings ("2" < "10")."""
     reached = [r for r in rows if r["steps_to_goal"] is not None]
-    return min(reached, key=lambda r: (r["steps_to_goal"], _id_order(r["trial_id"]))) \
+    return min(reached, key=lambda r: (r["steps_to_goal"], trial_order(r["trial_id"]))) \
         if reached else None
 
 
@@ -84,7 +77,7 @@ def build_curve(records: Sequence[TrialRecord], config: SweepConfig) -> ScalingC
         by_batch.setdefault(r.batch_size, []).append(r)
     points = []
     for batch_size, trials in sorted(by_batch.items()):
-        trials = sorted(trials, key=lambda r: _id_order(r.trial_id))
+        trials = sorted(trials, key=lambda r: trial_order(r.trial_id))
         best = best_trial(trials)
         points.append(CurvePoint(
             batch_size=batch_size, steps=None if best is None else best.steps_to_goal,
@@ -129,6 +122,7 @@ def curve_document(curve: ScalingCurve) -> CurveDocument:
         fit=summary["fit"], regimes=summary["regimes"],
         efficiency=tuple(analysis.efficiency), regime=tuple(analysis.regimes),
         b_crit_resampled=b_crit_resampled(curve),
+        robustness=robustness(curve),
         noise_scale={"b_simple": pooled_b_simple(curve.points), "b_noise": None,
                      "per_point_b_simple": [_best_b_simple(p) for p in curve.points],
                      "note": "each point: its best trial's B_simple at its goal step "

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -26,8 +27,10 @@ from nqm.curve import CurvePoint, ScalingCurve
 from realnets import store, workloads
 from realnets.training.step import OPTIMIZERS
 from realnets.training.trainer import STATUSES
+from realnets.workloads.tasks import check_goal
 from realnets.workloads.search_space import TrialSearchSpace
 
+PILOT_GOAL = math.nan   # --goal auto, before the pilot has chosen the goal
 # Fields that define the study: a rerun with other values would mix incomparable trials.
 IDENTITY = ("workload", "goal", "optimizer", "search", "max_steps", "seed", "eval_resolution",
             "text_file")
@@ -53,6 +56,9 @@ class SweepConfig:
       full_trials: run every trial to its own end instead of stopping a batch size's trials once
         one reached the goal (see RunConfig.stop_at_first_goal; steps to result are the same).
       noise_every: see RunConfig (None: every step; 0: off on one device), in [0, 1e6].
+      goal_choice: how a pilot chose the goal (`realnets.sweeps.pilot.GoalChoice.to_dict`), or
+        None when the goal was given. `goal` may be PILOT_GOAL (NaN) only until the pilot ran:
+        such a config is never written.
     """
 
     workload: str
@@ -69,9 +75,10 @@ class SweepConfig:
     text_file: str | None = None
     full_trials: bool = False
     noise_every: int | None = None
+    goal_choice: dict | None = None
 
     def __post_init__(self):
-        workloads.get(self.workload)
+        workload = workloads.get(self.workload)
         if not self.batch_sizes:
             raise ValueError("batch-sizes must list at least one batch size >= 1")
         sizes = tuple(validation.check_whole("batch-sizes entry", b, 1) for b in self.batch_sizes)
@@ -81,7 +88,8 @@ class SweepConfig:
         set_("batch_sizes", sizes)
         set_("trials", validation.check_whole("trials", self.trials, 1, 10_000))
         set_("max_steps", validation.check_whole("max-steps", self.max_steps, 1, 10 ** 9))
-        set_("goal", validation.check_finite("goal", self.goal))
+        if not (isinstance(self.goal, float) and math.isnan(self.goal)):    # PILOT_GOAL
+            set_("goal", check_goal(validation.check_finite("goal", self.goal), workload.metric))
         validation.check_choice("optimizer", self.optimizer, OPTIMIZERS)
         set_("seed", validation.check_whole("seed", self.seed, 0))
         set_("eval_resolution",
@@ -97,6 +105,8 @@ class SweepConfig:
         out = asdict(self)
         out["batch_sizes"] = list(self.batch_sizes)
         out["search"] = self.search.to_dict()
+        if self.goal_choice is None:     # files of sweeps with a given goal stay as they were
+            del out["goal_choice"]
         return out
 
     @classmethod
@@ -281,6 +291,9 @@ class CurveDocument:
       noise_scale: {b_simple (pooled), b_noise, per_point_b_simple, note}.
       b_crit_resampled: B_crit over resampled trials (`realnets.sweeps.curve.b_crit_resampled`);
         None in files written before it existed.
+      robustness: leave-one-out B_crit, the fit's RMS log residual, B_crit against the number
+        of trials, best trials on the search space's edge (`realnets.sweeps.robustness`); None
+        in files written before it existed.
     """
 
     source: str
@@ -292,6 +305,7 @@ class CurveDocument:
     regime: tuple[str, ...]
     noise_scale: dict
     b_crit_resampled: dict | None = None
+    robustness: dict | None = None
 
     def to_dict(self) -> dict:
         out = {"source": self.source, "config": self.config,
@@ -300,6 +314,8 @@ class CurveDocument:
                "regime": list(self.regime)}
         if self.b_crit_resampled is not None:
             out["b_crit_resampled"] = self.b_crit_resampled
+        if self.robustness is not None:
+            out["robustness"] = self.robustness
         out["noise_scale"] = self.noise_scale
         return out
 
@@ -318,7 +334,16 @@ class CurveDocument:
         return cls(source=curve.source, config=curve.config, points=curve.points, fit=d["fit"],
                    regimes=d["regimes"], efficiency=tuple(d["efficiency"]),
                    regime=tuple(d["regime"]), noise_scale=d["noise_scale"],
-                   b_crit_resampled=d.get("b_crit_resampled"))
+                   b_crit_resampled=d.get("b_crit_resampled"),
+                   robustness=d.get("robustness"))
+
+
+def trial_order(trial_id) -> tuple:
+    """Sort key of a trial id: numeric ids (int or digit string) by value first, then the rest
+    by name (the order of `realnets.sweeps.batch_science` trial directories)."""
+    if isinstance(trial_id, int) or (isinstance(trial_id, str) and trial_id.isdigit()):
+        return (0, int(trial_id), "")
+    return (1, 0, str(trial_id))
 
 
 def located(where, read, *args):

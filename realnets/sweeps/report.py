@@ -48,6 +48,24 @@ def _resampled_line(r: dict | None) -> str:
             f"resamples fitted)")
 
 
+def _robustness_lines(r: dict | None) -> list[str]:
+    if r is None:
+        return []
+    loo = r["leave_one_out"]
+    lines = [f"leave one batch size out: B_crit moves by up to a factor {_fmt(loo['max_ratio'])}"
+             f"  (fit's RMS log residual {_fmt(r['rms_log_residual'])})"]
+    if r["trial_count"]:
+        lines.append("B_crit from the first K trials per batch size: " + "  ".join(
+            f"K={c['trials']}: {_fmt(c['b_crit'])}" for c in r["trial_count"])
+            + ("  (censored: trials stopped at another's goal)"
+               if any(c["censored"] for c in r["trial_count"]) else ""))
+    edges = r["edges"]
+    lines.append("best trial on the search space's edge at B = " + ", ".join(
+        f"{e['batch_size']} ({','.join(e['edge'])})" for e in edges) if edges
+        else "no best trial on the search space's edge")
+    return lines
+
+
 def format_table(doc: CurveDocument) -> str:
     table = [[_fmt(r[c]) for c in COLUMNS] for r in rows(doc)]
     widths = [max(len(c), *(len(t[j]) for t in table)) for j, c in enumerate(COLUMNS)]
@@ -63,6 +81,7 @@ def format_table(doc: CurveDocument) -> str:
               f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
               _resampled_line(doc.b_crit_resampled),
+              *_robustness_lines(doc.robustness),
               f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "
               f"from {_fmt(reg['maximal_from'])}",
               f"gradient noise scale B_simple (pooled over batch sizes, weights B^2) "

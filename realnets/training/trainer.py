@@ -21,7 +21,8 @@ import numpy as np
 
 from nqm import validation
 from realnets.training import mesh as meshlib
-from realnets.training.step import Metaparameters, StepConfig, compile_steps, groups_for, init_states
+from realnets.training.step import (Metaparameters, StepConfig, TrainState, compile_steps,
+                                     groups_for, init_states)
 from realnets.workloads.tasks import Task
 
 STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
@@ -151,6 +152,11 @@ def _init_program(init_params, step_config: StepConfig, mesh):
 
 
 @functools.lru_cache(maxsize=16)
+def _copy_program(mesh):
+    return jax.jit(lambda s: jax.tree.map(jnp.copy, s), out_shardings=meshlib.replicated(mesh))
+
+
+@functools.lru_cache(maxsize=16)
 def _exact_eval_program(exact_eval, mesh):
     rep = meshlib.replicated(mesh)
     return jax.jit(jax.vmap(lambda s: exact_eval(s.params)), in_shardings=rep, out_shardings=rep)
@@ -217,7 +223,8 @@ class _Outcomes:
 
 def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=None,
                on_eval: Callable[[int], None] | None = None,
-               final_params: list | None = None) -> list[dict]:
+               final_params: list | None = None, start: TrainState | None = None,
+               final_states: list | None = None) -> list[dict]:
     """Trains `trials` of one batch size together; returns one record per trial.
 
     Args:
@@ -228,6 +235,12 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
       on_eval: called with the current step after every evaluation (progress bars).
       final_params: if a list, each trial's parameters when the run ended (host numpy pytrees,
         in the order of `trials`) are appended to it (checkpoints for calibration).
+      start: states to continue from instead of fresh initialisations (a TrainState with a
+        leading trial axis of len(trials), as `final_states` gives it): parameters, optimizer
+        state (its step count too, so a decaying schedule carries on) and noise averages. It is
+        copied, so the caller's arrays stay valid (the train step donates its state).
+      final_states: if a list, the TrainState when the run ended (device arrays, leading trial
+        axis) is appended to it (branch points: `realnets.sweeps.branching`).
 
     Returns:
       Records with batch_size, trial_id, status, metaparameters, steps_to_goal (None unless
@@ -272,7 +285,10 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         final_lr_fraction=jnp.asarray([t.final_lr_fraction for t in trials], jnp.float32))
     keys = jnp.stack([jax.random.fold_in(jax.random.key(config.seed), t.trial_id) for t in trials])
     rep = meshlib.replicated(mesh)
-    states = _init_program(task.init_params, step_config, mesh)(keys, hps)
+    if start is None:
+        states = _init_program(task.init_params, step_config, mesh)(keys, hps)
+    else:
+        states = _copy_program(mesh)(start)
     hps = jax.device_put(hps, rep)
 
     n = len(trials)
@@ -318,6 +334,8 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         if last_step == budget and budget < config.max_steps:
             stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
 
+    if final_states is not None:
+        final_states.append(states)
     if final_params is not None:
         host = jax.tree.map(np.asarray, states.params)
         final_params.extend(jax.tree.map(lambda x, i=i: x[i], host) for i in range(n))

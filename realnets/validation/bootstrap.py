@@ -3,6 +3,8 @@ bootstrap) and the B_crit of each."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 from nqm.problem import NQMConfig
@@ -12,6 +14,7 @@ from realnets.calibration import power_tail
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation.predictions import search_matched_curve
 from realnets.validation.settings import NQM_FAMILY, ValidationConfig
+from realnets.validation.targets import StepMatch, nqm_search_space, step_matched_target
 
 
 def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMConfig:
@@ -55,22 +58,27 @@ def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMC
 
 
 def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
-                     records: list[TrialRecord], batch_sizes, vcfg: ValidationConfig) -> dict:
+                     records: list[TrialRecord], batch_sizes, vcfg: ValidationConfig,
+                     match: StepMatch | None = None) -> dict:
     """B_crit of the tuned and search-matched curves over `vcfg.bootstrap` resampled NQMs
-    (`resampled_nqm`): their standard deviation is the predictions' uncertainty."""
+    (`resampled_nqm`): their standard deviation and 16-84% range are the predictions'
+    uncertainty. With `match`, each redrawn NQM gets its own step-matched target (the rule is
+    applied to every draw, not only to the fitted NQM)."""
     rng = np.random.default_rng(vcfg.seed)
     family = NQM_FAMILY[sweep_config.optimizer]
     tuned, matched, failed = [], [], 0
     for _ in range(vcfg.bootstrap):
         try:
             config = resampled_nqm(fitted, target, rng)
+            if match is not None:
+                config = dataclasses.replace(config, target=step_matched_target(config, match)[0])
             if not config.problem().initial_loss() > config.target:
                 raise ValueError("target above the initial loss")
         except ValueError:
             failed += 1
             continue
         curve = tune_curve(config, OptimizerSpec(family), batch_sizes,
-                           max_steps=vcfg.nqm_max_steps)
+                           max_steps=vcfg.nqm_max_steps, space=nqm_search_space(sweep_config.search))
         tuned.append(analyse_curve(curve).fit.b_crit)
         m = search_matched_curve(config, sweep_config, records, batch_sizes)
         matched.append(None if m is None else analyse_curve(m).fit.b_crit)

@@ -12,18 +12,20 @@ from nqm import noise_scale
 from realnets.calibration import calibrate, gradient_stats, nqm_fit, power_tail
 from realnets.calibration.fitting import alignment, quadratic_target, tail_floor
 from realnets.validation.settings import ValidationConfig
+from realnets.validation.targets import StepMatch, step_matched_target
 from realnets.workloads.tasks import Task
 
 
 def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
                    train_target: float, vcfg: ValidationConfig, key,
-                   devices=None) -> tuple[dict, dict]:
+                   devices=None, match: StepMatch | None = None) -> tuple[dict, dict]:
     """Measure the network at `params` and fit an NQM whose start comes from `init_params`.
 
     Hessian (top-k by Lanczos, tail by SLQ down to the floor) and gradient noise c_i along the
     top-k eigenvectors at `params`; gradient components g_i along the same eigenvectors and
     |G|^2 at `init_params` (`nqm_fit.fit_nqm`'s start rule), and at `goal_params` for the
-    quadratic target (`quadratic_target`); B_noise by HVPs and B_simple at `params`.
+    quadratic target (`quadratic_target`); B_noise by HVPs and B_simple at `params`. With
+    `match`, the step-matched target too (`targets.step_matched_target`).
 
     Returns:
       ({target rule: NQMConfig, or None where that target is not below the fitted initial loss},
@@ -77,9 +79,14 @@ def fit_checkpoint(task: Task, params, init_params, goal_params, sample: dict,
         return {}, record
     targets = {"train_loss": train_target,
                "quadratic": quadratic_target(config, h_top.size, at_goal)}
+    if match is not None:
+        try:
+            targets["step_matched"], record["step_match"] = step_matched_target(config, match)
+        except ValueError as err:
+            record.setdefault("target_errors", {})["step_matched"] = str(err)
     record["nqm"] = fitted
     record["targets"] = targets
-    record["target_errors"] = {}
+    record.setdefault("target_errors", {})
     configs = {}
     for rule, t in targets.items():
         if 0 < t < fitted["initial_loss"]:

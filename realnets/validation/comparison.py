@@ -10,28 +10,31 @@ from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
 
 
 def measured_summary(curve: ScalingCurve) -> dict:
-    """The measured curve (points without their trials), its fit, regimes and noise scale."""
+    """The measured curve (points without their trials), its fit, its B_crit interval over
+    resampled trials and robustness checks, regimes and noise scale."""
     doc = curve_document(curve)
     points = [{"batch_size": p.batch_size, "steps": p.steps, "learning_rate": p.learning_rate,
                "momentum": p.momentum} for p in doc.points]
     return {"points": points, "fit": doc.fit, "regimes": doc.regimes,
+            "interval": doc.b_crit_resampled, "robustness": doc.robustness,
             "b_simple_pooled": doc.noise_scale["b_simple"],
             "per_point_b_simple": doc.noise_scale["per_point_b_simple"]}
 
 
-def _value(x):
+def value_and_error(x):
+    """(value, uncertainty) of a `measured.measured_value` record, or (x, None) of a plain number."""
     if isinstance(x, dict):
         return x.get("value"), x.get("uncertainty")
     return x, None
 
 
-def _ratio_se(b_simple, gradient: dict):
+def ratio_se(b_simple, gradient: dict):
     """First-order standard error of tr(Sigma) / |G|^2 from those of numerator and denominator
     (treated as independent)."""
     if b_simple is None or not gradient:
         return None
-    t, t_se = _value(gradient.get("trace_cov"))
-    g, g_se = _value(gradient.get("grad_sq_norm"))
+    t, t_se = value_and_error(gradient.get("trace_cov"))
+    g, g_se = value_and_error(gradient.get("grad_sq_norm"))
     if None in (t, t_se, g, g_se) or t <= 0 or g <= 0:
         return None
     return abs(b_simple) * math.hypot(t_se / t, g_se / g)
@@ -80,12 +83,12 @@ def comparison(doc: dict) -> list[dict]:
                 (boot.get("search_matched") or {}).get("sd"),
                 note="calibrated NQM with the sweep's metaparameters and budget" if matched
                 else pred.get("search_matched_note") or why)
-        value, err = _value((c.get("b_noise") or {}).get("b_noise"))
+        value, err = value_and_error((c.get("b_noise") or {}).get("b_noise"))
         add("B_noise = tr(H Sigma) / (G^T H G)", ckpt, value, err,
             note="Hessian-vector products on the calibration sample")
         grad = c.get("gradient") or {}
-        value, _ = _value(grad.get("b_simple"))
-        add("B_simple = tr(Sigma) / ‖G‖²", ckpt, value, _ratio_se(value, grad),
+        value, _ = value_and_error(grad.get("b_simple"))
+        add("B_simple = tr(Sigma) / ‖G‖²", ckpt, value, ratio_se(value, grad),
             note="per-example gradients on the calibration sample" if grad else "")
     add("B_simple (sweep, moving averages)", None, doc["measured"]["b_simple_pooled"],
         note="measured during training, best trials pooled over batch sizes (weights B^2)")

@@ -59,7 +59,8 @@ from realnets.validation.bootstrap import bootstrap_b_crit
 from realnets.validation.predictions import predict
 from realnets.validation.rerun import (best_trial, calibration_batch_size, calibration_sample,
                                        init_params_of, mean_loss, retrain)
-from realnets.validation.settings import TARGET_LABELS, ValidationConfig
+from realnets.validation.settings import NQM_FAMILY, TARGET_LABELS, ValidationConfig
+from realnets.validation.targets import StepMatch, nqm_search_space
 from realnets.workloads.tasks import Task
 
 
@@ -125,13 +126,15 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
            "measured": measured_summary(curve), "calibration_run": calibration_run,
            "checkpoints": {}}
     params_at = {"goal": (goal_params, rerun.steps_run), "init": (init, 0)}
+    match = StepMatch(family=NQM_FAMILY[sweep_config.optimizer], batch_size=batch_size,
+                      steps=int(trial.steps_to_goal), space=nqm_search_space(sweep_config.search))
     key = jax.random.key(vcfg.seed)
     for i, name in enumerate(vcfg.checkpoints):
         params, step = params_at[name]
         say(f"measuring the {name} checkpoint (step {step})")
         t0 = time.perf_counter()
         configs, record = fit_checkpoint(task, params, init, goal_params, sample, target, vcfg,
-                                         jax.random.fold_in(key, i), devices)
+                                         jax.random.fold_in(key, i), devices, match)
         record["step"] = step
         record["train_loss"] = loss_goal if name == "goal" else loss_init
         seconds[f"measure_{name}"] = time.perf_counter() - t0
@@ -145,8 +148,9 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
             pred = predict(config, sweep_config, records, curve.batch_sizes, vcfg)
             pred["target"] = config.target
             if vcfg.bootstrap:
-                pred["bootstrap"] = bootstrap_b_crit(record["nqm"], config.target, sweep_config,
-                                                     records, curve.batch_sizes, vcfg)
+                pred["bootstrap"] = bootstrap_b_crit(
+                    record["nqm"], config.target, sweep_config, records, curve.batch_sizes, vcfg,
+                    match if rule == "step_matched" else None)
             record["predictions"][rule] = pred
         seconds[f"predict_{name}"] = time.perf_counter() - t0
         out["checkpoints"][name] = record

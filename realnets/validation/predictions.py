@@ -15,6 +15,7 @@ from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, tune_curve
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation.settings import NQM_FAMILY, ValidationConfig
+from realnets.validation.targets import nqm_search_space
 
 
 def search_matched_curve(config: NQMConfig, sweep_config: SweepConfig, records: list[TrialRecord],
@@ -62,10 +63,12 @@ def curve_summary(curve: ScalingCurve | None) -> dict | None:
 
 def predict(config: NQMConfig, sweep_config: SweepConfig, records: list[TrialRecord], batch_sizes,
             vcfg: ValidationConfig) -> dict:
-    """The calibrated NQM's tuned curve and its search-matched curve, each with its analysis."""
+    """The calibrated NQM's tuned curve (inside the sweep's search space) and its search-matched
+    curve, each with its analysis."""
     family = NQM_FAMILY[sweep_config.optimizer]
     t0 = time.perf_counter()
-    tuned = tune_curve(config, OptimizerSpec(family), batch_sizes, max_steps=vcfg.nqm_max_steps)
+    tuned = tune_curve(config, OptimizerSpec(family), batch_sizes, max_steps=vcfg.nqm_max_steps,
+                       space=nqm_search_space(sweep_config.search))
     t1 = time.perf_counter()
     matched = search_matched_curve(config, sweep_config, records, batch_sizes)
     return {"family": family, "tuned": curve_summary(tuned),

@@ -15,6 +15,8 @@ Builders: `classification_task` (images or signals, metric: error rate), `langua
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -24,6 +26,19 @@ import numpy as np
 import optax
 
 from nqm.problem import Problem
+
+
+# The values each metric can take (lower is better): a goal outside is refused before training.
+METRIC_RANGES = {"error": (0.0, 1.0), "cross_entropy": (0.0, math.inf), "loss": (0.0, math.inf)}
+
+
+def check_goal(goal: float, metric: str) -> float:
+    """`goal` if the metric can take it; else ValueError naming --goal and the range."""
+    lo, hi = METRIC_RANGES[metric]
+    if not (math.isfinite(goal) and lo <= goal <= hi):
+        raise ValueError(f"--goal must be in [{lo:g}, {hi:g}] for the {metric} metric (lower is "
+                         f"better), got {goal:g}")
+    return float(goal)
 
 
 @dataclass(frozen=True)

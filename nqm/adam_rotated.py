@@ -1,0 +1,188 @@
+"""Mean-field Adam when Adam's coordinates are not the Hessian's eigenbasis (small d, full covariance).
+
+The quadratic is the NQM turned by an orthogonal R: in Adam's coordinates x = R theta the
+Hessian is H = R diag(h) R^T and the per-example gradient covariance C = R diag(c) R^T (the
+noise keeps its alignment with the curvature). Adam's diagonal preconditioner no longer
+commutes with H, so the directions couple and the state is the full covariance S (2d, 2d) of
+(x, u), u = m / (1 - b1). The mean field is that of `nqm.adam` (V runs over E[g_i^2] =
+(H S_xx H + C f(B))_ii), iterated step by step:
+
+    S' = F S F^T + f C f(B) f^T,   F = [[I - diag(eta) H, -b1 diag(eta)], [H, b1 I]],
+    f = [[-diag(eta)], [I]],       eta = a (1 - b1) / (1 - b1^k) / (sqrt(V / (1 - b2^k)) + epsilon).
+
+With R = I it is `nqm.adam` with init_nodes=1 (the tests hold them together). Cost O(steps N d^3):
+meant for d up to a few dozen. This is the model in which the optimal learning rate falls again
+at large batch sizes (the surge): the off-diagonal terms of H make the second-order term of the
+loss, sum_ij H_ij E[u_i u_j] / sqrt(v_i v_j), grow with B (docs/nqm_adam.md).
+
+References:
+  Li et al. 2024, "Surge phenomenon in optimal learning rate and batch size scaling", section 3
+    (sign-like updates: the optimal rate rises, then falls past a batch size near the noise scale).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from nqm import validation
+from nqm.adam import _one_minus_power, _rows, check_adam, check_rotation
+from nqm.problem import Problem
+
+
+def random_rotation(dim: int, seed: int = 0) -> np.ndarray:
+    """A Haar-random orthogonal (d, d) matrix (QR of a Gaussian matrix, signs fixed)."""
+    dim = validation.check_positive_int("dim", dim, maximum=1000)
+    seed = validation.check_whole("seed", seed, 0)
+    q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((dim, dim)))
+    return q * np.sign(np.diag(r))
+
+
+class RotatedMeanFieldAdam:
+    """Full-covariance mean-field Adam for N rows of metaparameters, stepped together.
+
+    Args:
+      problem: the NQM arrays (d,) in the eigenbasis.
+      rotation_DD: orthogonal R (d, d).
+      batch_size, learning_rate, beta1, beta2, epsilon: scalars or arrays of one shape (N,).
+    """
+
+    def __init__(self, problem: Problem, rotation_DD, batch_size, learning_rate, beta1=0.9,
+                 beta2=0.999, epsilon=0.0):
+        if not isinstance(problem, Problem):
+            raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+        check_adam(batch_size, learning_rate, beta1, beta2, epsilon)
+        problem.check_batch_sizes(batch_size, "batch_size")
+        d = problem.dim
+        R = check_rotation(rotation_DD, d)
+        batch, self.lr_N, self.b1_N, self.b2_N, self.eps_N = _rows(
+            batch_size, learning_rate, beta1, beta2, epsilon)
+        self.H = (R * problem.curvature_D) @ R.T
+        self.C_NDD = ((R * problem.noise_D) @ R.T)[None] * problem.noise_factor(batch)[:, None, None]
+        n = self.lr_N.shape[0]
+        S = np.zeros((n, 2 * d, 2 * d))
+        S[:, :d, :d] = (R * problem.init_second_moment_D) @ R.T
+        self.S = S
+        self.V = np.zeros((n, d))
+        self.t = 0
+        self.d = d
+
+    def loss(self) -> np.ndarray:
+        """E[L] = tr(H S_xx) / 2 per row, (N,)."""
+        return 0.5 * np.einsum("ij,nji->n", self.H, self.S[:, :self.d, :self.d])
+
+    def step(self) -> None:
+        """One mean-field Adam step of every row, in place."""
+        d, H = self.d, self.H
+        k = float(self.t + 1)
+        b1, b2 = self.b1_N[:, None], self.b2_N[:, None]
+        Sxx = self.S[:, :d, :d]
+        x = np.einsum("ij,njk,ki->ni", H, Sxx, H) + np.diagonal(self.C_NDD, axis1=1, axis2=2)
+        self.V = b2 * self.V + (1.0 - b2) * x
+        vhat = self.V / _one_minus_power(b2, k)
+        eta = (self.lr_N[:, None] * (1.0 - b1) / _one_minus_power(b1, k)
+               / (np.sqrt(vhat) + self.eps_N[:, None]))                       # (N, d)
+        n = eta.shape[0]
+        F = np.zeros((n, 2 * d, 2 * d))
+        eye = np.eye(d)
+        F[:, :d, :d] = eye - eta[:, :, None] * H
+        F[:, :d, d:] = -b1[:, :, None] * eta[:, :, None] * eye
+        F[:, d:, :d] = H
+        F[:, d:, d:] = b1[:, :, None] * eye
+        f = np.concatenate([-eta[:, :, None] * eye, np.broadcast_to(eye, (n, d, d))], axis=1)
+        self.S = F @ self.S @ F.transpose(0, 2, 1) + f @ self.C_NDD @ f.transpose(0, 2, 1)
+        self.t += 1
+
+
+def iterate_losses(problem: Problem, rotation_DD, steps: int, batch_size, learning_rate,
+                   beta1=0.9, beta2=0.999, epsilon=0.0) -> np.ndarray:
+    """E[L] at t = 0..steps for N rows, (N, steps + 1)."""
+    steps = validation.check_whole("steps", steps, 0)
+    model = RotatedMeanFieldAdam(problem, rotation_DD, batch_size, learning_rate, beta1, beta2,
+                                 epsilon)
+    out = np.empty((model.lr_N.shape[0], steps + 1))
+    out[:, 0] = model.loss()
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(steps):
+            model.step()
+            out[:, t + 1] = model.loss()
+    return out
+
+
+def steps_to_target(problem: Problem, rotation_DD, batch_size, learning_rate, beta1=0.9,
+                    beta2=0.999, epsilon=0.0, max_steps: int = 10_000) -> np.ndarray:
+    """First step with E[L] <= problem.target per row (every step checked); -1 if not within
+    max_steps. int64 (N,)."""
+    max_steps = validation.check_positive_int("max_steps", max_steps, maximum=10 ** 7)
+    model = RotatedMeanFieldAdam(problem, rotation_DD, batch_size, learning_rate, beta1, beta2,
+                                 epsilon)
+    out = np.full(model.lr_N.shape[0], -1, dtype=np.int64)
+    out[model.loss() <= problem.target] = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for t in range(1, max_steps + 1):
+            if np.all(out >= 0):
+                break
+            model.step()
+            out[(out < 0) & (model.loss() <= problem.target)] = t
+    return out
+
+
+def optimal_learning_rates(problem: Problem, rotation_DD, batch_sizes, learning_rates,
+                           beta1=0.9, beta2=0.999, epsilon=0.0, max_steps: int = 10_000):
+    """The learning rate with the fewest steps to target at each batch size, from a grid.
+
+    Args:
+      batch_sizes: (n_B,) batch sizes >= 1.
+      learning_rates: (n_L,) candidate rates, increasing.
+
+    Returns:
+      (best rate (n_B,), its steps (n_B,), steps of every pair (n_B, n_L)). Among rates tied at
+      the fewest steps the geometric middle is returned; NaN and -1 where none reached.
+    """
+    b = validation.check_all_in_range("batch_sizes", batch_sizes, 1.0, np.inf).reshape(-1)
+    lr = validation.check_all_in_range("learning_rates", learning_rates, 0.0, np.inf,
+                                       closed_low=False).reshape(-1)
+    steps = steps_to_target(problem, rotation_DD, np.repeat(b, lr.size), np.tile(lr, b.size),
+                            beta1, beta2, epsilon, max_steps).reshape(b.size, lr.size)
+    s = np.where(steps < 0, np.iinfo(np.int64).max, steps)
+    best = s.min(axis=1)
+    tied = (s == best[:, None]) & (steps >= 0)
+    log_lr = np.log(lr)
+    best_lr = np.full(b.size, np.nan)
+    for i in range(b.size):
+        if tied[i].any():
+            best_lr[i] = np.exp(0.5 * (log_lr[tied[i]].min() + log_lr[tied[i]].max()))
+    return best_lr, np.where(tied.any(axis=1), best, -1), steps
+
+
+def greedy_learning_rate(problem: Problem, rotation_DD, theta_D, batch_sizes,
+                         independent_noise: bool = False) -> np.ndarray:
+    """The learning rate of the largest expected one-step loss decrease, per batch size.
+
+    One mean-field Adam step from a given point theta (eigen-coordinates, (d,)), first step of
+    a run (b1 and b2 drop out: u = g / sqrt(E[g^2]) per coordinate): with mu = H x and
+    P = diag(1 / sqrt(mu_i^2 + C_ii f(B))),
+        E[dL](a) = -a mu^T P mu + a^2 / 2 tr(H P (mu mu^T + C f(B)) P),
+    so a* = mu^T P mu / tr(H P (mu mu^T + C f(B)) P). With R = I the denominator is tr(H) for
+    every B and a* only rises; with R != I its off-diagonal part grows with B (Li et al. 2024,
+    eqs. 6-9, for sign updates). independent_noise keeps only the diagonal of C in Adam's
+    coordinates (Li et al.'s assumption) instead of C = R diag(c) R^T. Returns (n_B,).
+    """
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+    R = check_rotation(rotation_DD, problem.dim)
+    theta = validation.check_array("theta", theta_D, positive=False)
+    if theta.shape != (problem.dim,):
+        raise ValueError(f"theta must have length d = {problem.dim}, got {theta.shape[0]}")
+    b = validation.check_all_in_range("batch_sizes", batch_sizes, 1.0, np.inf).reshape(-1)
+    problem.check_batch_sizes(b, "batch_sizes")
+    H = (R * problem.curvature_D) @ R.T
+    C = (R * problem.noise_D) @ R.T
+    if independent_noise:
+        C = np.diag(np.diag(C))
+    mu = H @ (R @ theta)
+    out = np.empty(b.size)
+    for i, f in enumerate(problem.noise_factor(b)):
+        p = 1.0 / np.sqrt(mu * mu + np.diag(C) * f)
+        second = (p[:, None] * (np.outer(mu, mu) + C * f) * p[None, :])
+        out[i] = (mu * p) @ mu / np.sum(H * second)
+    return out

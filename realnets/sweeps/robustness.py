@@ -1,0 +1,97 @@
+"""How far the measured B_crit can be trusted: leave-one-batch-size-out, the fit's residual,
+convergence against the number of trials, and best trials on the edge of the search space.
+
+These stand beside the 16-84% interval over resampled trials (`realnets.sweeps.curve.
+b_crit_resampled`) in curve.json and the reports (docs/prediction_rule.md, 'Definitions').
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from nqm.curve import ScalingCurve
+from nqm.scaling import fit_mccandlish
+from realnets.sweeps.records import trial_order
+
+TRIAL_COUNTS = (16, 32, 64, 128)
+
+
+def _steps(points) -> tuple[np.ndarray, np.ndarray]:
+    sizes = np.asarray([p.batch_size for p in points], float)
+    steps = np.asarray([np.nan if p.steps is None else float(p.steps) for p in points])
+    return sizes, steps
+
+
+def leave_one_out(curve: ScalingCurve) -> dict:
+    """B_crit refitted without each reached batch size in turn.
+
+    Returns:
+      {"b_crit": the full fit's, "without": [{"batch_size", "b_crit"}] (None where the rest
+      cannot be fitted), "max_ratio": the largest of b / B_crit and B_crit / b over them}.
+    """
+    sizes, steps = _steps(curve.points)
+    full = fit_mccandlish(sizes, steps).b_crit
+    rows, worst = [], None
+    for i in np.flatnonzero(np.isfinite(steps)):
+        keep = np.arange(sizes.size) != i
+        b = fit_mccandlish(sizes[keep], steps[keep]).b_crit
+        rows.append({"batch_size": int(sizes[i]), "b_crit": b})
+        if b is not None and full:
+            r = max(b / full, full / b)
+            worst = r if worst is None else max(worst, r)
+    return {"b_crit": full, "without": rows, "max_ratio": worst}
+
+
+def rms_log_residual(curve: ScalingCurve) -> float | None:
+    """sqrt(mean((log S - log S_fit)^2)) over the reached points: how far the measured steps lie
+    from S_min (1 + B_crit / B) (0.1 is about 10% per point). None with fewer than 3 points."""
+    sizes, steps = _steps(curve.points)
+    ok = np.isfinite(steps)
+    fit = fit_mccandlish(sizes, steps)
+    if fit.b_crit is None or ok.sum() < 3:
+        return None
+    model = np.log(fit.s_min) + np.log1p(fit.b_crit / sizes[ok])
+    return float(math.sqrt(np.mean((np.log(steps[ok]) - model) ** 2)))
+
+
+def trial_count_convergence(curve: ScalingCurve, counts=TRIAL_COUNTS) -> list[dict]:
+    """B_crit from the first K trials of every batch size (in trial-id order: the first K points
+    of the quasi-random sequence), for each K in `counts` up to the trials run.
+
+    A sweep whose B_crit still moves between the two largest K is under-searched. Only sweeps run
+    to their own end (`--full-trials`) give the first K < all trials' true best: otherwise a
+    trial stopped at another's goal step counts as not reached, and the value is marked censored.
+
+    Returns:
+      [{"trials": K, "b_crit", "censored": bool}].
+    """
+    full = bool(curve.config.get("full_trials")) or curve.source == "batch_science"
+    out = []
+    most = min((len(p.trials) for p in curve.points), default=0)
+    for k in counts:
+        if k > most:
+            break
+        steps = []
+        for p in curve.points:
+            first = sorted(p.trials, key=lambda t: trial_order(t["trial_id"]))[:k]
+            reached = [t["steps_to_goal"] for t in first if t["steps_to_goal"] is not None]
+            steps.append(min(reached) if reached else np.nan)
+        sizes = np.asarray([p.batch_size for p in curve.points], float)
+        out.append({"trials": int(k),
+                    "b_crit": fit_mccandlish(sizes, np.asarray(steps, float)).b_crit,
+                    "censored": not full and k < most})
+    return out
+
+
+def edge_points(curve: ScalingCurve) -> list[dict]:
+    """Batch sizes whose best trial lies on the edge of the search space (`CurvePoint.edge`): the
+    space may have cut off the best metaparameters there."""
+    return [{"batch_size": p.batch_size, "edge": list(p.edge)} for p in curve.points if p.edge]
+
+
+def robustness(curve: ScalingCurve) -> dict:
+    """All of the above, JSON-ready (curve.json's "robustness")."""
+    return {"leave_one_out": leave_one_out(curve), "rms_log_residual": rms_log_residual(curve),
+            "trial_count": trial_count_convergence(curve), "edges": edge_points(curve)}

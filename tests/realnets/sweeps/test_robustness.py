@@ -1,0 +1,70 @@
+"""Leave-one-out, residual, trial-count convergence and edge checks of a measured B_crit."""
+
+import numpy as np
+import pytest
+
+from nqm.curve import CurvePoint, ScalingCurve
+from nqm.scaling import fit_mccandlish
+from realnets.sweeps.robustness import (edge_points, leave_one_out, rms_log_residual,
+                                        robustness, trial_count_convergence)
+
+SIZES = [16, 32, 64, 128, 256, 512, 1024]
+
+
+def _curve(steps_by_trial, full=True, edges=None):
+    """steps_by_trial: {batch size: [steps_to_goal per trial id (None: not reached)]}."""
+    points = []
+    for b, per_trial in steps_by_trial.items():
+        trials = tuple({"trial_id": i, "steps_to_goal": s, "status": "COMPLETE" if s else
+                        "INCOMPLETE"} for i, s in enumerate(per_trial))
+        reached = [s for s in per_trial if s is not None]
+        points.append(CurvePoint(b, min(reached) if reached else None, learning_rate=0.1,
+                                 edge=(edges or {}).get(b, ()), trials=trials))
+    return ScalingCurve(points=tuple(points), source="measured", config={"full_trials": full})
+
+
+def _mccandlish(b, s_min=100.0, b_crit=200.0):
+    return s_min * (1 + b_crit / b)
+
+
+def test_exact_curve_is_stable_under_leave_one_out():
+    curve = _curve({b: [round(_mccandlish(b) * 1000)] for b in SIZES})
+    loo = leave_one_out(curve)
+    assert loo["b_crit"] == pytest.approx(200.0, rel=1e-4)
+    assert all(r["b_crit"] == pytest.approx(200.0, rel=1e-4) for r in loo["without"])
+    assert loo["max_ratio"] == pytest.approx(1.0, abs=1e-4)
+    assert rms_log_residual(curve) < 1e-5
+
+
+def test_an_outlier_shows_in_leave_one_out_and_the_residual():
+    steps = {b: [round(_mccandlish(b) * 1000)] for b in SIZES}
+    steps[1024] = [steps[1024][0] * 3]       # a search that missed at the largest batch size
+    curve = _curve(steps)
+    loo = leave_one_out(curve)
+    without_last = next(r for r in loo["without"] if r["batch_size"] == 1024)
+    assert without_last["b_crit"] == pytest.approx(200.0, rel=1e-3)
+    assert loo["max_ratio"] > 1.5
+    assert rms_log_residual(curve) > 0.1
+
+
+def test_trial_count_uses_the_first_k_trials_in_id_order():
+    rng = np.random.default_rng(3)
+    steps = {b: [int(_mccandlish(b) * f) for f in rng.uniform(1.0, 3.0, 64)] for b in SIZES}
+    curve = _curve(steps)
+    out = trial_count_convergence(curve)
+    assert [c["trials"] for c in out] == [16, 32, 64]
+    for c in out:
+        k = c["trials"]
+        expected = fit_mccandlish(SIZES, [min(steps[b][:k]) for b in SIZES]).b_crit
+        assert c["b_crit"] == pytest.approx(expected)
+        assert not c["censored"]
+    # an early-stopped sweep: values for K below all trials are marked censored
+    censored = trial_count_convergence(_curve(steps, full=False))
+    assert [c["censored"] for c in censored] == [True, True, False]
+
+
+def test_edges_are_listed_and_the_record_is_json_ready():
+    curve = _curve({b: [int(_mccandlish(b))] for b in SIZES}, edges={1024: ("learning_rate",)})
+    assert edge_points(curve) == [{"batch_size": 1024, "edge": ["learning_rate"]}]
+    record = robustness(curve)
+    assert set(record) == {"leave_one_out", "rms_log_residual", "trial_count", "edges"}

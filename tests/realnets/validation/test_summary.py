@@ -1,0 +1,54 @@
+"""summary.json: one entry per workload, the headline numbers of its validation document."""
+
+import pytest
+
+from realnets.validation.summary import (SUMMARY_FILE, read_summary, summary_entry,
+                                         update_summary)
+
+def _doc(workload="w", measured=100.0, predicted=150.0):
+    return {"workload": workload,
+            "settings": {"target_rule": "step_matched", "checkpoints": ["goal", "init"]},
+            "sweep_config": {"optimizer": "sgd"},
+            "measured": {"fit": {"b_crit": measured},
+                         "interval": {"available": True, "p16": 80.0, "p84": 130.0}},
+            "checkpoints": {"goal": {
+                "predictions": {"step_matched": {
+                    "tuned": {"fit": {"b_crit": predicted}},
+                    "bootstrap": {"tuned": {"p16": 120.0, "p84": 170.0}}},
+                    "train_loss": {"tuned": {"fit": {"b_crit": 999.0}}}},
+                "b_noise": {"b_noise": {"value": 50.0, "uncertainty": 5.0}},
+                "gradient": {"b_simple": {"value": 40.0},
+                             "trace_cov": {"value": 4.0, "uncertainty": 0.4},
+                             "grad_sq_norm": {"value": 0.1, "uncertainty": 0.0}}}},
+            "local_cbs": [{"step": 10, "cbs": 64, "detail": "x"}]}
+
+
+def test_entry_takes_the_headline_rule_and_checkpoint():
+    e = summary_entry(_doc())
+    assert e["rule"] == "step_matched" and e["checkpoint"] == "goal"
+    assert e["measured"] == {"b_crit": 100.0, "lo": 80.0, "hi": 130.0}
+    assert e["predicted"] == {"b_crit": 150.0, "lo": 120.0, "hi": 170.0}
+    assert e["ratio"] == pytest.approx(1.5)
+    assert e["b_noise"] == {"value": 50.0, "se": 5.0}
+    assert e["b_simple"]["value"] == 40.0
+    assert e["b_simple"]["se"] == pytest.approx(40.0 * 0.1)     # relative errors 0.1 and 0
+    assert e["local_cbs"] == [{"step": 10, "cbs": 64}]
+
+
+def test_entry_of_a_censored_sweep_has_no_measured_interval():
+    doc = _doc()
+    doc["measured"]["interval"] = {"available": False, "note": "needs --full-trials"}
+    assert summary_entry(doc)["measured"] == {"b_crit": 100.0, "lo": None, "hi": None}
+
+
+def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
+    path = tmp_path / SUMMARY_FILE
+    update_summary(path, summary_entry(_doc("b")))
+    update_summary(path, summary_entry(_doc("a")))
+    update_summary(path, summary_entry(_doc("b", predicted=300.0)))
+    entries = read_summary(path)
+    assert [e["workload"] for e in entries] == ["a", "b"]
+    assert entries[1]["ratio"] == pytest.approx(3.0)
+    path.write_text("{}")
+    with pytest.raises(ValueError, match="list"):
+        read_summary(path)
