@@ -5,8 +5,10 @@ did alone):
 - **NQM explorer**: how far a bigger batch speeds up training on the exact noisy quadratic
   model, with each optimizer's steps-to-target curve, its critical batch size and regimes.
 - **Measured curves**: a sweep measured on a real network (shipped under `sweeps/`, run from
-  this app under `results/`, or any sweep or batch_science directory) beside the NQM: the
-  measured curve, the trials behind each point, the measured gradient noise scale.
+  this app under `results/`, or any sweep or batch_science directory) beside the NQM: led by
+  the reconciliation of its validation report when one ships (every measurement of B_crit, the
+  baselines and the NQM's prediction), the measured curve, the trials behind each point, the
+  measured gradient noise scale.
 - **Run a sweep**: a sweep from a form, with progress and the curve filling in as trials finish.
 
 All logic lives in libraries: `ui.explorer`, `ui.measured`, `ui.prediction`, `ui.run_form` and
@@ -66,6 +68,11 @@ def cached_chart_specs(config: NQMConfig, optimizers: tuple, precond_powers: tup
 
 
 @st.cache_data
+def cached_surge(config: NQMConfig, batch_sizes: tuple):
+    return explorer.surge(config, batch_sizes)
+
+
+@st.cache_data
 def cached_noise(config: NQMConfig, batch_size: int, lr: float, momentum: float,
                  precond_power: float, steps: int):
     return explorer.noise_scale_along(config, batch_size, lr, momentum, precond_power, steps)
@@ -107,6 +114,13 @@ def export_buttons(chart, name: str, key: str) -> None:
                            key=f"{key}_{fmt_}", on_click="ignore")
 
 
+def show_chart(chart, name: str, key: str) -> None:
+    """The chart across the page, with its PNG and SVG downloads below it."""
+    st.altair_chart(charts.on_page(chart), width="stretch")
+    with st.container(horizontal=True):
+        export_buttons(chart, name, key)
+
+
 # ----------------------------------------------------------------------------------------------
 # The NQM explorer
 
@@ -127,6 +141,8 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
     if "shown_preset" in st.session_state:
         name = st.session_state["shown_preset"]
         st.info(f"**{name}.** {explorer.PRESETS[name][1]}")
+        if name == explorer.SURGE_PRESET:
+            show_surge(config, batch_sizes)
     st.subheader("Steps to reach the target, tuned at each batch size")
     steps_spec, rate_spec = cached_chart_specs(*key)
     st.vega_lite_chart(spec=charts.on_page(steps_spec), width="stretch")
@@ -162,9 +178,7 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
                 traj = cached_noise(config, int(choice), float(row["learning_rate"]), momentum,
                                     float(powers[0]), int(row["steps"]))
                 noise_chart = charts.noise_chart(traj)
-                st.altair_chart(charts.on_page(noise_chart), width="stretch")
-                with st.container(horizontal=True):
-                    export_buttons(noise_chart, f"nqm_noise_scale_B{int(choice)}", "export_noise")
+                show_chart(noise_chart, f"nqm_noise_scale_B{int(choice)}", "export_noise")
                 st.caption("B_simple = tr(C) / |G|^2 and B_noise = tr(HC) / G^T H G along the "
                            "expected trajectory of the tuned run: the noise scale grows as the "
                            "loss falls (McCandlish et al. 2018).")
@@ -181,8 +195,25 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
             "every batch size (Zhang et al. 2019).")
 
     # After the draw: the settings one notch away, computed in the background for the next move
-    if warmup.worth_warming(*key):
+    # (not Adam's: tens of seconds each even at d = 100)
+    if "adam" not in optimizers and warmup.worth_warming(*key):
         warmup.EXPLORATIONS.schedule(warmup.neighbours(*key, CONTROL_GRID))
+
+
+def show_surge(config: NQMConfig, batch_sizes: tuple):
+    """The surge preset's chart: Adam's greedy one-step rate against B (`explorer.surge`)."""
+    try:
+        table, b_simple = cached_surge(config, batch_sizes)
+    except ValueError as err:
+        st.info(f"The surge chart is not drawn: {err}")
+        return
+    st.session_state["surge"] = table
+    st.subheader("Adam's one-step optimal learning rate")
+    chart = charts.surge_chart(table, b_simple)
+    st.altair_chart(charts.on_page(chart), width="stretch")
+    st.caption(explorer.surge_caption(table, b_simple))
+    with st.container(horizontal=True):
+        export_buttons(chart, "nqm_adam_surge", "export_surge")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -266,6 +297,8 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     if measured.points.empty:
         st.info(f"{measured.name} has no finished trials yet.")
         return
+    where, doc = validation_of(measured)
+    show_reconciliation(measured, where, doc)
 
     setup = prediction.prediction_setup(measured.config, nqm_config,
                                         optimizers[0] if optimizers else "sgd",
@@ -320,7 +353,7 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
                                mime="text/csv", key="download_measured_csv", on_click="ignore")
         export_buttons(steps_chart, f"{stem}_vs_nqm", "export_measured_steps")
 
-    show_validation(measured)
+    show_validation(measured, where, doc)
 
     st.subheader("The trials behind each point")
     trials_chart = charts.trials_chart(measured.trials)
@@ -344,9 +377,7 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     else:
         noise_chart = charts.noise_series_chart(measured.noise,
                                                 measured.summary["b_crit"].iloc[0])
-        st.altair_chart(charts.on_page(noise_chart), width="stretch")
-        with st.container(horizontal=True):
-            export_buttons(noise_chart, f"{stem}_noise_scale", "export_measured_noise")
+        show_chart(noise_chart, f"{stem}_noise_scale", "export_measured_noise")
         st.caption("B_simple = tr(Sigma) / |G|^2 of each batch size's best trial, from gradient "
                    "norms at two batch sizes (moving averages; McCandlish et al. 2018, app. A). "
                    "It grows as the loss falls. Dashed: the measured B_crit (fit), which "
@@ -359,19 +390,61 @@ def file_stem(measured) -> str:
     return measured.name.replace("/", "_")
 
 
-def show_validation(measured) -> None:
-    """The calibrated NQM's predictions of B_crit for this sweep, when its validation report
-    ships (`python -m realnets validate`, reports/validation/<workload>/)."""
+def validation_of(measured) -> tuple:
+    """(directory, document as a dict) of this sweep's validation report when one ships
+    (`python -m realnets validate`, reports/validation/<workload>/), else (None, None); an
+    unreadable one is shown as an error."""
     from ui import reports
-    from ui import validation_charts
     from realnets.validation import files
     where = reports.validation_for(measured.config, PLACES.validation)
-    st.session_state["validation"] = None
     if where is None:
-        return
-    st.subheader("The NQM calibrated on this network")
+        return None, None
     try:
-        doc = files.read_validation(where).to_dict()
+        return where, files.read_validation(where).to_dict()
+    except ValueError as err:
+        st.error(f"Cannot read the validation report in {where}: {err}")
+        return None, None
+
+
+def show_reconciliation(measured, where, doc) -> None:
+    """The reconciliation of this sweep's validation report: every measurement of B_crit (the
+    fit and its interval, leave-one-out, the local CBS), the baselines B_simple and B_noise, and
+    the NQM's prediction, with the predicted S(B) against the measured one."""
+    from ui import reports
+    from ui import validation_charts
+    st.session_state["reconciliation"] = None
+    if doc is None:
+        return
+    st.subheader("Critical batch size: measured and predicted")
+    st.caption(f"From `{where.relative_to(PLACES.root)}/report.md` (made by `python -m realnets "
+               "validate`). Headline NQM: the rule of docs/prediction_rule.md. Ratio: estimate / "
+               "measured B_crit; range: 16-84% (measured over resampled trials, NQM over "
+               "bootstrap NQMs), or the leave-one-batch-size-out spread. B_simple and B_noise "
+               "are the baselines: the NQM adds something where it is at least as close.")
+    st.session_state["reconciliation"] = reports.reconciliation_table(doc)
+    st.dataframe(reports.reconciliation_display(doc), hide_index=True)
+    try:
+        figure = validation_charts.reconciliation_figure(doc)
+    except (KeyError, ValueError) as err:
+        st.info(f"No reconciliation chart for this report: {err}")
+        return
+    show_chart(figure, f"{file_stem(measured)}_reconciliation", "export_reconciliation")
+    st.caption("Steps to goal in absolute steps, log-log: measured (the sweep) and predicted (the "
+               "headline NQM, tuned per batch size). Dashed rules: each curve's B_crit (fit), "
+               "its band the 16-84% range; the other rules: B_simple, B_noise and the local CBS "
+               "at each branch step. Marks far outside the batch sizes are in the table only.")
+
+
+def show_validation(measured, where, doc) -> None:
+    """Every variant of the calibrated NQM's prediction of B_crit for this sweep (diagnostics
+    beside the reconciliation), when its validation report ships."""
+    from ui import reports
+    from ui import validation_charts
+    st.session_state["validation"] = None
+    if doc is None:
+        return
+    st.subheader("The NQM calibrated on this network: every variant (diagnostics)")
+    try:
         table = reports.load_validation(where)
     except ValueError as err:
         st.error(f"Cannot read the validation report in {where}: {err}")
@@ -387,9 +460,7 @@ def show_validation(measured) -> None:
     except (KeyError, ValueError) as err:
         st.info(f"No chart for this report: {err}")
     else:
-        st.altair_chart(charts.on_page(figure), width="stretch")
-        with st.container(horizontal=True):
-            export_buttons(figure, f"{file_stem(measured)}_calibrated_nqm", "export_validation")
+        show_chart(figure, f"{file_stem(measured)}_calibrated_nqm", "export_validation")
     st.session_state["validation"] = table
     st.dataframe(table.drop(columns=["workload"]), hide_index=True)
 
@@ -514,7 +585,10 @@ with st.sidebar:
     optimizers = st.multiselect("tune and compare", list(explorer.OPTIMIZER_LABELS),
                                 default=["sgd"], key="optimizers",
                                 format_func=lambda k: explorer.OPTIMIZER_LABELS[k],
-                                help="momentum and EMA take ~3 s to tune at d = 10000 (docs/performance.md)")
+                                help="momentum and EMA take ~3 s to tune at d = 10000 "
+                                     "(docs/performance.md); mean-field Adam is offered up to "
+                                     f"d = {explorer.ADAM_MAX_DIM} (tens of seconds, "
+                                     "docs/nqm_adam.md)")
     powers = st.multiselect("preconditioning powers p (H^-p)", [0.0, 0.25, 0.5, 0.75, 1.0],
                             default=[0.0], key="powers",
                             help="0: SGD-like; 0.5: Adam-like; 1: K-FAC-like")

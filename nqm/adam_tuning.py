@@ -50,7 +50,8 @@ def _best(steps_NL, lr_NL):
     return np.where(found, best, -1), np.where(found, np.exp(mid), np.nan)
 
 
-BETA1 = (0.0, 0.5, 0.9, 0.99)
+BETA1 = (0.0, 0.5, 0.9, 0.99)   # the b1 values tuned over (the default of OptimizerSpec too)
+BETA2 = 0.999                   # b2, fixed (Kingma and Ba's default)
 
 
 def _tune_rate(problem, batch, beta1, beta2, epsilon, search, growth, init_nodes):
@@ -81,7 +82,7 @@ def _tune_rate(problem, batch, beta1, beta2, epsilon, search, growth, init_nodes
 
 
 def tune_adam_curve(config: NQMConfig | Problem, batch_sizes=tuple(2 ** k for k in range(0, 15)),
-                    beta1=BETA1, beta2: float = 0.999, epsilon: float = 0.0,
+                    beta1=BETA1, beta2: float = BETA2, epsilon: float = 0.0,
                     search: AdamSearch = AdamSearch(), growth: float = adam.GROWTH,
                     init_nodes: int = adam.INIT_NODES) -> ScalingCurve:
     """Steps to target of mean-field Adam at each batch size, learning rate tuned per batch size.

@@ -19,7 +19,7 @@ from nqm.argparser import OneLineErrorParser
 from nqm.curve import to_json
 from nqm.problem import NOISE_MODELS, NQMConfig
 from nqm.scaling import Thresholds, analyse_curve
-from nqm.tuning import FAMILIES, OptimizerSpec, SearchSpace, tune_curve
+from nqm.tuning import FAMILIES, OptimizerSpec, SearchSpace, default_space, tune_curve
 
 DEFAULT_BATCH_SIZES = "4:2097152"
 
@@ -29,8 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=OneLineErrorParser)
     c = sub.add_parser("curve", help="tuned steps to target at each batch size")
     c.add_argument("--optimizer", choices=FAMILIES, default="sgd",
-                   help="sgd, heavy-ball momentum, SGD with iterate averaging (ema), or SGD with "
-                        "a piecewise-constant schedule tuned per batch size (schedule)")
+                   help="sgd, heavy-ball momentum, SGD with iterate averaging (ema), SGD with "
+                        "a piecewise-constant schedule tuned per batch size (schedule), or "
+                        "mean-field Adam, learning rate and b1 tuned (adam, docs/nqm_adam.md)")
     c.add_argument("--pieces", type=int, default=10,
                    help="equal pieces of a tuned schedule (--optimizer schedule; default 10)")
     c.add_argument("--precond-power", type=float, default=0.0,
@@ -49,13 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--batch-sizes", default=DEFAULT_BATCH_SIZES,
                    help="comma list (4,8,16) or LOW:HIGH powers of two (default 4:2097152)")
     c.add_argument("--max-steps", type=int, default=10 ** 8, help="step budget (default 1e8)")
-    c.add_argument("--lr-range", default="1e-8,10", help="learning-rate search bounds LOW,HIGH")
+    c.add_argument("--lr-range", default=None,
+                   help="learning-rate search bounds LOW,HIGH (default 1e-8,10; adam 1e-5,1)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     m = sub.add_parser("compare", help="several optimizers side by side on one problem",
                        parents=[_problem_flags()], conflict_handler="resolve")
     m.add_argument("--optimizers", default="sgd,momentum,sgd@0.5,ema,schedule",
-                   help="comma list of NAME or NAME@p (p: preconditioning power), e.g. "
-                        "sgd,momentum,sgd@0.5,ema,schedule")
+                   help="comma list of NAME or NAME@p (p: preconditioning power; not for adam), "
+                        "e.g. sgd,momentum,sgd@0.5,ema,schedule,adam")
     m.add_argument("--pieces", type=int, default=10, help="pieces of a tuned schedule")
     m.add_argument("--format", choices=("table", "json"), default="table")
     return parser
@@ -74,7 +76,7 @@ def _problem_flags() -> argparse.ArgumentParser:
     p.add_argument("--train-size", type=int, default=None)
     p.add_argument("--batch-sizes", default=DEFAULT_BATCH_SIZES)
     p.add_argument("--max-steps", type=int, default=10 ** 8)
-    p.add_argument("--lr-range", default="1e-8,10")
+    p.add_argument("--lr-range", default=None)
     return p
 
 
@@ -93,6 +95,9 @@ def parse_optimizers(text: str) -> list[tuple[str, float]]:
         except ValueError:
             raise ValueError(f"optimizers: preconditioning power in {token!r} must be a number "
                              "in [0, 1]") from None
+        if name == "adam" and p != 0.0:
+            raise ValueError(f"optimizers: {token!r}: adam takes no preconditioning power "
+                             "(its preconditioner is its own)")
         out.append((name, p))
     if not out:
         raise ValueError("optimizers must name at least one optimizer")
@@ -159,12 +164,15 @@ def run_curve(args) -> dict:
     except ValueError as err:
         raise ValueError(f"--precond-power / --pieces: {err}") from None
     try:
-        space = SearchSpace(learning_rate=_range(args.lr_range, "lr-range"))
+        space = (default_space(spec) if args.lr_range is None
+                 else SearchSpace(learning_rate=_range(args.lr_range, "lr-range")))
     except ValueError as err:
         raise ValueError(f"--lr-range: {err}") from None
     batch_sizes = validation.parse_batch_sizes(args.batch_sizes)
     problem.check_batch_sizes(batch_sizes, "--batch-sizes (at most --train-size)")
-    validation.check_positive_int("max-steps", args.max_steps, maximum=10 ** 12)
+    # Adam's tuner marches every row to the budget at most (AdamSearch's cap)
+    validation.check_positive_int("max-steps", args.max_steps,
+                                  maximum=10 ** 9 if spec.name == "adam" else 10 ** 12)
     if problem.initial_loss() <= problem.target:
         raise ValueError(f"target {problem.target:g} is at or above the initial loss "
                          f"{problem.initial_loss():g}: nothing to train")
@@ -221,6 +229,10 @@ def format_table(result: dict) -> str:
                  f"{_fmt(reg['maximal_from'])}")
     lines.append(f"noise scale at the start: B_simple = {_fmt(ns['b_simple'])}, "
                  f"B_noise = {_fmt(ns['b_noise'])}")
+    if result["config"]["optimizer"] == "adam":
+        lines.append(f"mean-field Adam (docs/nqm_adam.md): the momentum column is b1 (tuned over "
+                     f"{', '.join(f'{b:g}' for b in result['config']['beta1'])}), "
+                     f"b2 = {result['config']['beta2']:g}")
     lines.append(f"tuned in {result['config']['seconds']:.2f} s")
     return "\n".join(lines)
 

@@ -6,9 +6,11 @@ with lowest_loss(T) <= tau, so a target of lowest_loss(T) at batch size B is rea
 optimizer in T steps (or fewer, where the envelope is not monotone). The validation's
 step-matched target is built on it (docs/prediction_rule.md).
 
-Search: a grid over the space in log coordinates (SGD: log a; momentum: the effective rate
-log(a / (1 - b)) and log(1 - b); averaging: log a and log(1 - g)), then Nelder-Mead (scipy) from
-the best grid point, inside the bounds; unstable points count as inf.
+Search: a grid over the space in the tuner's coordinates (`nqm.tuning.metaparameters`), then
+Nelder-Mead (scipy) from the best grid point, inside the bounds; unstable points count as inf. Adam (mean-field,
+`nqm.adam`): the same space as its tuner (`nqm.adam_tuning`): b1 from the spec's list, b2 fixed,
+the learning rate over the space's bounds: a log grid for every b1 at once, then a bounded
+scalar search (scipy) around each b1's best rate.
 """
 
 from __future__ import annotations
@@ -17,35 +19,25 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nqm import validation
+from nqm import adam, validation
 from nqm.moments import dynamics
 from nqm.problem import Problem, preconditioned
-from nqm.tuning import OptimizerSpec, SearchSpace
+from nqm.tuning import OptimizerSpec, SearchSpace, metaparameters
 
 GRID_1D = 241        # learning rates of the SGD grid
 GRID_2D = (61, 25)   # learning rates x (1 - momentum or 1 - decay) of the two-parameter grid
+ADAM_PER_DECADE = 8  # Adam's learning-rate grid (per b1), before the scalar search
 
 
 @dataclass(frozen=True)
 class LowestLoss:
     """min_z E[L](T; z, B) and the metaparameters that reach it (momentum / ema_decay None for
-    families without them)."""
+    families without them; for adam, momentum holds b1)."""
 
     loss: float
     learning_rate: float
     momentum: float | None = None
     ema_decay: float | None = None
-
-
-def _metaparameters(spec: OptimizerSpec, z: np.ndarray):
-    """(learning_rate, momentum, ema_decay), each (n,), from coordinates z (n, dims)."""
-    zeros = np.zeros(z.shape[0])
-    if spec.name == "sgd":
-        return np.exp(z[:, 0]), zeros, zeros
-    rest = -np.expm1(z[:, 1])          # 1 - exp(z1) without cancellation
-    if spec.name == "momentum":
-        return np.exp(z[:, 0] + z[:, 1]), rest, zeros
-    return np.exp(z[:, 0]), zeros, rest
 
 
 def _bounds(spec: OptimizerSpec, space: SearchSpace, h_max: float) -> list[tuple[float, float]]:
@@ -59,9 +51,11 @@ def _bounds(spec: OptimizerSpec, space: SearchSpace, h_max: float) -> list[tuple
         # coordinates (log(a / (1 - b)), log(1 - b)): the effective rate's range covers the
         # learning rate's over the whole 1 - b range
         return [(np.log(lr_lo / om_hi), np.log(lr_hi / om_lo)), (np.log(om_lo), np.log(om_hi))]
+    # averaging: the tuner's logit of a h_max / 2 (`nqm.tuning.coordinates`)
     og_lo, og_hi = space.one_minus_ema_decay
-    return [(np.log(lr_lo), np.log(min(lr_hi, 2.0 / h_max * (1 - 1e-9)))),
-            (np.log(og_lo), np.log(og_hi))]
+    u_lo, u_hi = lr_lo * h_max / 2.0, min(lr_hi * h_max / 2.0, 1.0 - 1e-9)
+    return [(np.log(u_lo) - np.log1p(-u_lo) if u_lo < 1.0 else np.inf,
+             np.log(u_hi) - np.log1p(-u_hi)), (np.log(og_lo), np.log(og_hi))]
 
 
 def lowest_loss(problem: Problem, spec: OptimizerSpec, batch_size: float, steps: int,
@@ -70,7 +64,8 @@ def lowest_loss(problem: Problem, spec: OptimizerSpec, batch_size: float, steps:
 
     Args:
       problem: the NQM arrays.
-      spec: 'sgd', 'momentum' or 'ema' (with any preconditioning power).
+      spec: 'sgd', 'momentum' or 'ema' (with any preconditioning power), or 'adam' (b1 from
+        spec.beta1, b2 = spec.beta2; only space.learning_rate applies).
       batch_size: B >= 1 (at most the problem's training-set size).
       steps: T, a whole number >= 1.
       space: the bounds of the metaparameters.
@@ -78,13 +73,16 @@ def lowest_loss(problem: Problem, spec: OptimizerSpec, batch_size: float, steps:
     Returns:
       LowestLoss with the loss and the minimising metaparameters.
     """
-    if spec.name not in ("sgd", "momentum", "ema"):
-        raise ValueError(f"optimizer must be one of sgd, momentum, ema, got {spec.name!r}")
+    if spec.name not in ("sgd", "momentum", "ema", "adam"):
+        raise ValueError(f"optimizer must be one of sgd, momentum, ema, adam, got {spec.name!r}")
     steps = validation.check_whole("steps", steps, 1)
     batch = validation.check_in_range("batch_size", batch_size, 1.0, np.inf)
     problem.check_batch_sizes(batch, "batch_size")
+    if spec.name == "adam":
+        return _lowest_adam_loss(problem, spec, batch, steps, space)
     h_eff, _ = preconditioned(problem.curvature_D, problem.noise_D, spec.precond_power)
-    bounds = _bounds(spec, space, float(h_eff.max()))
+    h_max = float(h_eff.max())
+    bounds = _bounds(spec, space, h_max)
     lo = np.array([b[0] for b in bounds])
     hi = np.array([b[1] for b in bounds])
     if np.any(lo > hi):
@@ -94,7 +92,7 @@ def lowest_loss(problem: Problem, spec: OptimizerSpec, batch_size: float, steps:
 
     def values(z: np.ndarray) -> np.ndarray:
         z = np.atleast_2d(z)
-        a, b, g = _metaparameters(spec, z)
+        a, b, g = metaparameters(spec, z, h_max)
         inside = np.all((z >= lo - 1e-12) & (z <= hi + 1e-12), axis=1)
         inside &= (np.log(a) >= space_lr[0] - 1e-12) & (np.log(a) <= space_lr[1] + 1e-12)
         out = np.full(z.shape[0], np.inf)
@@ -120,7 +118,40 @@ def lowest_loss(problem: Problem, spec: OptimizerSpec, batch_size: float, steps:
                    options={"xatol": 1e-4, "fatol": 0.0, "maxiter": 400})
     z = res.x if res.fun <= f.min() else z0
     loss = float(min(res.fun, f.min()))
-    a, b, g = (float(x[0]) for x in _metaparameters(spec, np.atleast_2d(z)))
+    a, b, g = (float(x[0]) for x in metaparameters(spec, np.atleast_2d(z), h_max))
     return LowestLoss(loss=loss, learning_rate=a,
                       momentum=b if spec.name == "momentum" else None,
                       ema_decay=g if spec.name == "ema" else None)
+
+
+def _lowest_adam_loss(problem: Problem, spec: OptimizerSpec, batch: float, steps: int,
+                      space: SearchSpace) -> LowestLoss:
+    """min over b1 in spec.beta1 and a in space.learning_rate of mean-field Adam's E[L](T)."""
+    from scipy.optimize import minimize_scalar
+
+    lo, hi = np.log(space.learning_rate)
+    n_grid = max(3, int(np.ceil((hi - lo) / np.log(10.0) * ADAM_PER_DECADE)) + 1)
+    log_lr = np.linspace(lo, hi, n_grid)
+    beta1 = np.asarray(spec.beta1)
+
+    def values(log_a, b1):
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = adam.expected_loss(problem, [steps], batch, np.exp(log_a), b1, spec.beta2)[:, 0]
+        return np.where(np.isfinite(out), out, np.inf)
+
+    f = values(np.tile(log_lr, beta1.size), np.repeat(beta1, n_grid)).reshape(beta1.size, n_grid)
+    if not np.any(np.isfinite(f)):
+        raise ValueError("no learning rate in the search space gives a finite loss")
+    best = (np.inf, np.nan, np.nan)
+    for i, b1 in enumerate(beta1):
+        j = int(np.argmin(f[i]))
+        if f[i, j] < best[0]:
+            best = (f[i, j], log_lr[j], b1)
+        # the grid's best and its two neighbours bracket the minimum (or it sits on a bound)
+        res = minimize_scalar(lambda x: float(values(np.array([x]), b1)[0]), method="bounded",
+                              bounds=(log_lr[max(j - 1, 0)], log_lr[min(j + 1, n_grid - 1)]),
+                              options={"xatol": 1e-4})
+        if res.fun < best[0]:
+            best = (float(res.fun), float(res.x), b1)
+    return LowestLoss(loss=float(best[0]), learning_rate=float(np.exp(best[1])),
+                      momentum=float(best[2]))

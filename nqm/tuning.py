@@ -15,7 +15,15 @@ m_B(T) = min_z E[L](T; z, B) reaches the target, which is how it is searched:
 
 Coordinates: SGD z = log a; momentum z = (log(a / (1 - b)), log(1 - b)), so the first axis is the
 effective learning rate, which the noise-dominated regime depends on; averaging
-z = (log a, log(1 - g)).
+z = (log(u / (1 - u)), log(1 - g)) with u = a h_max / 2: log a for small a, and
+-log(1 - a h_max / 2) near the stability limit, where averaging's optimum sits at large batch
+sizes (within ~1e-3 of it: steps of 1e-3 in log a could not resolve it).
+
+Mean-field Adam ('adam') has its own tuner (`nqm.adam_tuning`: a learning-rate scan per b1 in a
+list), to which `tune_curve` hands the space's learning-rate bounds and the budget.
+
+Averaging is searched one batch size at a time from the smallest (`_chained_search`), each start
+and first T predicted from the batch sizes before it; the others, all batch sizes in lockstep.
 
 References:
   Zhang et al. 2019, section 3: step size (and momentum) tuned per batch size on grids of
@@ -29,32 +37,55 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nqm import crossing, schedule_tuning, sgd_tuning, validation
+from nqm import adam_tuning, crossing, schedule_tuning, sgd_tuning, validation
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.moments import dynamics
 from nqm.problem import NQMConfig, Problem, preconditioned
 
-FAMILIES = ("sgd", "momentum", "ema", "schedule")
+FAMILIES = ("sgd", "momentum", "ema", "schedule", "adam")
 GRID_FLOOR = 1e-5  # lowest learning rate of the seeding grid (Zhang et al.'s SGD grid starts here)
 SEED_BUDGET = 10 ** 8  # step budget of the seeding grid, whatever the caller's budget
 REL_TOL = 2e-5  # the envelope search stops when its bracket is narrower than this (relative)
+# Families tuned one batch size at a time (`_chained_search`). Not momentum: at fixed T its loss
+# ripples across z (the stiff directions' oscillations, ~1e-3 of the loss), so its tuned steps
+# depend on the search's path by ~1e-3, and the chain was worse than the lockstep search at
+# some batch sizes; averaging's landscape is smooth and the chain is never worse there.
+CHAINED = ("ema",)
 
 
 @dataclass(frozen=True)
 class OptimizerSpec:
     """An optimizer family to tune: 'sgd', 'momentum' (heavy ball), 'ema' (SGD + averaging) or
     'schedule' (SGD with `pieces` equal pieces of tuned step sizes), each with preconditioner
-    H^-precond_power."""
+    H^-precond_power; or 'adam' (mean-field Adam, `nqm.adam`: its own diagonal preconditioner,
+    so precond_power must be 0), tuned over the learning rate and b1 in `beta1`, with b2 fixed
+    at `beta2` (`nqm.adam_tuning`; beta1 and beta2 are ignored by the other families)."""
 
     name: str = "sgd"
     precond_power: float = 0.0
     pieces: int = 10
+    beta1: tuple[float, ...] = adam_tuning.BETA1
+    beta2: float = adam_tuning.BETA2
 
     def __post_init__(self):
         if self.name not in FAMILIES:
             raise ValueError(f"optimizer must be one of {', '.join(FAMILIES)}, got {self.name!r}")
         validation.check_in_range("precond_power", self.precond_power, 0.0, 1.0)
         validation.check_positive_int("pieces", self.pieces, maximum=100)
+        if self.name == "adam" and self.precond_power != 0.0:
+            raise ValueError("precond_power must be 0 for adam (its preconditioner is its own), "
+                             f"got {self.precond_power:g}")
+        try:
+            beta1 = tuple(float(b) for b in np.atleast_1d(np.asarray(self.beta1, dtype=float)))
+        except (TypeError, ValueError):
+            raise ValueError(f"beta1 must be a list of numbers in [0, 1), got {self.beta1!r:.80}"
+                             ) from None
+        if not beta1:
+            raise ValueError("beta1 must hold at least one value in [0, 1)")
+        validation.check_all_in_range("beta1", beta1, 0.0, 1.0, closed_high=False)
+        validation.check_in_range("beta2", self.beta2, 0.0, 1.0, closed_high=False)
+        object.__setattr__(self, "beta1", beta1)    # normalised: a hashable tuple of floats
+        object.__setattr__(self, "beta2", float(self.beta2))
 
     @property
     def dims(self) -> int:
@@ -66,6 +97,8 @@ class SearchSpace:
     """Bounds of the search (closed intervals): learning rate, 1 - momentum, 1 - average decay.
 
     The learning rate is also capped by stability (a h_max < 2 (1 + b)) whatever these say.
+    For adam only the learning rate applies (Adam's rate, `nqm.adam_tuning.AdamSearch`); the
+    default bounds are SGD's: `default_space(spec)` gives each family's own.
     """
 
     learning_rate: tuple[float, float] = (1e-8, 10.0)
@@ -85,8 +118,23 @@ class SearchSpace:
         validation.check_positive_int("grid_per_decade", self.grid_per_decade, maximum=100)
 
 
-def metaparameters(spec: OptimizerSpec, z):
-    """(learning_rate, momentum, ema_decay), each (n,), from search coordinates z (n, dims)."""
+def default_space(spec: OptimizerSpec) -> SearchSpace:
+    """The default search bounds of a family: SearchSpace() but, for adam, Adam's learning-rate
+    bounds (`AdamSearch().learning_rate`; SGD's go up to 10, a step of ~10 per coordinate)."""
+    if spec.name == "adam":
+        return SearchSpace(learning_rate=adam_tuning.AdamSearch().learning_rate)
+    return SearchSpace()
+
+
+def adam_search(space: SearchSpace, max_steps: int) -> adam_tuning.AdamSearch:
+    """The Adam tuner's search for `space`: its learning-rate bounds and the step budget (the
+    scan density and refinements are AdamSearch's own)."""
+    return adam_tuning.AdamSearch(learning_rate=space.learning_rate, max_steps=max_steps)
+
+
+def metaparameters(spec: OptimizerSpec, z, h_max: float):
+    """(learning_rate, momentum, ema_decay), each (n,), from search coordinates z (n, dims);
+    h_max: the largest effective curvature (averaging's learning-rate coordinate uses it)."""
     z = np.asarray(z, dtype=float).reshape(-1, spec.dims)
     zeros = np.zeros(z.shape[0])
     if spec.name == "sgd":
@@ -94,10 +142,12 @@ def metaparameters(spec: OptimizerSpec, z):
     rest = -np.expm1(z[:, 1])  # 1 - exp(z1) without cancellation
     if spec.name == "momentum":
         return np.exp(z[:, 0] + z[:, 1]), rest, zeros
-    return np.exp(z[:, 0]), zeros, rest
+    # a = (2 / h_max) sigmoid(z0)
+    return 2.0 / h_max * np.exp(-np.logaddexp(0.0, -z[:, 0])), zeros, rest
 
 
-def coordinates(spec: OptimizerSpec, learning_rate, momentum=0.0, ema_decay=0.0) -> np.ndarray:
+def coordinates(spec: OptimizerSpec, h_max: float, learning_rate, momentum=0.0,
+                ema_decay=0.0) -> np.ndarray:
     """Inverse of `metaparameters`: z (n, dims)."""
     a = np.atleast_1d(np.asarray(learning_rate, dtype=float))
     if spec.name == "sgd":
@@ -106,7 +156,10 @@ def coordinates(spec: OptimizerSpec, learning_rate, momentum=0.0, ema_decay=0.0)
         om = 1.0 - np.broadcast_to(np.asarray(momentum, float), a.shape)
         return np.stack([np.log(a / om), np.log(om)], axis=1)
     og = 1.0 - np.broadcast_to(np.asarray(ema_decay, float), a.shape)
-    return np.stack([np.log(a), np.log(og)], axis=1)
+    u = a * h_max / 2.0
+    with np.errstate(divide="ignore"):
+        logit = np.log(u) - np.log1p(-u)   # +inf at (or past) the stability limit
+    return np.stack([logit, np.log(og)], axis=1)
 
 
 class _Objective:
@@ -133,7 +186,7 @@ class _Objective:
         return ok & (a * self.h_max < 2.0 * (1.0 + b))
 
     def __call__(self, z, t, batch):
-        a, b, g = metaparameters(self.spec, z)
+        a, b, g = metaparameters(self.spec, z, self.h_max)
         out = np.full(a.shape[0], np.inf)
         ok = np.flatnonzero(self.inside(a, b, g))
         if ok.size:
@@ -209,34 +262,6 @@ def _slide_down(objective, z, t, f, batch, lo, target, probes: int = 6):
     return t, f
 
 
-PROBES = 6
-
-
-def _probe(objective, z, lo, hi, batch, target, probes):
-    """Smallest of lo + (hi - lo) 2^-k, k = 1..probes (rounded up, above lo and below hi), at
-    which z reaches the target; hi where none does. Returns (t (n,), loss there (n,))."""
-    n = z.shape[0]
-    k = np.arange(1, probes + 1)
-    width = (hi - lo).astype(float)
-    tt = lo[:, None] + np.ceil(width[:, None] * 2.0 ** (-k[None, :])).astype(np.int64)
-    tt = np.clip(tt, lo[:, None] + 1, hi[:, None])
-    out_t = hi.copy()
-    out_f = np.full(n, np.nan)
-    inside = tt < hi[:, None]
-    rr, cc = np.nonzero(inside)
-    if rr.size == 0:
-        return out_t, out_f
-    vals = np.full(tt.shape, np.inf)
-    vals[rr, cc] = objective(z[rr], tt[rr, cc], batch[rr])
-    hit = vals <= target
-    cand = np.where(hit, tt, np.iinfo(np.int64).max)
-    j = np.argmin(cand, axis=1)
-    rows = np.flatnonzero(hit.any(axis=1))
-    out_t[rows] = tt[rows, j[rows]]
-    out_f[rows] = vals[rows, j[rows]]
-    return out_t, out_f
-
-
 def _seeds(spec: OptimizerSpec, z_sgd: np.ndarray, h_max: float) -> list[np.ndarray]:
     """Starting points for the first envelope step: the SGD winner and momentum/averaging variants."""
     a = np.exp(z_sgd[:, 0])
@@ -246,14 +271,16 @@ def _seeds(spec: OptimizerSpec, z_sgd: np.ndarray, h_max: float) -> list[np.ndar
     for keep in (0.0, 0.5, 0.9, 0.95, 0.98, 0.99, 0.999):
         if spec.name == "momentum":
             # the SGD winner's effective rate a / (1 - b), and near the stable limit at b
-            seeds.append(coordinates(spec, a * (1 - keep), keep))
+            seeds.append(coordinates(spec, h_max, a * (1 - keep), keep))
         else:
-            seeds.append(coordinates(spec, a, ema_decay=keep))
+            seeds.append(coordinates(spec, h_max, a, ema_decay=keep))
         for frac in (1.0, 1.9):
             if spec.name == "momentum":
-                seeds.append(coordinates(spec, np.full_like(a, frac * (1 + keep) / h_max), keep))
+                seeds.append(coordinates(spec, h_max, np.full_like(a, frac * (1 + keep) / h_max),
+                                         keep))
             else:
-                seeds.append(coordinates(spec, np.full_like(a, frac / h_max), ema_decay=keep))
+                seeds.append(coordinates(spec, h_max, np.full_like(a, frac / h_max),
+                                         ema_decay=keep))
     return seeds
 
 
@@ -284,8 +311,50 @@ def _cross_seed(objective, spec, z, steps, batch, target, reach: int = 2):
     return z, mask
 
 
+def _crossing(objective, z, lo, hi, batch, target, tol):
+    """A step at which z (n, k) reaches the target in (lo, hi], close to its first: probes below
+    hi (hi - tol 4^j, then hi 2^(-j/2)), then bisection between the lowest probe that reaches
+    the target and the probe below it, to `tol`. Rows where no probe reaches it get -1.
+
+    Returns (t (n,) int64, loss at t (n,)).
+    """
+    n = z.shape[0]
+    drops = [tol * 4 ** j for j in range(6)]
+    cand = [hi] + [hi - d for d in drops] + [(hi * 2.0 ** (-j / 2)).astype(np.int64)
+                                            for j in range(1, 3)]
+    tt = np.stack(cand, axis=1)                                  # (n, P), non-increasing
+    tt = np.where(tt > lo[:, None], tt, -1)
+    tt = np.sort(tt, axis=1)[:, ::-1]
+    rr, cc = np.nonzero(tt > 0)
+    vals = np.full(tt.shape, np.inf)
+    vals[rr, cc] = objective(z[rr], tt[rr, cc], batch[rr])
+    hit = vals <= target
+    # the lowest probe reaching the target with every probe above it reaching it too
+    depth = np.cumprod(hit, axis=1).sum(axis=1)
+    out_t = np.full(n, -1, dtype=np.int64)
+    out_f = np.full(n, np.inf)
+    rows = np.flatnonzero(depth > 0)
+    j = depth[rows] - 1
+    out_t[rows] = tt[rows, j]
+    out_f[rows] = vals[rows, j]
+    below = np.where(j + 1 < tt.shape[1], tt[rows, np.minimum(j + 1, tt.shape[1] - 1)], -1)
+    a = np.maximum(np.where(below > 0, below, lo[rows]), lo[rows])
+    b = out_t[rows].copy()
+    fb = out_f[rows].copy()
+    live = np.flatnonzero(b - a > tol[rows])
+    while live.size:
+        mid = (a[live] + b[live]) // 2
+        f = objective(z[rows[live]], mid, batch[rows[live]])
+        ok = f <= target
+        b[live[ok]], fb[live[ok]] = mid[ok], f[ok]
+        a[live[~ok]] = mid[~ok]
+        live = live[b[live] - a[live] > tol[rows[live]]]
+    out_t[rows], out_f[rows] = b, fb
+    return out_t, out_f
+
+
 def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_loss,
-                     seeds_from=None):
+                     seeds_from=None, t_first=None, starts=None, descend=False):
     """Smallest T (per row) at which some z reaches the target, searched from a feasible start.
 
     Args:
@@ -293,6 +362,12 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
       t_start: (n,) int, an upper bracket.
       batch: (n,) batch sizes.
       seeds_from: optional (n, 1) SGD winners; extra starting points at the first T.
+      t_first: optional (n,) int, the first T to try (default 0.97 t_start).
+      starts: optional list of (n, k) more starting points, tried at the first T.
+      descend: after every T tried, look for the first crossing of the z found (a success's
+        below T, a failure's minimiser above it), and try next the upper end minus the
+        tolerance, doubling the distance after each success (shrinking by 0.9, 0.81, ... while
+        no lower end is known), instead of interpolating log m(T).
 
     Returns:
       (z (n, k), T (n,)): the best z found and the T it reaches the target in.
@@ -305,6 +380,7 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
     last_side = np.zeros(T_hi.size, dtype=np.int8)  # +1: hi moved last time, -1: lo moved
     repeat = np.zeros(T_hi.size, dtype=bool)        # the same end moved twice in a row
     first = True
+    succ = np.zeros(T_hi.size, dtype=np.int64)  # successes in a row (descend)
     while True:
         # Bracket to the exact step below ~50,000 steps; above, to a relative 2e-5 (the tuned
         # optimum is a local search's anyway; the steps reported are exact for its result).
@@ -319,14 +395,22 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
         frac = np.where(g_lo - g_hi > 0, g_lo / np.maximum(g_lo - g_hi, 1e-300), 0.5)
         t = lo + np.round(frac * (hi - lo)).astype(np.int64)
         t = np.where(repeat[open_], (lo + hi) // 2, t)
-        t = np.where(lo == 0, (hi * (0.97 if first else 0.9)).astype(np.int64), t)
+        shrink = (hi * (0.97 if first else 0.9)).astype(np.int64)
+        tol = np.maximum(1, (hi * REL_TOL).astype(np.int64))
+        if descend:
+            t = hi - tol * 2 ** np.minimum(succ[open_], 40)
+            shrink = (hi * 0.9 ** (succ[open_] + 1)).astype(np.int64)
+        if first and t_first is not None:
+            shrink = np.asarray(t_first, dtype=np.int64)[open_]
+        t = np.where(lo == 0, shrink, t)
         t = np.clip(t, lo + 1, hi - 1)
         bsel = batch[open_]
         zs = z_hi[open_].copy()
         fs = objective(zs, t, bsel)
-        if first and seeds_from is not None:
+        if first and (seeds_from is not None or starts):
             # every seed of every row in one call; the best seed replaces a worse start
-            seeds = np.stack(_seeds(spec, seeds_from[open_], objective.h_max))  # (S, n, k)
+            seeds = [] if seeds_from is None else _seeds(spec, seeds_from[open_], objective.h_max)
+            seeds = np.stack(seeds + [s[open_] for s in starts or []])  # (S, n, k)
             n_s = seeds.shape[0]
             fz = objective(seeds.reshape(-1, seeds.shape[2]), np.tile(t, n_s),
                            np.tile(bsel, n_s)).reshape(n_s, -1)
@@ -336,25 +420,21 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
             zs[better], fs[better] = seeds[j, cols][better], fz[j, cols][better]
         zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else 0.25, target)
         ok = fs <= target
+        if descend:
+            tc, fc = _crossing(objective, zs, np.where(ok, lo, t), np.where(ok, t, hi - 1), bsel,
+                               target, tol)
+            found = tc > 0
+            z_hi[open_[found]] = zs[found]
+            T_hi[open_[found]] = tc[found]
+            T_lo[open_[~ok]] = t[~ok]
+            succ[open_] = np.where(ok, succ[open_] + 1, 0)
+            first = False
+            continue
         slide = ok & (lo == 0)
         if slide.any():
             # Slide down: the z found may reach the target well before t.
             t[slide], fs[slide] = _slide_down(objective, zs[slide], t[slide], fs[slide],
                                               bsel[slide], lo[slide], target)
-        # Probe each result inside the bracket: a success may cross earlier than t (above lo),
-        # and the minimiser of a failed t is nearly optimal just above it.
-        if PROBES:
-            lo_p = np.where(ok, lo, t)
-            hi_p = np.where(ok, t, hi)
-            tp, fp = _probe(objective, zs, lo_p, hi_p, bsel, target, PROBES)
-            win = tp < hi_p
-            t = np.where(win & ok, tp, t)
-            fs = np.where(win & ok, fp, fs)
-            fail_win = win & ~ok
-            rows_fw = open_[fail_win]
-            z_hi[rows_fw] = zs[fail_win]
-            T_hi[rows_fw] = tp[fail_win]
-            m_hi[rows_fw] = fp[fail_win]
         z_hi[open_[ok]] = zs[ok]
         T_hi[open_[ok]] = t[ok]
         m_hi[open_[ok]] = fs[ok]
@@ -365,6 +445,39 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
         last_side[open_] = side
         first = False
     return z_hi, T_hi
+
+
+def _chained_search(objective, spec, z_start, t_start, batch, target, initial_loss, z_sgd):
+    """The envelope search one batch size at a time, from the smallest, each warm-started by
+    the batch sizes before it.
+
+    A larger batch only lowers E[L] at the same metaparameters and step, so the previous winner
+    reaches the target within its own steps here too (an upper bracket), and the optimum moves
+    smoothly with B: the first T tried is the previous steps times the last ratio of steps, and
+    the starting points include the previous winner and its linear extrapolation in log B.
+
+    Args and returns: as `_envelope_search` (batch ascending; z_sgd: (n, 1) the SGD grid's
+    winners).
+    """
+    z_out = np.array(z_start, dtype=float)
+    t_out = np.asarray(t_start, dtype=np.int64).copy()
+    for i in range(batch.size):
+        row, prev = slice(i, i + 1), slice(i - 1, i)
+        z0, t0, t_first, starts = z_out[row], t_out[row], None, []
+        if i >= 1:
+            starts.append(z_out[prev])
+            if t_out[i - 1] < t0[0]:
+                z0, t0 = z_out[prev], t_out[prev]
+            ratio = 0.5   # perfect scaling
+            if i >= 2:
+                ratio = min(max(t_out[i - 1] / t_out[i - 2], 0.3), 1.0)
+                slope = np.log(batch[i] / batch[i - 1]) / np.log(batch[i - 1] / batch[i - 2])
+                starts.append(z_out[prev] + slope * (z_out[prev] - z_out[i - 2:i - 1]))
+            t_first = np.array([max(1, min(int(t_out[i - 1] * ratio), t0[0] - 1))])
+        z_out[row], t_out[row] = _envelope_search(
+            objective, spec, z0, t0, batch[row], target, initial_loss, seeds_from=z_sgd[row],
+            t_first=t_first, starts=starts, descend=True)
+    return z_out, t_out
 
 
 def _edges(spec: OptimizerSpec, space: SearchSpace, a, b, g) -> tuple[str, ...]:
@@ -400,6 +513,9 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     max_steps = validation.check_positive_int("max_steps", max_steps, maximum=10 ** 12)
     if spec.name == "schedule":
         return _tune_schedule_curve(config, problem, spec, batch, max_steps, space)
+    if spec.name == "adam":
+        return adam_tuning.tune_adam_curve(config, batch, spec.beta1, spec.beta2,
+                                           search=adam_search(space, max_steps))
     objective = _Objective(problem, spec, space)
     target = problem.target
     n_b = batch.size
@@ -427,7 +543,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         bisect=spec.name != "sgd", train_size=problem.train_size)
     reached = hi >= 0
     z_sgd = np.log(grid[np.maximum(row, 0)])[:, None]
-    z = coordinates(spec, np.exp(z_sgd[:, 0]))
+    z = coordinates(spec, objective.h_max, np.exp(z_sgd[:, 0]))
 
     # 2. Plain SGD: Newton on the closed form from the grid's winners (`nqm.sgd_tuning`), where
     # it provably lands on the local optimum; every other row: the envelope search, all batch
@@ -440,15 +556,19 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
             (space.learning_rate[0], lr_hi), problem.train_size)
         # ceil(T*) reaches the target (up to rounding, checked); the exact crossing is step 3's.
         t_int = np.ceil(t_star * (1 - 1e-12)).astype(np.int64)
-        z_new = coordinates(spec, lr)
+        z_new = coordinates(spec, objective.h_max, lr)
         solved &= objective(z_new, t_int, batch[idx]) <= target
         solved &= t_int <= hi[idx]
         z[idx[solved]] = z_new[solved]
         hi[idx[solved]] = t_int[solved]
         idx = idx[~solved]
-    if idx.size:
+    if idx.size and spec.name in CHAINED:
+        z_idx, t_idx = _chained_search(objective, spec, z[idx], hi[idx], batch[idx], target,
+                                       problem.initial_loss(), z_sgd[idx])
+    elif idx.size:
         z_idx, t_idx = _envelope_search(objective, spec, z[idx], hi[idx], batch[idx], target,
                                         problem.initial_loss(), seeds_from=z_sgd[idx])
+    if idx.size:
         z_x, improved = _cross_seed(objective, spec, z_idx, t_idx, batch[idx], target)
         if improved.any():
             z_idx[improved], t_idx[improved] = _envelope_search(
@@ -458,7 +578,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         hi[idx] = t_idx
 
     # 3. Exact first crossing of each winner.
-    a, b, g = metaparameters(spec, z)
+    a, b, g = metaparameters(spec, z, objective.h_max)
     steps = np.full(n_b, crossing.NOT_REACHED, dtype=np.int64)
     if reached.any():
         win = np.flatnonzero(reached)

@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "the loss the tuned NQM reaches in the reference run's steps), the "
                         "training loss at the goal (minus --loss-floor) or the fitted quadratic's "
                         "own loss there (all are reported)")
+    v.add_argument("--branch-repeats", type=int, default=3,
+                   help="repeats of the local critical batch size by branching from the "
+                        "reference run (settings by the rule in docs/validation.md); 0 skips it")
     v.add_argument("--notes", help="markdown file: where the NQM's assumptions hold and break, "
                                    "put into the report")
     v.add_argument("--summary", help="summary file whose entry for this workload is replaced "
@@ -321,7 +324,8 @@ def validation_config(args):
         lanczos_steps=args.lanczos_steps, slq_steps=args.slq_steps, slq_probes=args.slq_probes,
         floor_ratio=args.floor_ratio, sample_rows=args.sample_rows, noise_rows=args.noise_rows,
         chunk_rows=args.chunk_rows, loss_floor=args.loss_floor, seed=args.seed,
-        bootstrap=args.bootstrap, target_rule=args.target_rule)
+        bootstrap=args.bootstrap, target_rule=args.target_rule,
+        branch_repeats=args.branch_repeats)
 
 
 def validate_command(args, argv) -> str:
@@ -333,6 +337,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation import files, pipeline, report as validation_report
     from realnets.validation.comparison import comparison
     from realnets.validation.predictions import reference_nqm
+    from realnets.validation.reconciliation import reconciliation
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
     from ui.validation_charts import export_charts
@@ -377,7 +382,16 @@ def validate_command(args, argv) -> str:
     def number(x, width, digits):
         return f"{'nan' if x is None else format(float(x), f'.{digits}g'):>{width}}"
 
-    lines = [f"{'estimate':<76} {'checkpoint':>10} {'B':>10} {'ratio':>7}"]
+    def cell(x, digits=4):
+        return "-" if x is None else format(float(x), f".{digits}g")
+
+    lines = [f"{'reconciliation':<48} {'B':>10} {'se':>8} {'range':>19} {'ratio':>7}"]
+    for row in reconciliation(as_dict):
+        value = (">=" if row["lower_bound"] else "") + cell(row["value"])
+        span = "-" if row["lo"] is None else f"{cell(row['lo'])} .. {cell(row['hi'])}"
+        lines.append(f"{row['estimate'][:48]:<48} {value:>10} {cell(row['se'], 2):>8} "
+                     f"{span:>19} {cell(row['ratio'], 3):>7}")
+    lines += ["", "diagnostics:", f"{'estimate':<76} {'checkpoint':>10} {'B':>10} {'ratio':>7}"]
     for row in doc.comparison:
         lines.append(f"{row['quantity']:<76} {row['checkpoint'] or '-':>10} "
                      f"{number(row['value'], 10, 4)} {number(row['ratio'], 7, 3)}")

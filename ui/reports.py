@@ -1,6 +1,6 @@
 """Validation reports (`python -m realnets validate`) beside a measured curve: finding the
-report made from the same study as a sweep, and its comparison table (pure library code, no
-streamlit)."""
+report made from the same study as a sweep, its reconciliation and its comparison table (pure
+library code, no streamlit)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import pandas as pd
 
 from realnets.sweeps.records import IDENTITY
 from realnets.validation.files import VALIDATION_FILE, read_validation
+from realnets.validation.reconciliation import COLUMNS, reconciliation
+from realnets.validation.report import RECONCILIATION_HEADER, reconciliation_cells
 
 
 def validation_for(config: dict, root: Path) -> Path | None:
@@ -40,3 +42,18 @@ def load_validation(out_dir: Path) -> pd.DataFrame:
     for col in ("value", "uncertainty", "ratio"):
         table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
     return table
+
+
+def reconciliation_table(doc: dict) -> pd.DataFrame:
+    """The reconciliation of a validation document (`realnets.validation.reconciliation`), one row
+    per estimate: estimate, step, value, se, lo, hi, ratio, ratio_lo, ratio_hi, lower_bound,
+    note (numbers as floats, NaN where unknown)."""
+    table = pd.DataFrame(reconciliation(doc), columns=list(COLUMNS))
+    for col in ("step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi"):
+        table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
+    return table
+
+
+def reconciliation_display(doc: dict) -> pd.DataFrame:
+    """The reconciliation as report.md shows it (text cells: 'B ± se', 'lo .. hi', ratios)."""
+    return pd.DataFrame(reconciliation_cells(doc), columns=RECONCILIATION_HEADER)

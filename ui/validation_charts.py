@@ -1,5 +1,6 @@
-"""Charts of a validation document: steps to goal, measured beside the calibrated NQM with the noise
-scales, and the fitted spectrum at each checkpoint (Altair), and their export beside report.md."""
+"""Charts of a validation document: the reconciliation (measured against predicted S(B) with every
+B_crit estimate marked), steps to goal of every NQM variant with the noise scales, and the fitted
+spectrum at each checkpoint (Altair), and their export beside report.md."""
 
 from __future__ import annotations
 
@@ -12,9 +13,17 @@ import pandas as pd
 from nqm.scaling import Fit
 from realnets.calibration.power_tail import tail_curvature
 from realnets.validation.comparison import target_rules
-from realnets.validation.report import SPECTRUM_CHART, STEPS_CHART
+from realnets.validation.reconciliation import reconciliation_curves, reconciliation_marks
+from realnets.validation.report import RECONCILIATION_CHART, SPECTRUM_CHART, STEPS_CHART
 from realnets.validation.settings import TARGET_LABELS
-from ui.charts import LOG2, LOG10, chart_bytes, steps_chart
+from ui.charts import LOG2, LOG10, chart_bytes, series_colours, steps_chart
+
+# Marks further than this factor outside the curves' batch sizes are left off the chart (the
+# table has them): one far-off noise scale would squeeze both curves into a corner.
+MARK_RANGE = 16.0
+# Colours of the other marks (B_simple, B_noise, local CBS): dark2 without its orange, which is
+# the predicted curve's.
+MARK_COLOURS = ["#7570b3", "#1b9e77", "#e7298a", "#66a61e", "#a6761d", "#666666", "#e6ab02"]
 from ui.measured import perfect_scaling
 
 
@@ -98,6 +107,69 @@ def steps_figure(doc: dict, checkpoint: str | None = None):
                                   "(grey: noise scales)")
 
 
+def reconciliation_tables(doc: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(curves, marks) of the reconciliation chart (`realnets.validation.reconciliation`), the
+    marks limited to MARK_RANGE around the curves' batch sizes, those of no curve at one batch
+    size merged into one (their names joined by '; ')."""
+    curves = pd.DataFrame(reconciliation_curves(doc), columns=["curve", "batch_size", "steps"])
+    marks = pd.DataFrame(reconciliation_marks(doc),
+                         columns=["estimate", "curve", "batch_size", "lo", "hi"])
+    for col in ("batch_size", "lo", "hi"):
+        marks[col] = pd.to_numeric(marks[col], errors="coerce").astype(float)
+    if len(curves):
+        lo, hi = curves["batch_size"].min() / MARK_RANGE, curves["batch_size"].max() * MARK_RANGE
+        marks = marks[(marks["batch_size"] >= lo) & (marks["batch_size"] <= hi)]
+        marks = marks.assign(lo=marks["lo"].clip(lower=lo), hi=marks["hi"].clip(upper=hi))
+    # marks at the same batch size without a curve (often two branch points' local CBS) share
+    # one rule and one legend entry
+    own, others = marks[marks["curve"].notna()], marks[marks["curve"].isna()]
+    others = others.groupby("batch_size", as_index=False, sort=False).agg(
+        estimate=("estimate", "; ".join), curve=("curve", "first"), lo=("lo", "first"),
+        hi=("hi", "first"))
+    return curves, pd.concat([own, others[marks.columns]], ignore_index=True)
+
+
+def reconciliation_figure(doc: dict):
+    """Predicted S(B) (the headline NQM's tuned curve) against the measured one in absolute steps,
+    log-log; rules at the measured B_crit and the NQM's (in their curves' colours, with their
+    16-84% bands), and at B_simple, B_noise and each local CBS (one colour each)."""
+    curves, marks = reconciliation_tables(doc)
+    labels = list(dict.fromkeys(curves["curve"]))
+    colours = series_colours(labels)
+    x = alt.X("batch_size:Q", scale=LOG2, title="batch size B")
+    colour = alt.Color("curve:N", title="curve", scale=colours,
+                       legend=alt.Legend(orient="bottom", direction="vertical", labelLimit=800))
+    layers = [alt.Chart(curves).mark_line(point=True).encode(
+        x=x, y=alt.Y("steps:Q", scale=LOG10, title="steps to goal"), color=colour,
+        tooltip=["curve", "batch_size", "steps"])]
+    own = marks[marks["curve"].notna()]
+    band = own.dropna(subset=["lo", "hi"])
+    if len(band):
+        layers.append(alt.Chart(band).mark_rect(opacity=0.12).encode(
+            x=alt.X("lo:Q", scale=LOG2), x2="hi:Q",
+            color=alt.Color("curve:N", scale=colours, legend=None),
+            tooltip=["estimate", "lo", "hi"]))
+    if len(own):
+        layers.append(alt.Chart(own).mark_rule(strokeWidth=2, strokeDash=[6, 3]).encode(
+            x=alt.X("batch_size:Q", scale=LOG2),
+            color=alt.Color("curve:N", scale=colours, legend=None),
+            tooltip=["estimate", "batch_size", "lo", "hi"]))
+    chart = alt.layer(*layers)
+    others = marks[marks["curve"].isna()]
+    if len(others):
+        rules = alt.Chart(others).mark_rule(strokeWidth=2, opacity=0.8).encode(
+            x=alt.X("batch_size:Q", scale=LOG2),
+            color=alt.Color("estimate:N", title="estimate",
+                            scale=alt.Scale(domain=list(dict.fromkeys(others["estimate"])),
+                                            range=MARK_COLOURS),
+                            legend=alt.Legend(orient="bottom", direction="vertical",
+                                              labelLimit=800)),
+            tooltip=["estimate", "batch_size"])
+        chart = alt.layer(chart, rules).resolve_scale(color="independent")
+    return chart.properties(height=380, title=f"{doc['workload']}: predicted and measured steps "
+                                              "to goal, and every estimate of B_crit")
+
+
 def spectrum_table(record: dict) -> pd.DataFrame:
     """Per direction: index i, curvature h_i (top-k, the tail's power law, the SLQ points) and
     noise c_i (top-k, the tail's c = ratio * h)."""
@@ -167,11 +239,13 @@ def export(chart, out_dir: Path, stem: str) -> dict:
 
 
 def export_charts(out_dir: Path, doc: dict) -> dict:
-    """The report's charts (steps, and the spectrum at each fitted checkpoint) as PNG + SVG into
+    """The report's charts (reconciliation, steps, and the spectrum at each fitted checkpoint) as PNG + SVG into
     `out_dir`; returns {stem: {"png": name, "svg": name}} for `report.write_report`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    charts = {STEPS_CHART: export(steps_figure(doc), out_dir, STEPS_CHART)}
+    charts = {RECONCILIATION_CHART: export(reconciliation_figure(doc), out_dir,
+                                           RECONCILIATION_CHART),
+              STEPS_CHART: export(steps_figure(doc), out_dir, STEPS_CHART)}
     for name in doc["settings"]["checkpoints"]:
         record = doc["checkpoints"].get(name)
         if record and record.get("nqm"):

@@ -9,12 +9,13 @@ import numpy as np
 
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
-from nqm.tuning import OptimizerSpec, tune_curve
+from nqm.tuning import tune_curve
 from realnets.calibration import power_tail
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation.predictions import search_matched_curve
 from realnets.validation.settings import NQM_FAMILY, ValidationConfig
-from realnets.validation.targets import StepMatch, nqm_search_space, step_matched_target
+from realnets.validation.targets import (StepMatch, nqm_optimizer, nqm_search_space,
+                                        step_matched_target)
 
 
 def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMConfig:
@@ -77,8 +78,9 @@ def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
         except ValueError:
             failed += 1
             continue
-        curve = tune_curve(config, OptimizerSpec(family), batch_sizes,
-                           max_steps=vcfg.nqm_max_steps, space=nqm_search_space(sweep_config.search))
+        space = nqm_search_space(sweep_config.search)
+        curve = tune_curve(config, nqm_optimizer(family, space), batch_sizes,
+                           max_steps=vcfg.nqm_max_steps, space=space)
         tuned.append(analyse_curve(curve).fit.b_crit)
         m = search_matched_curve(config, sweep_config, records, batch_sizes)
         matched.append(None if m is None else analyse_curve(m).fit.b_crit)

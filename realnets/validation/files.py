@@ -48,6 +48,10 @@ class ValidationDocument:
       comparison: the table of every B_crit estimate (`realnets.validation.comparison`).
       seconds: wall time per phase.
       reference: the workload's own NQM's predictions (the `nqm` workload), else None.
+      branching: the local critical batch size by branching from the reference run
+        (`realnets.sweeps.branching.BranchResult.to_dict()`, or {"skipped": reason, "local_cbs":
+        []}); None in documents made before validate measured it.
+      local_cbs: [{"step", "cbs"}] along the reference run (`branching`'s); None likewise.
       provenance: the command that made it, else None.
     """
 
@@ -60,16 +64,22 @@ class ValidationDocument:
     calibration_run: dict = field(default_factory=dict)
     seconds: dict = field(default_factory=dict)
     reference: dict | None = None
+    branching: dict | None = None
+    local_cbs: list | None = None
     provenance: Provenance | None = None
 
     def to_dict(self) -> dict:
-        """The file's form, in the pipeline's key order (reference and provenance only when
-        there are some)."""
+        """The file's form, in the pipeline's key order (reference, branching, local_cbs and
+        provenance only when there are some)."""
         out = {"workload": self.workload, "settings": self.settings.to_dict(),
                "sweep_config": self.sweep_config, "measured": self.measured,
                "calibration_run": self.calibration_run, "checkpoints": self.checkpoints}
         if self.reference is not None:
             out["reference"] = self.reference
+        if self.branching is not None:
+            out["branching"] = self.branching
+        if self.local_cbs is not None:
+            out["local_cbs"] = self.local_cbs
         out["seconds"] = self.seconds
         out["comparison"] = self.comparison
         if self.provenance is not None:
@@ -87,7 +97,8 @@ class ValidationDocument:
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
                     raise ValueError(f"{f.name} is missing")
                 continue
-            kind = str if f.name == "workload" else list if f.name == "comparison" else dict
+            kind = (str if f.name == "workload" else list if f.name in ("comparison", "local_cbs")
+                    else dict)
             if not isinstance(value, kind):
                 what = "text" if kind is str else kind.__name__
                 raise ValueError(f"{f.name} must be a JSON {what}, got {value!r:.80}")

@@ -32,7 +32,10 @@ For a measured sweep (docs/design.md, 'Real nets') this module
    - B_simple = tr(Sigma) / |G|^2, the cheap proxy, as the trainer measured it during the sweep
      (moving averages, pooled over batch sizes: `realnets.sweeps.curve.pooled_b_simple`), and from the
      calibration sample at the checkpoints;
-5. returns one JSON-ready document (`validate`), written by `files.write_validation` and read
+5. measures the local critical batch size along the reference run by branching
+   (`realnets.sweeps.branching.run_branching`) with settings fixed by one rule
+   (`branch_settings`): a second measurement of B_crit, from one run instead of a sweep;
+6. returns one JSON-ready document (`validate`), written by `files.write_validation` and read
    back by `files.read_validation`, whose `comparison` table the report
    (`realnets.validation.report`) and the app show.
 
@@ -46,11 +49,13 @@ References:
 from __future__ import annotations
 
 import dataclasses
+import math
 import time
 
 import jax
 
 from nqm.problem import NQMConfig
+from realnets.sweeps.branching import BranchSettings, run_branching
 from realnets.sweeps.curve import build_curve
 from realnets.sweeps.records import IDENTITY, SweepConfig, TrialRecord
 from realnets.validation.checkpoint import fit_checkpoint
@@ -62,6 +67,71 @@ from realnets.validation.rerun import (best_trial, calibration_batch_size, calib
 from realnets.validation.settings import NQM_FAMILY, TARGET_LABELS, ValidationConfig
 from realnets.validation.targets import StepMatch, nqm_search_space
 from realnets.workloads.tasks import Task
+
+
+BRANCH_FRACTIONS = (0.1, 0.3, 1.0)
+BRANCH_WINDOW_FRACTION = 0.1
+BRANCH_TOLERANCE = 0.05
+
+
+def branch_settings(sweep_config: SweepConfig, trial: TrialRecord, repeats: int,
+                    train_size: int | None) -> BranchSettings | str:
+    """The branching measurement of the local CBS along the reference run, by one fixed rule
+    (docs/validation.md, 'The local critical batch size, measured inside validate'), or the
+    reason there is none.
+
+    With B_ref the reference trial's batch size and S_ref its steps to goal in the sweep:
+    - branch at steps round(f S_ref) for f in BRANCH_FRACTIONS (0.1, 0.3, 1.0), each at least 1,
+      duplicates dropped;
+    - multipliers k = 1, 2, 4, ... up to the largest sweep batch size / B_ref, with k B_ref at most
+      the training set (`train_size`; None: unlimited data);
+    - window W = the smallest multiple of lcm(k) x B_ref (= k_max B_ref: powers of two) with
+      W >= BRANCH_WINDOW_FRACTION x S_ref x B_ref examples (a tenth of the reference run's data);
+    - tolerance BRANCH_TOLERANCE (5%), `repeats` data orders;
+    - the reference trial's learning rate, momentum, optimizer and trial id, the sweep's seed.
+
+    Returns a reason (str) instead when `repeats` is 0, the trial's learning rate decays
+    (final_lr_fraction != 1: branching needs a constant rate) or no multiplier above 1 fits.
+    """
+    if repeats == 0:
+        return "not measured (branch-repeats 0)"
+    if trial.final_lr_fraction != 1.0:
+        return (f"not measured: the reference trial's learning rate decays (final_lr_fraction "
+                f"{trial.final_lr_fraction:g}); branching needs a constant rate")
+    b_ref, s_ref = int(trial.batch_size), int(trial.steps_to_goal)
+    largest = max(sweep_config.batch_sizes)
+    if train_size is not None:
+        largest = min(largest, int(train_size))
+    multipliers = [1]
+    while 2 * multipliers[-1] * b_ref <= largest:
+        multipliers.append(2 * multipliers[-1])
+    if len(multipliers) == 1:
+        return (f"not measured: no multiplier k >= 2 with k x {b_ref} within the largest sweep "
+                f"batch size and the training set ({largest})")
+    steps = sorted({max(1, round(f * s_ref)) for f in BRANCH_FRACTIONS})
+    unit = math.lcm(*multipliers) * b_ref
+    window = unit * max(1, math.ceil(BRANCH_WINDOW_FRACTION * s_ref * b_ref / unit))
+    return BranchSettings(
+        batch_size=b_ref, learning_rate=trial.learning_rate, branch_steps=tuple(steps),
+        window_examples=window, multipliers=tuple(multipliers),
+        optimizer=sweep_config.optimizer, momentum=trial.momentum, tolerance=BRANCH_TOLERANCE,
+        repeats=repeats, seed=sweep_config.seed, trial_id=int(trial.trial_id),
+        max_rows_per_device=sweep_config.max_rows_per_device, workload=sweep_config.workload)
+
+
+def branching(task: Task, sweep_config: SweepConfig, trial: TrialRecord, repeats: int,
+              devices=None, log=None) -> dict:
+    """The branching record of a validation document: `BranchResult.to_dict()` (with its
+    `local_cbs`), or {"skipped": reason, "local_cbs": []} when `branch_settings` gives none or
+    the reference run diverges before a branch step."""
+    settings = branch_settings(sweep_config, trial, repeats, task.train_size)
+    if isinstance(settings, str):
+        return {"skipped": settings, "local_cbs": []}
+    try:
+        return run_branching(task, settings, devices, log).to_dict()
+    except ValueError as err:
+        return {"skipped": f"not measured: {err}", "settings": settings.to_dict(),
+                "local_cbs": []}
 
 
 def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
@@ -81,8 +151,9 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
 
     Returns:
       dict with workload, settings, measured, calibration_run, checkpoints (per checkpoint: step,
-      train loss, the fitted NQM record, B_noise, B_simple, the prediction curves), comparison
-      (the table, see `comparison`) and seconds per phase.
+      train loss, the fitted NQM record, B_noise, B_simple, the prediction curves), branching
+      (the local CBS along the reference run, `branching`) and local_cbs ([{"step", "cbs"}]),
+      comparison (the table, see `comparison`) and seconds per phase.
     """
     say = log or (lambda _: None)
     seconds = {}
@@ -125,6 +196,12 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
            "sweep_config": {k: study[k] for k in (*IDENTITY, "batch_sizes", "trials")},
            "measured": measured_summary(curve), "calibration_run": calibration_run,
            "checkpoints": {}}
+    say(f"local critical batch size by branching from trial {trial.trial_id}")
+    t0 = time.perf_counter()
+    branched = branching(task, sweep_config, trial, vcfg.branch_repeats, devices, log)
+    seconds["branching"] = time.perf_counter() - t0
+    if "skipped" in branched:
+        say(f"local critical batch size {branched['skipped']}")
     params_at = {"goal": (goal_params, rerun.steps_run), "init": (init, 0)}
     match = StepMatch(family=NQM_FAMILY[sweep_config.optimizer], batch_size=batch_size,
                       steps=int(trial.steps_to_goal), space=nqm_search_space(sweep_config.search))
@@ -147,7 +224,9 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
                 f"{TARGET_LABELS[rule]} {config.target:.4g})")
             pred = predict(config, sweep_config, records, curve.batch_sizes, vcfg)
             pred["target"] = config.target
-            if vcfg.bootstrap:
+            # the headline rule's spread only: the diagnostics need no interval, and for Adam
+            # sweeps every bootstrap curve costs about a minute
+            if vcfg.bootstrap and rule == vcfg.target_rule:
                 pred["bootstrap"] = bootstrap_b_crit(
                     record["nqm"], config.target, sweep_config, records, curve.batch_sizes, vcfg,
                     match if rule == "step_matched" else None)
@@ -160,6 +239,8 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
         out["reference"] = predict(ref, sweep_config, records, curve.batch_sizes, vcfg)
         out["reference"]["problem"] = ref.to_dict()
         seconds["reference"] = time.perf_counter() - t0
+    out["branching"] = branched
+    out["local_cbs"] = list(branched["local_cbs"])
     out["seconds"] = seconds
     out["comparison"] = comparison(out)
     return out

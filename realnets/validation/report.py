@@ -1,5 +1,6 @@
-"""report.md of a validation document (`realnets.validation.pipeline.validate`): the comparison
-table, the measured sweep, the calibration run and every fitted number with its uncertainty,
+"""report.md of a validation document (`realnets.validation.pipeline.validate`): the
+reconciliation (`realnets.validation.reconciliation`) first, then the diagnostic comparison table,
+the measured sweep, the calibration run and every fitted number with its uncertainty,
 readable without running anything. Pure rendering of `validation.json`; the charts it links are
 drawn by `ui.validation_charts`."""
 
@@ -11,8 +12,11 @@ from pathlib import Path
 import numpy as np
 
 from realnets import store
+from realnets.sweeps.branching import BranchResult, render as render_branches
+from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
 
+RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"
 SPECTRUM_CHART = "spectrum_{}"
 
@@ -43,6 +47,32 @@ def _table(header: list[str], rows: list[list]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return out
+
+
+def _span(lo, hi, digits: int = 4) -> str:
+    return "-" if lo is None or hi is None else f"{_fmt(lo, digits)} .. {_fmt(hi, digits)}"
+
+
+RECONCILIATION_HEADER = ["estimate", "B (per example)", "range", "ratio to measured B_crit",
+                         "range / measured B_crit", "how"]
+
+
+def reconciliation_cells(doc: dict) -> list[list[str]]:
+    """The reconciliation as text cells under RECONCILIATION_HEADER: per estimate its B (±
+    standard error; '>=' a lower bound), its 16-84% range or spread, both as ratios to the
+    measured B_crit, and how it was made."""
+    rows = []
+    for r in reconciliation(doc):
+        value = ((">= " if r["lower_bound"] else "") + _fmt(r["value"])
+                 + ("" if r["se"] is None else f" ± {_fmt(r['se'], 2)}"))
+        rows.append([r["estimate"], value, _span(r["lo"], r["hi"]), _fmt(r["ratio"], 3),
+                     _span(r["ratio_lo"], r["ratio_hi"], 3), r["note"]])
+    return rows
+
+
+def reconciliation_markdown(doc: dict) -> list[str]:
+    """The reconciliation table (`reconciliation_cells`) in markdown."""
+    return _table(RECONCILIATION_HEADER, reconciliation_cells(doc))
 
 
 def comparison_markdown(doc: dict) -> list[str]:
@@ -173,10 +203,22 @@ def checkpoint_markdown(name: str, record: dict, chart: dict | None) -> list[str
     return out
 
 
+def branching_markdown(branching: dict | None) -> list[str]:
+    """The branches behind the local CBS (`realnets.sweeps.branching.render`), or why none."""
+    out = ["## Local critical batch size by branching", ""]
+    if branching is None:
+        return out + ["Not measured: this document was made before validate measured it.", ""]
+    if "skipped" in branching:
+        return out + [f"Local CBS {branching['skipped']}.", ""]
+    return out + ["From the reference run (the calibration run's trial, its learning rate held "
+                  "constant), docs/branching.md:", "", "```",
+                  render_branches(BranchResult.from_dict(branching)), "```", ""]
+
+
 def render_markdown(doc: dict, charts: dict, notes: str | None = None,
                     command: str | None = None, wall_seconds: float | None = None) -> str:
-    """report.md: the comparison table, the charts, the measured sweep, the calibration run, and
-    every fitted number with its uncertainty."""
+    """report.md: the reconciliation table and chart, the diagnostic comparison table, the charts,
+    the measured sweep, the calibration run, and every fitted number with its uncertainty."""
     w = doc["workload"]
     sc = doc["sweep_config"]
     run = doc["calibration_run"]
@@ -186,7 +228,24 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     if wall_seconds is not None:
         lines += [f"Wall time {wall_seconds:.0f} s (phases: " + ", ".join(
             f"{k} {v:.1f} s" for k, v in doc.get("seconds", {}).items()) + ").", ""]
-    lines += ["## Critical batch size: measured and predicted", ""]
+    checkpoint = doc["settings"]["checkpoints"][0]
+    rule = doc["settings"].get("target_rule", "train_loss")
+    lines += ["## Reconciliation: the critical batch size measured and predicted", ""]
+    lines += reconciliation_markdown(doc)
+    lines += ["", f"Headline: the {checkpoint} checkpoint, {TARGET_LABELS.get(rule, rule)} "
+              "(docs/prediction_rule.md). Ranges: 16-84% over resampled trials (measured), the "
+              "smallest and largest B_crit refitted without one batch size (leave one out), "
+              "16-84% over bootstrap NQMs (prediction). The local CBS is measured by branching "
+              "from the reference run (docs/branching.md; settings by the rule in "
+              "docs/validation.md). B_simple and B_noise are McCandlish et al.'s baselines: the "
+              "NQM adds something only where it is at least as close to the measured B_crit.",
+              ""]
+    if RECONCILIATION_CHART in charts:
+        c = charts[RECONCILIATION_CHART]
+        lines += [f"![reconciliation]({c['png']}) ([SVG]({c['svg']}))", ""]
+    lines += ["## Diagnostics: every estimate of B_crit", "",
+              "Every target rule, checkpoint and NQM variant (docs/prediction_rule.md keeps them "
+              "as diagnostics beside the headline above).", ""]
     lines += comparison_markdown(doc)
     boots = [p.get("bootstrap") for c in doc["settings"]["checkpoints"]
              for p in ((doc["checkpoints"].get(c) or {}).get("predictions") or {}).values()]
@@ -199,8 +258,10 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
               + (f"{boots[0]['draws']} NQMs redrawn from the fitted numbers' uncertainties "
                  f"(parametric bootstrap; {sum(b['failed'] for b in boots)} draws failed)"
                  if boots else "(no bootstrap run)")
-              + "; the measured B_crit's own uncertainty (one sweep, quasi-random trials) is not "
-              "estimated.", ""]
+              + "; the measured B_crit's interval is in the reconciliation above ("
+              + ("16-84% over resampled trials" if (doc["measured"].get("interval") or {})
+                 .get("available") else "none: the sweep stopped trials at the first goal")
+              + ").", ""]
     if STEPS_CHART in charts:
         c = charts[STEPS_CHART]
         lines += [f"![steps to goal]({c['png']}) ([SVG]({c['svg']}))", ""]
@@ -236,6 +297,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
               f"{st['floor_ratio']} × h_1, sample {st['sample_rows']} rows, {st['noise_rows']} "
               f"per-example gradients for tr(H Sigma), seed {st['seed']}, headline target rule "
               f"{st.get('target_rule', 'train_loss')}, {st.get('bootstrap', 0)} bootstrap NQMs.", ""]
+    lines += branching_markdown(doc.get("branching"))
     lines += ["## The NQM fitted to the network", ""]
     for name in st["checkpoints"]:
         record = doc["checkpoints"].get(name)

@@ -14,7 +14,8 @@ TARGET_RULES = ("step_matched", "train_loss", "quadratic")
 TARGET_LABELS = {"step_matched": "target matched to the reference run's steps",
                  "train_loss": "target = training loss at the goal",
                  "quadratic": "target = the quadratic's loss at the goal"}
-NQM_FAMILY = {"sgd": "sgd", "momentum": "momentum", "nesterov": "momentum", "adam": "momentum"}
+# adam: the NQM's mean-field Adam (`nqm.adam`; b1 from the sweep's range, `targets.nqm_optimizer`)
+NQM_FAMILY = {"sgd": "sgd", "momentum": "momentum", "nesterov": "momentum", "adam": "adam"}
 
 
 @dataclass(frozen=True)
@@ -38,14 +39,17 @@ class ValidationConfig:
       seed: calibration sample and Lanczos/SLQ probes.
       nqm_max_steps: step budget of the tuned NQM curve (generous: its B_crit should not depend on
         the sweep's budget; the search-matched curve uses the sweep's budget).
-      bootstrap: NQMs redrawn from the fitted numbers' uncertainties to give each predicted B_crit
-        its spread (`bootstrap_b_crit`); 0 for none.
+      bootstrap: NQMs redrawn from the fitted numbers' uncertainties to give the headline
+        rule's predicted B_crit its spread (`bootstrap_b_crit`); 0 for none.
       target_rule: the headline NQM target, one of TARGET_RULES (all are always computed):
         'step_matched', the rule fixed in docs/prediction_rule.md: the lowest loss the NQM, tuned
         in the sweep's search space, reaches in the reference run's steps at its batch size
         (`realnets.validation.targets`); the diagnostics 'train_loss', the training loss at the
         goal minus `loss_floor`, and 'quadratic', the fitted quadratic's own loss at the goal
         checkpoint, 0.5 sum_i g_goal,i^2 / h_i (see `quadratic_target`).
+      branch_repeats: data orders of the local critical batch size measured by branching from the
+        reference run (settings by the rule of `realnets.validation.pipeline.branch_settings`);
+        0 skips it.
     """
 
     batch_size: int | None = None
@@ -63,6 +67,7 @@ class ValidationConfig:
     nqm_max_steps: int = 10 ** 8
     bootstrap: int = 8
     target_rule: str = "step_matched"
+    branch_repeats: int = 3
 
     def __post_init__(self):
         set_ = functools.partial(object.__setattr__, self)   # normalised values on a frozen record
@@ -93,6 +98,7 @@ class ValidationConfig:
         set_("nqm_max_steps", whole("nqm-max-steps", self.nqm_max_steps, 1))
         set_("bootstrap", whole("bootstrap", self.bootstrap, 0))
         validation.check_choice("target-rule", self.target_rule, TARGET_RULES)
+        set_("branch_repeats", whole("branch-repeats", self.branch_repeats, 0, 1000))
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -101,11 +107,12 @@ class ValidationConfig:
 
     @classmethod
     def from_dict(cls, d: dict) -> "ValidationConfig":
-        """A validation document's `settings`; fields it lacks take their defaults."""
+        """A validation document's `settings`; fields it lacks take their defaults, except
+        `branch_repeats`: a document written before branching existed ran none (0)."""
         if not isinstance(d, dict):
             raise ValueError(f"settings must be a JSON object, got {d!r:.80}")
         known = {f.name for f in dataclasses.fields(cls)}
-        given = {k: v for k, v in d.items() if k in known}
+        given = {"branch_repeats": 0, **{k: v for k, v in d.items() if k in known}}
         if "checkpoints" in given:
             if not isinstance(given["checkpoints"], list):
                 raise ValueError(f"checkpoints must be a list, got {given['checkpoints']!r:.80}")

@@ -207,7 +207,9 @@ BASE = ["curve", "--dim", "50", "--batch-sizes", "4:16"]
 
 
 @pytest.mark.parametrize("extra, name", [
-    (["--optimizer", "adam"], r"optimizer"),
+    (["--optimizer", "lamb"], r"optimizer"),
+    (["--optimizer", "adam", "--precond-power", "0.5"], r"precond"),
+    (["--optimizer", "adam", "--max-steps", "10000000000"], r"max-steps"),
     (["--dim", "0"], r"dim"),
     (["--dim", "abc"], r"dim"),
     (["--dim", "2.5"], r"dim"),
@@ -286,7 +288,8 @@ def test_parse_optimizers():
     from nqm.cli import parse_optimizers
     assert parse_optimizers("sgd,momentum,sgd@0.5") == [("sgd", 0.0), ("momentum", 0.0),
                                                        ("sgd", 0.5)]
-    for bad in ("", "adam", "sgd@x"):
+    assert parse_optimizers("momentum,adam") == [("momentum", 0.0), ("adam", 0.0)]
+    for bad in ("", "lamb", "sgd@x", "adam@0.5"):
         with pytest.raises(ValueError, match="optimizers"):
             parse_optimizers(bad)
 
@@ -302,3 +305,24 @@ def test_compare_prints_one_column_per_optimizer(capsys):
     # preconditioning never needs more steps here, and the summary rows follow
     assert all(int(r[2]) <= int(r[1]) for r in rows)
     assert any(line.strip().startswith("cbs20") for line in out)
+
+
+def test_adam_curve_is_the_library_s_and_compares(capsys):
+    """--optimizer adam tunes mean-field Adam in Adam's default bounds (1e-5, 1); compare takes
+    adam beside the others and a preconditioned adam is one error line naming --optimizers."""
+    from nqm.adam_tuning import AdamSearch, tune_adam_curve
+    code, out, _ = run(["curve", "--dim", "20", "--target", "0.02", "--batch-sizes", "4,256",
+                        "--optimizer", "adam", "--format", "json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    direct = tune_adam_curve(NQMConfig(dim=20, target=0.02), [4, 256],
+                             search=AdamSearch(max_steps=10 ** 8))
+    assert data["config"]["optimizer"] == "adam" and data["config"]["search"]["learning_rate"] == [1e-5, 1.0]
+    assert [p["steps"] for p in data["points"]] == list(direct.steps.astype(int))
+    assert [p["momentum"] for p in data["points"]] == [p.momentum for p in direct.points]
+    code, out, _ = run(["compare", "--dim", "20", "--target", "0.02", "--batch-sizes", "4,256",
+                        "--optimizers", "sgd,adam"], capsys)
+    assert code == 0 and out.splitlines()[0].split() == ["batch_size", "sgd", "steps", "adam",
+                                                         "steps"]
+    code, out, err = run(["compare", "--dim", "20", "--optimizers", "adam@0.5"], capsys)
+    assert code == 2 and out == "" and err.startswith("error: optimizers") and err.count("\n") == 1

@@ -19,7 +19,7 @@ from nqm import moments
 from nqm.curve import to_json
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
-from nqm.tuning import OptimizerSpec, SearchSpace, tune_curve
+from nqm.tuning import OptimizerSpec, SearchSpace, coordinates, metaparameters, tune_curve
 
 DEFAULT_BATCH = tuple(2 ** k for k in range(2, 22))
 # A small problem on which every optimizer needs at most ~1100 steps at B = 4 and 10-40 steps
@@ -348,6 +348,27 @@ def test_default_steps_never_increase_with_batch_size(default_curve, name, power
     assert all(p.edge == () for p in curve.points[1:])  # interior optima past B = 4
 
 
+# --- search coordinates -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["sgd", "momentum", "ema"])
+def test_search_coordinates_round_trip(name):
+    """metaparameters(coordinates(x)) == x, including averaging's learning rates within 1e-9 of
+    the stability limit 2 / h_max, which its logit coordinate spreads apart."""
+    spec, h_max = OptimizerSpec(name), 4.0
+    a = np.array([1e-8, 1e-3, 0.3, 0.49, 0.5 * (1 - 1e-6), 0.5 * (1 - 1e-9)])
+    keep = np.array([0.0, 0.5, 0.9, 0.99, 0.999, 1 - 1e-5])
+    z = coordinates(spec, h_max, a, momentum=keep, ema_decay=keep)
+    lr, b, g = metaparameters(spec, z, h_max)
+    np.testing.assert_allclose(lr, a, rtol=1e-12)
+    np.testing.assert_allclose(1 - (b if name == "momentum" else g),
+                               1 - keep if name != "sgd" else 1.0, rtol=1e-9)
+    if name == "ema":
+        # 1 - a h_max / 2 from 1e-6 to 1e-9: a moves by 1e-6 relative, z0 by log(1000)
+        assert z[5, 0] - z[4, 0] == pytest.approx(np.log(1000.0), rel=1e-5)
+        # far from it, z0 is log a up to a constant (as for SGD): log(u / (1 - u)) ~ log u + u
+        np.testing.assert_allclose(z[:2, 0], np.log(a[:2] * h_max / 2), atol=3e-3)
+
+
 # --- edges of the search space ----------------------------------------------------------------
 
 def test_learning_rate_upper_bound_is_flagged_at_large_batch(small_curve):
@@ -468,7 +489,11 @@ def test_budget_far_above_the_answer_keeps_it(small_curve):
 # --- bad input --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("make, name", [
-    (lambda: OptimizerSpec("adam"), "optimizer"),
+    (lambda: OptimizerSpec("lamb"), "optimizer"),
+    (lambda: OptimizerSpec("adam", 0.5), "precond_power"),
+    (lambda: OptimizerSpec("adam", beta1=(0.9, 1.0)), "beta1"),
+    (lambda: OptimizerSpec("adam", beta1=()), "beta1"),
+    (lambda: OptimizerSpec("adam", beta2=1.0), "beta2"),
     (lambda: OptimizerSpec("sgd", 1.5), "precond_power"),
     (lambda: OptimizerSpec("momentum", -0.1), "precond_power"),
     (lambda: OptimizerSpec("sgd", float("nan")), "precond_power"),
@@ -505,3 +530,26 @@ def test_bad_problem_raises_naming_the_parameter():
         tune_curve(NQMConfig(dim=0), OptimizerSpec(), [4])
     with pytest.raises(ValueError, match="target"):
         tune_curve(NQMConfig(dim=20, target=-1.0), OptimizerSpec(), [4])
+
+
+# --- adam: routed to nqm.adam_tuning ------------------------------------------------------------
+
+def test_adam_is_routed_to_the_adam_tuner_with_the_space_s_learning_rate():
+    """tune_curve(OptimizerSpec('adam')) is tune_adam_curve with the space's learning-rate bounds,
+    the spec's b1 list and b2, and the budget."""
+    from nqm.adam_tuning import AdamSearch, tune_adam_curve
+    config = NQMConfig(dim=20, target=0.02)
+    spec = OptimizerSpec("adam", beta1=(0.0, 0.9), beta2=0.99)
+    routed = tune_curve(config, spec, [4, 64, 1024], max_steps=10 ** 5,
+                        space=SearchSpace(learning_rate=(1e-4, 1.0)))
+    direct = tune_adam_curve(config, [4, 64, 1024], beta1=(0.0, 0.9), beta2=0.99,
+                             search=AdamSearch(learning_rate=(1e-4, 1.0), max_steps=10 ** 5))
+    assert routed == direct
+    assert routed.config["optimizer"] == "adam" and routed.config["problem"] == config.to_dict()
+    assert all(p.steps is not None and p.momentum in (0.0, 0.9) for p in routed.points)
+
+
+def test_adam_spec_is_hashable_and_normalised():
+    a = OptimizerSpec("adam", beta1=[0.9, 0.5])
+    assert a.beta1 == (0.9, 0.5) and hash(a) == hash(OptimizerSpec("adam", beta1=(0.9, 0.5)))
+    assert OptimizerSpec("adam", beta1=0.9).beta1 == (0.9,)

@@ -84,6 +84,21 @@ def test_preset_sets_its_controls_and_explains():
     assert any("ladder" in i.value for i in at.info)
 
 
+def test_adam_surge_preset_draws_the_one_step_rate_and_the_tuned_adam_curve():
+    at = run_app(dim=300, batch_range=(4, 4096))
+    at.selectbox(key="preset").set_value("Adam's surge (Li et al. 2024)").run()
+    at.button(key="apply_preset").click().run()
+    assert not at.exception
+    assert at.select_slider(key="dim").value == 100
+    assert at.multiselect(key="optimizers").value == ["adam"]
+    assert list(at.session_state["summary"]["optimizer"]) == ["Adam (mean field)"]
+    surge = at.session_state["surge"]
+    assert set(surge["model"]) == {"diagonal H", "rotated H, independent noise"}
+    assert surge["batch_size"].min() == 4 and surge["batch_size"].max() == 16384
+    assert any("does not show it" in c.value for c in at.caption)
+    assert any("Li et al." in i.value for i in at.info)
+
+
 def test_csv_download_holds_the_curve():
     at = run_app(dim=300, batch_range=(4, 64))
     points = at.session_state["points"]
@@ -158,8 +173,9 @@ def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
     assert at.selectbox(key="measured_sweep").value == "sweeps/mnist_mlp"
     points = at.session_state["measured_points"]
     assert list(points["batch_size"]) == [2 ** k for k in range(4, 13)]
-    # the steps chart holds the 9 measured batch sizes and the NQM at the same ones
-    curves = next(f for f in chart_frames(at) if "steps" in f)
+    # the steps chart (after the reconciliation's) holds the 9 measured batch sizes and the NQM
+    # at the same ones
+    curves = next(f for f in chart_frames(at, 1) if "steps" in f)
     measured = curves[curves["curve"] == "measured: mnist_mlp"]
     assert list(measured["batch_size"]) == [2 ** k for k in range(4, 13)]
     assert list(measured["steps"]) == list(points["steps"])
@@ -167,11 +183,11 @@ def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
     assert nqm["curve"].iloc[0].endswith("(scaled to measured S_min)")
     assert list(nqm["batch_size"]) == [2 ** k for k in range(4, 13)]
     # markers: B_crit (fit), cbs20 and maximal from, for both curves
-    rules = next(f for f in chart_frames(at) if "marker" in f)
+    rules = next(f for f in chart_frames(at, 1) if "marker" in f)
     assert sorted(rules["marker"]) == sorted(["B_crit (fit)", "cbs20", "maximal from"] * 2)
-    # the calibrated NQM's report (reports/validation/mnist_mlp), trials scatter and noise-scale
-    # charts are drawn too
-    assert len(at.get("vega_lite_chart")) == 4
+    # the reconciliation and the calibrated NQM's report (reports/validation/mnist_mlp), trials
+    # scatter and noise-scale charts are drawn too
+    assert len(at.get("vega_lite_chart")) == 5
     trials = at.session_state["measured_trials"]
     assert len(trials) == 9 * 32
     assert set(trials["status"]) == {"reached", "not reached", "infeasible"}
@@ -190,6 +206,42 @@ def test_the_shipped_validation_report_shows_beside_its_sweep(measured_app):
     assert np.allclose(rows["ratio"], rows["value"] / measured, rtol=1e-9)
     assert {"B_noise = tr(H Sigma) / (G^T H G)", "B_simple (sweep, moving averages)"} <= set(
         table["quantity"])
+
+
+def test_the_reconciliation_leads_the_tab_for_a_sweep_with_a_report(measured_app):
+    # reports/validation/mnist_mlp was made from the shipped sweep, whose trials stopped at the
+    # first goal: no interval, and the measured row says so; the numbers are those of the
+    # document, each ratio over the measured B_crit of the same sweep
+    from realnets.validation import files
+    from realnets.validation.settings import TARGET_LABELS
+
+    at = measured_app
+    doc = files.read_validation(Path(__file__).resolve().parents[2] / "reports" / "validation"
+                                / "mnist_mlp")
+    table = at.session_state["reconciliation"]
+    assert table is not None
+    measured = table.iloc[0]
+    assert measured["estimate"] == "measured B_crit (fit)"
+    assert measured["value"] == pytest.approx(at.session_state["comparison"].iloc[0]["b_crit"],
+                                              rel=1e-6)
+    assert "no interval" in measured["note"]
+    cbs = table[table["estimate"].str.startswith("local CBS")]
+    assert len(cbs) == len(doc.local_cbs or [None])
+    assert list(cbs["value"].fillna(-1)) == [r["cbs"] if r["cbs"] else -1
+                                             for r in doc.local_cbs or [{"cbs": None}]]
+    rows = table.dropna(subset=["value"])
+    assert np.allclose(rows["ratio"], rows["value"] / measured["value"], rtol=1e-9)
+    nqm = table[table["estimate"] == "NQM prediction (tuned B_crit)"].iloc[0]
+    validation = at.session_state["validation"]
+    headline = "NQM tuned B_crit [" + TARGET_LABELS[doc.settings.target_rule] + "]"
+    assert nqm["value"] == pytest.approx(validation[(validation["quantity"] == headline)
+                                                    & (validation["checkpoint"] == "goal")][
+        "value"].iloc[0])
+    # its chart comes first: the measured and predicted curves in absolute steps
+    curves = next(f for f in chart_frames(at, 0) if "curve" in f and "steps" in f)
+    measured_curve = curves[curves["curve"] == "measured (mnist_mlp)"]
+    assert list(measured_curve["steps"]) == list(at.session_state["measured_points"]["steps"])
+    assert curves["curve"].nunique() == 2
 
 
 def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
@@ -375,11 +427,12 @@ def test_every_measured_chart_exports_png_and_svg(deferred_downloads):
     at = section_app("Measured curves")
     assert not at.exception and not errors(at)
     buttons = export_buttons(at)
-    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 8
+    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 10
     assert all(b.proto.ignore_rerun for b in at.get("download_button"))
     names = sorted(deferred_downloads)
     assert names == sorted(f"mnist_mlp_{kind}.{fmt}" for kind in
-                           ("vs_nqm", "calibrated_nqm", "trials", "noise_scale")
+                           ("reconciliation", "vs_nqm", "calibrated_nqm", "trials",
+                                        "noise_scale")
                            for fmt in ("png", "svg"))
     # the faceted trials chart keeps its panel size: one panel per batch size, 3 across
     width, height = png_size(deferred_downloads["mnist_mlp_trials.png"][0]())
@@ -387,3 +440,5 @@ def test_every_measured_chart_exports_png_and_svg(deferred_downloads):
     assert "1 - momentum" in svg_texts(deferred_downloads["mnist_mlp_trials.svg"][0]())
     assert "B_simple (measured)" in svg_texts(
         deferred_downloads["mnist_mlp_noise_scale.svg"][0]())
+    assert "measured (mnist_mlp)" in svg_texts(
+        deferred_downloads["mnist_mlp_reconciliation.svg"][0]())

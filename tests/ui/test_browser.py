@@ -4,8 +4,9 @@ Debian's Chromium (headless). Every tab is opened:
 - **NQM explorer**: moves a slider and checks that the chart and the summary table were drawn
   again with new numbers, and downloads the chart as SVG (the deferred export, run by the server
   on the click).
-- **Measured curves**: the shipped mnist_mlp sweep beside the NQM and the NQM calibrated on it;
-  the measured and NQM curves must be drawn in colours of different hue.
+- **Measured curves**: the shipped mnist_mlp sweep: its validation report's reconciliation, the
+  sweep beside the NQM and the NQM calibrated on it; the measured and NQM curves must be drawn in
+  colours of different hue.
 - **Run a sweep**: a small sweep from the form (digits_mlp, two batch sizes) into the test's
   tmp_path, which must finish and draw its curve.
 
@@ -317,14 +318,19 @@ def test_explorer_redraws_when_a_slider_moves(page, tmp_path):
 def test_measured_curves_are_drawn_apart_from_the_nqm(page, tmp_path):
     page.locator(STEPS_LINE).wait_for()       # the explorer first, as a visitor sees it
     open_tab(page, "Measured curves")
-    # The shipped mnist_mlp sweep (the default) beside the NQM, the NQM calibrated on it (its
-    # validation report ships), the trials behind each point, the measured noise scale.
-    steps, calibrated, trials, noise = wait_charts(page, 4)
+    # The shipped mnist_mlp sweep (the default): the reconciliation of its validation report, the
+    # sweep beside the NQM, the NQM calibrated on it, the trials behind each point, the measured
+    # noise scale.
+    reconciliation, steps, calibrated, trials, noise = wait_charts(page, 5)
+    assert "every estimate of B_crit" in chart_text(reconciliation)
     assert "measured: mnist_mlp" in chart_text(steps)
     assert "measured and predicted" in chart_text(calibrated)
-    for chart, name in ((steps, "measured vs NQM"), (calibrated, "NQM calibrated on this network"),
+    for chart, name in ((reconciliation, "reconciliation"), (steps, "measured vs NQM"),
+                        (calibrated, "NQM calibrated on this network"),
                         (trials, "trials"), (noise, "measured noise scale")):
         assert_chart_drawn(chart, f"measured curves, {name}")
+    colours = assert_measured_apart(reconciliation, "reconciliation")
+    assert any(label.startswith("NQM predicted") for label in colours)
     colours = assert_measured_apart(steps, "measured vs NQM")
     assert any(label.startswith("NQM") for label in colours)
     colours = assert_measured_apart(calibrated, "NQM calibrated on this network")

@@ -1,8 +1,11 @@
-"""ui.reports: the validation report shown beside a sweep is one made from the same study."""
+"""ui.reports: the validation report shown beside a sweep is one made from the same study; its
+reconciliation as a table of numbers."""
 
 import json
 import shutil
 from pathlib import Path
+
+import numpy as np
 
 from ui import reports
 
@@ -19,3 +22,26 @@ def test_no_validation_report_for_a_sweep_it_was_not_made_from(tmp_path):
     shutil.copytree(REPO / "reports" / "validation" / "mnist_mlp", tmp_path / "mnist_mlp")
     (tmp_path / "mnist_mlp" / "validation.json").write_text("{broken")
     assert reports.validation_for(config, root=tmp_path) is None
+
+
+def test_reconciliation_table_of_a_committed_report():
+    from realnets.validation import files
+
+    doc = files.read_validation(REPO / "reports" / "validation" / "nqm").to_dict()
+    table = reports.reconciliation_table(doc)
+    assert table["estimate"].iloc[0] == "measured B_crit (fit)"
+    assert table["value"].iloc[0] == doc["measured"]["fit"]["b_crit"]
+    for col in ("step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi"):
+        assert table[col].dtype == float, col
+    # B_noise at the goal with its standard error, the ratio over the measured B_crit
+    noise = table[table["estimate"].str.startswith("B_noise")].iloc[0]
+    b_noise = doc["checkpoints"]["goal"]["b_noise"]["b_noise"]
+    assert (noise["value"], noise["se"]) == (b_noise["value"], b_noise["uncertainty"])
+    assert noise["ratio"] == b_noise["value"] / table["value"].iloc[0]
+    cbs = table[table["estimate"].str.startswith("local CBS")]
+    assert list(cbs["value"]) == [float(r["cbs"]) for r in doc["local_cbs"]]    # along training
+    # as the app shows it: the report's cells
+    shown = reports.reconciliation_display(doc)
+    assert list(shown["estimate"]) == list(table["estimate"])
+    row = shown[shown["estimate"].str.startswith("B_noise")].iloc[0]
+    assert row["B (per example)"] == f"{b_noise['value']:.4g} ± {b_noise['uncertainty']:.2g}"

@@ -1,9 +1,16 @@
 """summary.json: one entry per workload, the headline numbers of its validation document."""
 
+import json
+from pathlib import Path
+
 import pytest
 
+from realnets.validation.files import read_validation
 from realnets.validation.summary import (SUMMARY_FILE, read_summary, summary_entry,
                                          update_summary)
+
+REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
+
 
 def _doc(workload="w", measured=100.0, predicted=150.0):
     return {"workload": workload,
@@ -52,3 +59,13 @@ def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
     path.write_text("{}")
     with pytest.raises(ValueError, match="list"):
         read_summary(path)
+
+
+def test_committed_summary_matches_every_committed_report():
+    entries = {e["workload"]: e for e in read_summary(REPORTS / SUMMARY_FILE)}
+    docs = sorted(p.parent for p in REPORTS.glob("*/validation.json"))
+    assert docs, "no committed validation reports"
+    assert set(entries) == {d.name for d in docs}
+    for d in docs:
+        expected = summary_entry(read_validation(d).to_dict())
+        assert json.loads(json.dumps(expected)) == entries[d.name]

@@ -1,6 +1,7 @@
 """realnets.validation (the pipeline): B_noise by Hessian-vector products equals the closed form on a quadratic; on
 a small NQM trained as a workload, the whole chain (sweep -> rerun -> calibration -> predictions)
-gives the B_crit of the NQM it was built from within 10%; the document round-trips and renders;
+gives the B_crit of the NQM it was built from within 10% and measures the local CBS along the
+reference run by the fixed branching rule; the document round-trips and renders;
 the CLI's `validate` reports bad input in one line and, on the committed NQM sweep, predicts the
 measured B_crit within 10% with the sweep's own trials.
 """
@@ -23,13 +24,14 @@ from realnets.calibration import gradient_stats, hessian_products
 from realnets.workloads import tasks
 from realnets.calibration.fitting import quadratic_target
 from realnets.validation import files, report as validation_report
-from realnets.validation.pipeline import validate
+from realnets.validation.pipeline import branch_settings, validate
+from realnets.validation.reconciliation import reconciliation
 from realnets.validation.rerun import calibration_batch_size, init_params_of
 from realnets.validation.settings import TARGET_LABELS, ValidationConfig
 from ui.reports import load_validation
 from realnets.cli import main
 from realnets.workloads.search_space import TrialSearchSpace
-from realnets.sweeps.records import SweepConfig
+from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.sweeps.runner import run_sweep
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -99,7 +101,7 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
     config, records = load_sweep(sweep_dir)
     vcfg = ValidationConfig(checkpoints=("goal", "init"), top_k=10, slq_steps=100,
                                      slq_probes=2, sample_rows=2048, noise_rows=64,
-                                     floor_ratio=0.005)
+                                     floor_ratio=0.005, branch_repeats=1)
     doc = validate(task, config, records, vcfg, devices=devices, reference=SMALL)
 
     run = doc["calibration_run"]
@@ -121,10 +123,20 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
         assert predictions["train_loss"]["target"] == SMALL.target
         predicted = predictions["train_loss"]["tuned"]["fit"]["b_crit"]
         assert predicted == pytest.approx(exact, rel=0.10), name
-        # bootstrap spread: a real number, and the truth within a few of it
-        spread = predictions["train_loss"]["bootstrap"]["tuned"]["sd"]
-        assert 0 < spread < 0.3 * predicted
-        assert abs(predicted - exact) < 3 * spread, name
+        # the headline rule (step-matched target) recovers it too, and only it is bootstrapped:
+        # a real spread, with the truth within a few of it. It matches the sweep's steps, the
+        # first evaluation at which the best of a few noisy trials dipped below the goal, which
+        # comes early: its target is a little high and its B_crit low (0.89 of the truth here)
+        headline = predictions["step_matched"]
+        predicted = headline["tuned"]["fit"]["b_crit"]
+        assert predicted == pytest.approx(exact, rel=0.15), name
+        # The bootstrap draws (each its own step-matched target) are real numbers, centred within
+        # a factor 2 of the point estimate: they sit low (median 0.6 of it here; one draw 3x
+        # high), the bias reports/validation/README.md describes
+        draws = np.array(headline["bootstrap"]["tuned"]["draws"])
+        assert draws.size == vcfg.bootstrap and np.all(np.isfinite(draws) & (draws > 0))
+        assert 0.5 < np.median(draws) / predicted < 2.0, name
+        assert "bootstrap" not in predictions["train_loss"]
     # the quadratic's loss at the goal sees the tail only through |G|^2, which weights the
     # (converged) stiff directions: it is below the exact loss there (0.08 against 0.17 here)
     q = doc["checkpoints"]["goal"]["targets"]["quadratic"]
@@ -133,6 +145,26 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
     reference = doc["reference"]["tuned"]["fit"]["b_crit"]
     assert reference == pytest.approx(
         analyse_curve(tune_curve(SMALL, OptimizerSpec("sgd"), BATCH_SIZES)).fit.b_crit, rel=1e-6)
+
+    # the local CBS: branched from the reference trial by the rule, one entry per branch step
+    trial = next(r for r in records if r.batch_size == 2 and r.trial_id == run["trial_id"])
+    settings = doc["branching"]["settings"]
+    assert settings == branch_settings(config, trial, 1, None).to_dict()
+    s_ref = run["sweep_steps_to_goal"]
+    assert settings["branch_steps"] == [round(0.1 * s_ref), round(0.3 * s_ref), s_ref]
+    assert settings["multipliers"] == [1, 2, 4, 8, 16, 32, 64, 128]     # up to 256 / 2
+    assert settings["learning_rate"] == trial.learning_rate
+    assert settings["trial_id"] == trial.trial_id
+    cbs = [p["cbs"] for p in doc["branching"]["points"]]
+    assert doc["local_cbs"] == [{"step": s, "cbs": c}
+                                for s, c in zip(settings["branch_steps"], cbs)]
+    assert all(c in [2 * k for k in settings["multipliers"]] for c in cbs)
+    # noise-dominated near the goal: bigger steps stop paying sooner there than early on
+    assert cbs[-1] <= cbs[0]
+    rows = [r for r in reconciliation(doc) if r["estimate"].startswith("local CBS at step")]
+    assert [r["value"] for r in rows] == cbs
+    assert [r["ratio"] for r in rows] == pytest.approx(
+        [c / doc["measured"]["fit"]["b_crit"] for c in cbs])
 
     # the table: measured first (the sweep's curve refitted here), ratios against it
     rows = doc["comparison"]
@@ -148,15 +180,56 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
     assert tuned_goal["ratio"] == pytest.approx(predicted["tuned"]["fit"]["b_crit"] / measured)
 
     files.write_validation(tmp_path, files.ValidationDocument.from_dict(doc))
-    assert files.read_validation(tmp_path).settings == vcfg
+    back = files.read_validation(tmp_path)
+    assert back.settings == vcfg
+    assert back.local_cbs == doc["local_cbs"] and back.branching == doc["branching"]
     table = load_validation(tmp_path)
     assert list(table["quantity"])[0] == "measured B_crit (fit)"
     assert len(table) == len(rows)
     report = validation_report.render_markdown(doc, {}, notes="holds here")
     assert "| measured B_crit (fit) |" in report and "holds here" in report
+    # the reconciliation leads, the old table follows as diagnostics, the branches are shown
+    assert (report.index("## Reconciliation") < report.index("## Diagnostics")
+            < report.index("## Local critical batch size by branching"))
+    assert f"| local CBS at step {s_ref} (1 S_ref) |" in report
     assert "B_simple = tr(Sigma) / ‖G‖²" in report
     # each fitted NQM's line names its target losses (the train-loss rule's is the workload's)
     assert report.count("0.2 (target = training loss at the goal)") == 2    # goal and init
+
+
+def _trial(batch_size=4, steps=8567, final_lr_fraction=1.0, momentum=None):
+    return TrialRecord(batch_size=batch_size, trial_id=12, status="COMPLETE", learning_rate=0.01,
+                       momentum=momentum, final_lr_fraction=final_lr_fraction,
+                       steps_to_goal=steps)
+
+
+def _sweep(batch_sizes, optimizer="sgd"):
+    return SweepConfig(workload="nqm", batch_sizes=batch_sizes, trials=4, max_steps=20000,
+                       goal=0.05, optimizer=optimizer, search=TrialSearchSpace((0.01, 2.0)),
+                       seed=7)
+
+
+def test_branch_settings_follow_the_fixed_rule():
+    # the committed nqm sweep's reference (B_ref 4, S_ref 8567, batch sizes up to 2048)
+    s = branch_settings(_sweep((4, 8, 2048)), _trial(), 3, None)
+    assert s.branch_steps == (857, 2570, 8567)
+    assert s.multipliers == tuple(2 ** j for j in range(10))          # 1 .. 512 = 2048 / 4
+    # the smallest multiple of 512 x 4 = 2048 with >= 0.1 x 8567 x 4 = 3426.8 examples
+    assert s.window_examples == 4096
+    assert (s.tolerance, s.repeats, s.seed, s.trial_id) == (0.05, 3, 7, 12)
+    assert (s.learning_rate, s.optimizer, s.momentum, s.batch_size) == (0.01, "sgd", None, 4)
+    # a short run: steps round to at least 1, duplicates dropped; the window at least one unit
+    s = branch_settings(_sweep((8, 100)), _trial(batch_size=8, steps=4), 2, None)
+    assert s.branch_steps == (1, 4)                          # round(0.4) -> 1, round(1.2) = 1
+    assert s.multipliers == (1, 2, 4, 8)                     # 8 x 8 = 64 <= 100 < 128
+    assert s.window_examples == 64                           # >= 0.1 x 4 x 8 = 3.2
+    # the training set bounds k B_ref; momentum is kept
+    s = branch_settings(_sweep((4, 64), "momentum"), _trial(momentum=0.9), 1, 20)
+    assert s.multipliers == (1, 2, 4) and s.momentum == 0.9
+    # no branching: by request, a decaying rate, or no multiplier above 1
+    assert "branch-repeats 0" in branch_settings(_sweep((4, 8)), _trial(), 0, None)
+    assert "decays" in branch_settings(_sweep((4, 8)), _trial(final_lr_fraction=0.1), 3, None)
+    assert "no multiplier" in branch_settings(_sweep((4, 8)), _trial(batch_size=8), 3, None)
 
 
 def test_validation_config_and_calibration_batch_size_check_their_input(small_sweep):
@@ -217,17 +290,30 @@ def test_validate_bad_input_is_one_line_and_status_2(capsys, tmp_path, extra, na
 
 
 def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
-    # The calibration batch size 64 (569 steps) keeps the rerun short; the measurement is the
+    # The calibration batch size 64 (527 steps) keeps the rerun short; the measurement is the
     # NQM workload's own committed sweep.
     status, out, _ = _run(capsys, "validate", "--workload", "nqm", "--batch-size", "64",
                           "--checkpoints", "goal", "--sample-rows", "1024", "--noise-rows", "32",
-                          "--bootstrap", "0", "--out", str(tmp_path / "v"), "--no-progress")
+                          "--bootstrap", "0", "--branch-repeats", "1", "--out",
+                          str(tmp_path / "v"), "--no-progress")
     assert status == 0, out
     doc = files.read_validation(tmp_path / "v")
+    # the reconciliation is printed first, with the local CBS at the three branch steps (0.1, 0.3
+    # and 1 x the B = 64 reference trial's steps to goal)
+    assert out.splitlines()[0].startswith("reconciliation")
+    s_ref = doc.calibration_run["sweep_steps_to_goal"]
+    steps = [round(0.1 * s_ref), round(0.3 * s_ref), s_ref]
+    assert [r["step"] for r in doc.local_cbs] == steps
+    for step in steps:
+        assert f"local CBS at step {step}" in out
     assert (tmp_path / "v" / "report.md").read_text().startswith("# Validation: nqm")
-    for name in ("steps.png", "steps.svg", "spectrum_goal.png", "spectrum_goal.svg"):
+    for name in ("reconciliation.png", "reconciliation.svg", "steps.png", "steps.svg",
+                 "spectrum_goal.png", "spectrum_goal.svg"):
         assert (tmp_path / "v" / name).stat().st_size > 1000
     by = {r["quantity"]: r for r in doc.comparison}
+    # the headline rule (docs/prediction_rule.md): the control's prediction within 10%
+    headline = by["NQM tuned B_crit [target matched to the reference run's steps]"]
+    assert headline["ratio"] == pytest.approx(1.0, abs=0.10)
     label = " [target = training loss at the goal]"
     # the same search as the sweep: the calibrated NQM predicts the measured B_crit within 10%
     assert by["NQM at the sweep's trials B_crit" + label]["ratio"] == pytest.approx(1.0, abs=0.10)
@@ -238,5 +324,6 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     # --reuse re-renders without recomputing
     status, out, err = _run(capsys, "validate", "--workload", "nqm", "--batch-size", "64",
                             "--checkpoints", "goal", "--sample-rows", "1024", "--noise-rows",
-                            "32", "--bootstrap", "0", "--out", str(tmp_path / "v"), "--reuse")
+                            "32", "--bootstrap", "0", "--branch-repeats", "1", "--out",
+                            str(tmp_path / "v"), "--reuse")
     assert status == 0 and "reusing" in err

@@ -1,0 +1,196 @@
+"""One workload's reconciliation: every measurement of its critical batch size beside the NQM's
+prediction and the two baselines, in one table, and the curves and marks of its one chart.
+
+Pure functions of a validation document (`ValidationDocument.to_dict()`); the headline is the
+document's own (its first checkpoint and `settings.target_rule`, as in `summary.summary_entry`).
+Pieces a document lacks (an older file without the resampled interval, the robustness checks or
+the branching) become rows that say so, not errors.
+
+Rows (`reconciliation`), every batch size per example:
+  measured B_crit (fit)          value, 16-84% over resampled trials (lo, hi) or why none
+  leave one batch size out       lo, hi: the smallest and largest refitted B_crit; the note has the
+                                 largest factor off the fit and the fit's RMS log residual
+  local CBS at step s            one row per branch point (value k B_ref; `lower_bound` when the
+                                 largest multiplier kept up), or one row saying why none
+  B_simple, B_noise              at the headline checkpoint, with standard errors over examples
+  NQM prediction                 the tuned curve's B_crit under the headline rule, 16-84% over
+                                 the bootstrap NQMs
+Each row: estimate, step, value, se, lo, hi, ratio (value / measured B_crit), ratio_lo, ratio_hi
+(lo and hi over it), lower_bound, note.
+"""
+
+from __future__ import annotations
+
+from realnets.validation.comparison import ratio_se, value_and_error
+from realnets.validation.settings import TARGET_LABELS
+
+MEASURED = "measured B_crit (fit)"
+LEAVE_ONE_OUT = "measured B_crit, leave one batch size out"
+LOCAL_CBS = "local CBS"
+B_SIMPLE = "B_simple = tr(Sigma) / ‖G‖²"
+B_NOISE = "B_noise = tr(H Sigma) / (G^T H G)"
+NQM = "NQM prediction (tuned B_crit)"
+COLUMNS = ("estimate", "step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi",
+           "lower_bound", "note")
+
+
+def headline(doc: dict) -> tuple[str, str, dict, dict]:
+    """(checkpoint, target rule, the checkpoint's record, the rule's prediction) of the headline;
+    missing parts are {}."""
+    checkpoint = doc["settings"]["checkpoints"][0]
+    rule = doc["settings"].get("target_rule", "train_loss")
+    record = doc["checkpoints"].get(checkpoint) or {}
+    return checkpoint, rule, record, (record.get("predictions") or {}).get(rule) or {}
+
+
+def _row(estimate: str, measured: float | None, value=None, se=None, lo=None, hi=None,
+         note: str = "", step: int | None = None, lower_bound: bool = False) -> dict:
+    def over(x):
+        return x / measured if x is not None and measured else None
+
+    return {"estimate": estimate, "step": step, "value": value, "se": se, "lo": lo, "hi": hi,
+            "ratio": over(value), "ratio_lo": over(lo), "ratio_hi": over(hi),
+            "lower_bound": lower_bound, "note": note}
+
+
+def measured_interval(measured: dict) -> tuple[float | None, float | None, str]:
+    """(p16, p84, note) of the measured B_crit over resampled trials, or (None, None, why not)."""
+    interval = measured.get("interval")
+    if interval is None:
+        return None, None, "no interval: not in this document (made before it was computed)"
+    if interval.get("available") is False:
+        return None, None, "no interval: trials stopped early (needs a --full-trials sweep)"
+    if interval.get("p16") is None or interval.get("p84") is None:
+        return None, None, (f"no interval: fewer than half of the {interval.get('resamples')} "
+                            "resamples of the trials could be fitted")
+    return interval["p16"], interval["p84"], (f"16-84% over {interval.get('resamples')} "
+                                              "resamples of each batch size's trials")
+
+
+def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:
+    robust = measured.get("robustness")
+    if not robust:
+        return _row(LEAVE_ONE_OUT, b_crit,
+                    note="not in this document (made before it was computed)")
+    loo = robust.get("leave_one_out") or {}
+    values = [r["b_crit"] for r in loo.get("without") or [] if r.get("b_crit") is not None]
+    rms = robust.get("rms_log_residual")
+    parts = [f"B_crit refitted without each of {len(loo.get('without') or [])} batch sizes "
+             f"({len(values)} could be fitted)"]
+    if loo.get("max_ratio") is not None:
+        parts.append(f"largest factor off the fit {loo['max_ratio']:.3g}")
+    parts.append("fit's RMS log residual " + ("-" if rms is None else f"{rms:.3g}"))
+    return _row(LEAVE_ONE_OUT, b_crit, lo=min(values) if values else None,
+                hi=max(values) if values else None, note="; ".join(parts))
+
+
+def _local_cbs_rows(doc: dict, b_crit: float | None) -> list[dict]:
+    branching = doc.get("branching")
+    if branching is None:
+        return [_row(LOCAL_CBS, b_crit, note="not measured (document made before validate "
+                                             "measured it)")]
+    if "skipped" in branching:
+        return [_row(LOCAL_CBS, b_crit, note=branching["skipped"])]
+    s = branching["settings"]
+    s_ref = (doc.get("calibration_run") or {}).get("sweep_steps_to_goal")
+    rows = []
+    for p in branching["points"]:
+        where = f" ({p['step'] / s_ref:.2g} S_ref)" if s_ref else ""
+        if p["cbs"] is None:
+            note = "the k = 1 branch diverged"
+        else:
+            note = (f"largest k B_ref (B_ref {s['batch_size']}, k up to {s['multipliers'][-1]}) "
+                    f"whose {branching['loss_kind']} after {s['window_examples']} examples stayed "
+                    f"within {s['tolerance']:g} of k = 1's, {s['repeats']} repeat(s)")
+            if p["cbs_is_lower_bound"]:
+                note = "lower bound: the largest multiplier kept up; " + note
+        rows.append(_row(f"{LOCAL_CBS} at step {p['step']}{where}", b_crit, value=p["cbs"],
+                         step=p["step"], lower_bound=bool(p["cbs_is_lower_bound"]), note=note))
+    return rows
+
+
+def reconciliation(doc: dict) -> list[dict]:
+    """The table of one workload (see the module docstring for its rows and columns)."""
+    measured = doc["measured"]
+    b_crit = measured["fit"]["b_crit"]
+    lo, hi, why = measured_interval(measured)
+    cbs20 = (measured.get("regimes") or {}).get("cbs20")
+    rows = [_row(MEASURED, b_crit, value=b_crit, lo=lo, hi=hi,
+                 note=f"S(B) = S_min (1 + B_crit / B) fitted to the sweep; {why}"
+                      + ("" if cbs20 is None else f"; cbs20 {cbs20}")),
+            _leave_one_out_row(measured, b_crit)]
+    rows += _local_cbs_rows(doc, b_crit)
+    checkpoint, rule, record, pred = headline(doc)
+    at = f"at the {checkpoint} checkpoint" + (f" (step {record['step']})" if "step" in record
+                                              else "")
+    grad = record.get("gradient") or {}
+    value, _ = value_and_error(grad.get("b_simple"))
+    rows.append(_row(B_SIMPLE, b_crit, value=value, se=ratio_se(value, grad),
+                     note=f"per-example gradients on the calibration sample {at}; ± standard "
+                          "error over examples" if grad else f"not measured {at}"))
+    value, se = value_and_error((record.get("b_noise") or {}).get("b_noise"))
+    rows.append(_row(B_NOISE, b_crit, value=value, se=se,
+                     note=f"Hessian-vector products on the calibration sample {at}; ± standard "
+                          "error over examples" if value is not None else f"not measured {at}"))
+    tuned = pred.get("tuned")
+    label = TARGET_LABELS.get(rule, rule)
+    if tuned:
+        boot = (pred.get("bootstrap") or {}).get("tuned")
+        spread = (f"16-84% over {len(boot['draws'])} bootstrap NQMs" if boot
+                  else "no bootstrap interval")
+        rows.append(_row(NQM, b_crit, value=tuned["fit"]["b_crit"],
+                         lo=boot["p16"] if boot else None, hi=boot["p84"] if boot else None,
+                         note=f"calibrated NQM {at}, {pred.get('family', '-')} tuned per batch "
+                              f"size, {label} {pred['target']:.4g}; {spread}"))
+    else:
+        why = ((record.get("target_errors") or {}).get(rule) or record.get("error")
+               or "no prediction in this document")
+        rows.append(_row(NQM, b_crit, note=f"{label} {at}: {why}"))
+    return rows
+
+
+def _points(label: str, summary: dict) -> list[dict]:
+    return [{"curve": label, "batch_size": float(p["batch_size"]), "steps": float(p["steps"])}
+            for p in summary["points"] if p["steps"] is not None]
+
+
+def curve_labels(doc: dict) -> tuple[str, str]:
+    """(measured, predicted) curve labels of the chart."""
+    checkpoint, rule, _, _ = headline(doc)
+    return (f"measured ({doc['workload']})",
+            f"NQM predicted ({checkpoint}, {TARGET_LABELS.get(rule, rule)})")
+
+
+def reconciliation_curves(doc: dict) -> list[dict]:
+    """Measured S(B) and the headline NQM's predicted S(B) in absolute steps: rows curve,
+    batch_size, steps (reached batch sizes only; the predicted curve absent without one)."""
+    measured_label, predicted_label = curve_labels(doc)
+    rows = _points(measured_label, doc["measured"])
+    tuned = headline(doc)[3].get("tuned")
+    if tuned:
+        rows += _points(predicted_label, tuned)
+    return rows
+
+
+def reconciliation_marks(doc: dict) -> list[dict]:
+    """Batch sizes to mark on the chart's horizontal axis: rows estimate, curve (the curve the
+    mark belongs to: measured or predicted B_crit; None for the others), batch_size, lo, hi (an
+    interval, else None). Only positive values."""
+    measured_label, predicted_label = curve_labels(doc)
+    marks = []
+    for row in reconciliation(doc):
+        if row["value"] is None or not row["value"] > 0:
+            continue
+        name, curve = row["estimate"], None
+        if name == MEASURED:
+            name, curve = "measured B_crit", measured_label
+        elif name == NQM:
+            name, curve = "NQM B_crit", predicted_label
+        elif name.startswith(LOCAL_CBS):
+            name = f"local CBS, step {row['step']}" + (" (lower bound)" if row["lower_bound"]
+                                                       else "")
+        else:
+            name = name.split(" =")[0]
+        marks.append({"estimate": name, "curve": curve, "batch_size": float(row["value"]),
+                      "lo": row["lo"], "hi": row["hi"]})
+    return marks

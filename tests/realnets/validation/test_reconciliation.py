@@ -1,0 +1,152 @@
+"""realnets.validation.reconciliation (and its markdown in report.py): the table's values, standard
+errors, intervals and ratios from a small synthetic document whose numbers are worked out by hand;
+missing pieces become rows that say why; the chart's curves and marks."""
+
+from __future__ import annotations
+
+import pytest
+
+from realnets.validation import reconciliation as rec
+from realnets.validation.report import reconciliation_markdown
+
+MEASURED = 100.0
+
+
+def _curve(b_crit: float, steps: list) -> dict:
+    return {"points": [{"batch_size": b, "steps": s} for b, s in zip((8, 16, 32, 64), steps)],
+            "fit": {"s_min": 10.0, "b_crit": b_crit, "r2": 0.99},
+            "regimes": {"cbs20": 16, "maximal_from": 64}}
+
+
+def _record(step: int, b_simple: float, b_noise: float, tuned: float) -> dict:
+    return {"step": step, "train_loss": 0.1,
+            # B_simple = tr(Sigma) / |G|^2 = 10 / 0.2 = 50: s.e. 50 hypot(1/10, 0.015/0.2) = 6.25
+            "gradient": {"b_simple": b_simple, "trace_cov": {"value": 10.0, "uncertainty": 1.0},
+                         "grad_sq_norm": {"value": 0.2, "uncertainty": 0.015}},
+            "b_noise": {"b_noise": {"value": b_noise, "uncertainty": 4.0}},
+            "predictions": {
+                "step_matched": {"family": "sgd", "target": 0.05,
+                                 "tuned": _curve(tuned, [900, 500, 300, 250]),
+                                 "bootstrap": {"tuned": {"sd": 30.0, "p16": 120.0, "p84": 200.0,
+                                                         "draws": [1.0] * 8}}},
+                "train_loss": {"family": "sgd", "target": 0.07, "tuned": _curve(999.0, [1] * 4)}}}
+
+
+def _branch_point(step, cbs, lower):
+    return {"step": step, "loss_at_branch": 1.0, "branches": [], "cbs": cbs,
+            "cbs_is_lower_bound": lower}
+
+
+def synthetic() -> dict:
+    measured = _curve(MEASURED, [1000, 600, None, 300])
+    measured["interval"] = {"available": True, "resamples": 200, "fitted": 200,
+                            "median": 101.0, "p16": 80.0, "p84": 130.0}
+    measured["robustness"] = {
+        "leave_one_out": {"b_crit": MEASURED, "max_ratio": 1.25,
+                          "without": [{"batch_size": 8, "b_crit": 90.0},
+                                      {"batch_size": 16, "b_crit": 125.0},
+                                      {"batch_size": 64, "b_crit": None}]},
+        "rms_log_residual": 0.05, "trial_count": [], "edges": []}
+    settings = {"batch_size": 8, "branch_steps": [10, 30, 100], "window_examples": 512,
+                "multipliers": [1, 2, 4, 8, 16, 32], "tolerance": 0.05, "repeats": 3}
+    return {"workload": "toy", "settings": {"checkpoints": ["goal", "init"],
+                                            "target_rule": "step_matched"},
+            "measured": measured, "calibration_run": {"sweep_steps_to_goal": 100},
+            "checkpoints": {"goal": _record(100, 50.0, 40.0, 150.0),
+                            "init": _record(0, 7.0, 7.0, 7.0)},
+            "branching": {"settings": settings, "loss_kind": "training loss",
+                          "points": [_branch_point(10, 64, False), _branch_point(30, 256, True),
+                                     _branch_point(100, None, False)],
+                          "local_cbs": [{"step": 10, "cbs": 64}, {"step": 30, "cbs": 256},
+                                        {"step": 100, "cbs": None}]}}
+
+
+def _by_name(rows):
+    return {r["estimate"]: r for r in rows}
+
+
+def test_rows_values_errors_intervals_and_ratios():
+    rows = rec.reconciliation(synthetic())
+    assert [r["estimate"] for r in rows] == [
+        rec.MEASURED, rec.LEAVE_ONE_OUT, "local CBS at step 10 (0.1 S_ref)",
+        "local CBS at step 30 (0.3 S_ref)", "local CBS at step 100 (1 S_ref)", rec.B_SIMPLE,
+        rec.B_NOISE, rec.NQM]
+    by = _by_name(rows)
+    m = by[rec.MEASURED]
+    assert (m["value"], m["lo"], m["hi"], m["ratio"]) == (100.0, 80.0, 130.0, 1.0)
+    assert m["ratio_lo"] == pytest.approx(0.8) and m["ratio_hi"] == pytest.approx(1.3)
+    assert "16-84% over 200 resamples" in m["note"] and m["note"].endswith("cbs20 16")
+    loo = by[rec.LEAVE_ONE_OUT]
+    assert loo["value"] is None and (loo["lo"], loo["hi"]) == (90.0, 125.0)   # None skipped
+    assert (loo["ratio_lo"], loo["ratio_hi"]) == pytest.approx((0.9, 1.25))
+    assert "1.25" in loo["note"] and "RMS log residual 0.05" in loo["note"]
+    assert "3 batch sizes (2 could be fitted)" in loo["note"]
+    cbs = [r for r in rows if r["estimate"].startswith(rec.LOCAL_CBS)]
+    assert [(r["step"], r["value"], r["lower_bound"]) for r in cbs] == [
+        (10, 64, False), (30, 256, True), (100, None, False)]
+    assert [r["ratio"] for r in cbs] == pytest.approx([0.64, 2.56, None])
+    assert cbs[1]["note"].startswith("lower bound") and "diverged" in cbs[2]["note"]
+    # the headline checkpoint (goal, not init) and rule (step_matched, not train_loss)
+    simple = by[rec.B_SIMPLE]
+    assert simple["value"] == 50.0 and simple["ratio"] == pytest.approx(0.5)
+    assert simple["se"] == pytest.approx(6.25)
+    noise = by[rec.B_NOISE]
+    assert (noise["value"], noise["se"], noise["ratio"]) == (40.0, 4.0, pytest.approx(0.4))
+    nqm = by[rec.NQM]
+    assert (nqm["value"], nqm["lo"], nqm["hi"]) == (150.0, 120.0, 200.0)
+    assert (nqm["ratio"], nqm["ratio_lo"], nqm["ratio_hi"]) == pytest.approx((1.5, 1.2, 2.0))
+    assert "step 100" in nqm["note"] and "8 bootstrap NQMs" in nqm["note"]
+
+
+def test_missing_pieces_say_why_and_leave_no_ratio():
+    doc = synthetic()
+    doc["measured"]["interval"] = {"available": False, "note": "..."}
+    del doc["measured"]["robustness"]
+    doc["branching"] = {"skipped": "not measured (branch-repeats 0)", "local_cbs": []}
+    goal = doc["checkpoints"]["goal"]
+    del goal["predictions"]["step_matched"]
+    goal["target_errors"] = {"step_matched": "target above the initial loss"}
+    del goal["b_noise"]
+    by = _by_name(rec.reconciliation(doc))
+    m = by[rec.MEASURED]
+    assert m["lo"] is None and m["ratio_lo"] is None
+    assert "no interval: trials stopped early" in m["note"]
+    assert by[rec.LEAVE_ONE_OUT]["lo"] is None
+    assert by[rec.LOCAL_CBS]["note"] == "not measured (branch-repeats 0)"
+    assert by[rec.NQM]["value"] is None and by[rec.NQM]["ratio"] is None
+    assert "target above the initial loss" in by[rec.NQM]["note"]
+    assert by[rec.B_NOISE]["value"] is None and "not measured" in by[rec.B_NOISE]["note"]
+    # an older document: no interval at all, no branching
+    del doc["measured"]["interval"]
+    del doc["branching"]
+    by = _by_name(rec.reconciliation(doc))
+    assert "not in this document" in by[rec.MEASURED]["note"]
+    assert "made before validate measured it" in by[rec.LOCAL_CBS]["note"]
+    # no measured B_crit: no ratio anywhere
+    doc["measured"]["fit"]["b_crit"] = None
+    assert all(r["ratio"] is None for r in rec.reconciliation(doc))
+
+
+def test_chart_curves_in_absolute_steps_and_marks():
+    doc = synthetic()
+    measured_label, predicted_label = rec.curve_labels(doc)
+    curves = rec.reconciliation_curves(doc)
+    measured = [(c["batch_size"], c["steps"]) for c in curves if c["curve"] == measured_label]
+    assert measured == [(8, 1000), (16, 600), (64, 300)]          # the unreached point dropped
+    predicted = [(c["batch_size"], c["steps"]) for c in curves if c["curve"] == predicted_label]
+    assert predicted == [(8, 900), (16, 500), (32, 300), (64, 250)]
+    marks = {m["estimate"]: m for m in rec.reconciliation_marks(doc)}
+    assert set(marks) == {"measured B_crit", "NQM B_crit", "local CBS, step 10",
+                          "local CBS, step 30 (lower bound)", "B_simple", "B_noise"}
+    assert marks["measured B_crit"]["curve"] == measured_label
+    assert (marks["NQM B_crit"]["curve"], marks["NQM B_crit"]["lo"]) == (predicted_label, 120.0)
+    assert marks["B_noise"]["curve"] is None and marks["B_noise"]["batch_size"] == 40.0
+
+
+def test_markdown_table():
+    doc = synthetic()
+    table = "\n".join(reconciliation_markdown(doc))
+    assert "| measured B_crit (fit) | 100 | 80 .. 130 | 1 | 0.8 .. 1.3 |" in table
+    assert "| local CBS at step 30 (0.3 S_ref) | >= 256 | - | 2.56 | - |" in table
+    assert "| B_simple = tr(Sigma) / ‖G‖² | 50 ± 6.2 |" in table
+    assert "| NQM prediction (tuned B_crit) | 150 | 120 .. 200 | 1.5 | 1.2 .. 2 |" in table

@@ -1,0 +1,47 @@
+"""ui.explorer: the tables the NQM explorer draws, here Adam's (tuned curve, surge preset)."""
+
+import numpy as np
+import pytest
+
+from nqm import adam_rotated
+from nqm.adam_tuning import AdamSearch, tune_adam_curve
+from nqm.problem import NQMConfig
+from ui import explorer
+
+
+def test_adam_is_tuned_once_in_its_own_bounds_with_its_rate_as_the_effective_rate():
+    config = NQMConfig(dim=20, target=0.02)
+    result = explorer.explore(config, ("adam", "sgd"), (0.0, 0.5), (4, 256))
+    labels = list(result.summary["optimizer"])
+    assert labels == ["SGD", "SGD, p = 0.5", "Adam (mean field)"]  # Adam once, at p = 0
+    rows = result.points[result.points["optimizer"] == "Adam (mean field)"]
+    direct = tune_adam_curve(config, [4, 256], search=AdamSearch(max_steps=10 ** 8))
+    np.testing.assert_array_equal(rows["steps"], direct.steps)
+    np.testing.assert_allclose(rows["effective_lr"], rows["learning_rate"])
+
+
+def test_adam_refused_above_its_dimension_limit():
+    with pytest.raises(ValueError, match="d <= 300"):
+        explorer.explore(NQMConfig(dim=1000), ("adam",), (0.0,), (4, 8))
+
+
+def test_surge_table_is_the_greedy_rate_of_both_models():
+    """The preset's chart: d = 100, the doc's setting (docs/nqm_adam.md, Fact 2): the diagonal
+    rate only rises, the rotated one with independent noise peaks at B = 2 < B_simple = 10.1
+    (0.249) and falls to 0.175, and the caption says so in numbers."""
+    config = NQMConfig(dim=100)
+    batch = tuple(2 ** k for k in range(0, 17))
+    table, b_simple = explorer.surge(config, batch)
+    diag = table[table["model"] == "diagonal H"]["learning_rate"].to_numpy()
+    rot = table[table["model"] == "rotated H, independent noise"]["learning_rate"].to_numpy()
+    assert np.all(np.diff(diag) > 0)
+    problem = config.problem()
+    theta = np.random.default_rng(1).standard_normal(100)
+    np.testing.assert_allclose(rot, adam_rotated.greedy_learning_rate(
+        problem, adam_rotated.random_rotation(100, 0), theta, batch, independent_noise=True))
+    assert b_simple == pytest.approx(10.1, abs=0.05)
+    assert int(np.argmax(rot)) == 1 and rot[1] == pytest.approx(0.249, abs=5e-4)
+    caption = explorer.surge_caption(table, b_simple)
+    assert "+4%" in caption and "-30%" in caption and "does not show it" in caption
+    with pytest.raises(ValueError, match="d <= 1000"):
+        explorer.surge(NQMConfig(dim=3000), batch)
