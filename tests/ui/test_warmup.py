@@ -192,7 +192,9 @@ def test_only_cheap_settings_are_warmed():
     assert warmup.worth_warming(NQMConfig(), ("sgd",), (0.0, 0.5, 1.0), batch)
     assert warmup.worth_warming(NQMConfig(), ("momentum",), (0.0,), batch)    # ~2.6 s
     assert not warmup.worth_warming(NQMConfig(), ("sgd", "momentum"), (0.0, 0.5), batch)
-    assert not warmup.worth_warming(NQMConfig(), ("ema",), (0.0,), batch)          # ~3.5 s
+    assert warmup.worth_warming(NQMConfig(), ("ema",), (0.0,), batch)              # ~1.7 s
+    assert not warmup.worth_warming(NQMConfig(), ("momentum", "ema"), (0.0,), batch)  # ~4.3 s
+    assert not warmup.worth_warming(NQMConfig(), ("schedule",), (0.0,), batch)     # ~18 s
     assert warmup.worth_warming(NQMConfig(dim=300), ("sgd", "momentum"), (0.0,), batch)
 
 
