@@ -1,4 +1,5 @@
-"""`python -m realnets {sweep, workloads, report, import-batch-science, validate, branch}`.
+"""`python -m realnets {sweep, workloads, report, import-batch-science, validate, branch,
+throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -128,7 +129,41 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-render OUT/validation.json if it was made with the same settings")
     v.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)
+    _add_plan_parsers(sub)
     return parser
+
+
+def _add_plan_parsers(sub) -> None:
+    """`throughput` and `plan` (realnets.planning, docs/plan.md)."""
+    t = sub.add_parser("throughput", help="seconds per step against batch size and device count "
+                                          "on the devices present, and a fitted model of it")
+    t.add_argument("--workload", required=True,
+                   help="a workload name or FILE.py:FUNCTION (an own workload)")
+    t.add_argument("--batch-sizes", help="e.g. 16,64,256 or 16:4096; default: the workload's")
+    t.add_argument("--devices", default="1", help="device counts, e.g. 1,2,4 (default 1)")
+    t.add_argument("--optimizer", choices=("sgd", "momentum", "nesterov", "adam"),
+                   help="default: the workload's")
+    t.add_argument("--repeats", type=int, default=3, help="timed repeats per point (median)")
+    t.add_argument("--seconds-per-repeat", type=float, default=1.0,
+                   help="about how long each repeat runs")
+    t.add_argument("--max-rows-per-device", type=int, default=4096)
+    t.add_argument("--text-file", help="text for the text_transformer workload")
+    t.add_argument("--format", choices=("table", "json"), default="table")
+    t.add_argument("--out", help="also write the JSON record here (atomically), for plan "
+                                 "--throughput")
+    t.add_argument("--no-progress", action="store_true")
+
+    p = sub.add_parser("plan", help="time to result and cost for each batch size and device "
+                                    "count, the Pareto front and a recommendation")
+    p.add_argument("--sweep", required=True, help="sweep directory (steps to result)")
+    p.add_argument("--throughput", help="a file from `throughput --out` (default: measure now on "
+                                        "1 device at the sweep's batch sizes)")
+    p.add_argument("--price-per-device-hour", type=float, help="cost of one device for an hour")
+    p.add_argument("--deadline", type=float, help="seconds: recommend the cheapest that meets it")
+    p.add_argument("--budget", type=float, help="cost (device-hours without a price): recommend "
+                                                "the fastest within it")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--no-progress", action="store_true")
 
 
 def _add_branch_parser(sub) -> None:
@@ -200,7 +235,7 @@ def sweep_config(args):
     if args.text_file is not None and args.workload != "text_transformer":
         raise ValueError("text-file applies only to --workload text_transformer")
     return SweepConfig(
-        workload=w.name, batch_sizes=tuple(batch_sizes), trials=args.trials,
+        workload=w.key, batch_sizes=tuple(batch_sizes), trials=args.trials,
         max_steps=args.max_steps if args.max_steps is not None else w.max_steps,
         goal=_goal(args.goal, w.goal),
         optimizer=args.optimizer or w.optimizer, search=TrialSearchSpace(lr, omm, final),
@@ -213,8 +248,10 @@ def sweep_config(args):
 
 
 def run_sweep_command(args) -> str:
+    from realnets import workloads
     from realnets.training import mesh
     from realnets.sweeps import report
+    from realnets.sweeps.pilot import with_pilot_goal
     from realnets.sweeps.runner import run_sweep
 
     if args.coordinator:
@@ -230,37 +267,11 @@ def run_sweep_command(args) -> str:
         from realnets.workloads.datasets import load_text
 
         load_text(config.text_file)    # a bad file is a flag error before anything runs
-    if math.isnan(config.goal):     # PILOT_GOAL: --goal auto
-        config = _goal_by_pilot(config, Path(args.out), progress=not args.no_progress)
+    config = with_pilot_goal(
+        config, Path(args.out), lambda: workloads.get(config.workload).build(text_file=config.text_file),
+        log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True))
     curve = run_sweep(config, Path(args.out), progress=not args.no_progress)
     return report.render(curve, "table")
-
-
-def _goal_by_pilot(config, out: Path, progress: bool):
-    """config with the goal of the pilot rule: the one recorded in `out` when the sweep is being
-    resumed (the rest of the study must match), else a new pilot's."""
-    import dataclasses
-
-    from realnets import workloads
-    from realnets.sweeps.pilot import run_pilot
-    from realnets.sweeps.records import read_config
-
-    if (out / "config.json").exists():
-        old = read_config(out / "config.json")
-        if old.goal_choice is None:
-            raise ValueError(f"--goal auto: {out} holds a sweep whose goal {old.goal:g} was given, "
-                             f"not chosen by a pilot; pass --goal {old.goal:g} to resume it")
-        return dataclasses.replace(config, goal=old.goal, goal_choice=old.goal_choice)
-    if progress:
-        print(f"--goal auto: pilot of 8 trials at B = {min(config.batch_sizes)} and "
-              f"{max(config.batch_sizes)} for {config.max_steps} steps", file=sys.stderr, flush=True)
-    task = workloads.get(config.workload).build(text_file=config.text_file)
-    choice = run_pilot(task, config)
-    if progress:
-        print(f"--goal auto: goal {choice.goal:.4g} (start {choice.metric_start:.4g}, best "
-              f"{choice.best_small:.4g} at the smallest and {choice.best_large:.4g} at the largest "
-              "batch size)", file=sys.stderr, flush=True)
-    return dataclasses.replace(config, goal=choice.goal, goal_choice=choice.to_dict())
 
 
 def workloads_text(fmt: str) -> str:
@@ -357,7 +368,7 @@ def validate_command(args, argv) -> str:
     doc = None
     if args.reuse and (out / files.VALIDATION_FILE).exists():
         old = files.read_validation(out)
-        if old.workload == workload.name and old.settings == vcfg:
+        if old.workload == workload.key and old.settings == vcfg:
             # the table is a function of the rest
             doc = dataclasses.replace(old, comparison=comparison(old.to_dict()))
             files.write_validation(out, doc)
@@ -423,7 +434,7 @@ def branch_command(args) -> str:
         optimizer=args.optimizer or workload.optimizer, momentum=args.momentum,
         lr_rule=args.lr_rule, tolerance=args.tolerance, repeats=args.repeats, seed=args.seed,
         trial_id=args.trial_id, eval_rows=args.eval_rows,
-        max_rows_per_device=args.max_rows_per_device, workload=workload.name)
+        max_rows_per_device=args.max_rows_per_device, workload=workload.key)
     out = Path(args.out)
     if not out.parent.is_dir():
         raise ValueError(f"out: directory {out.parent} does not exist")
@@ -431,6 +442,78 @@ def branch_command(args) -> str:
     result = branching.run_branching(workload.build(), settings, log=say)
     store.write_json_atomic(out, result.to_dict())
     return branching.render(result) + f"\nwritten: {out} ({time.perf_counter() - start:.1f} s)"
+
+
+def throughput_command(args) -> str:
+    from realnets import store, workloads
+    from realnets.planning.render import throughput_table
+    from realnets.planning.throughput import measure_throughput
+
+    w = workloads.get(args.workload)
+    sizes = (parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None
+             else list(w.batch_sizes))
+    devices = _whole_list(args.devices, "devices")
+    if not devices:
+        raise ValueError("devices must list at least one device count")
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise ValueError(f"out: directory {Path(args.out).resolve().parent} does not exist")
+    if args.text_file is not None and w.name != "text_transformer":
+        raise ValueError("text-file applies only to --workload text_transformer")
+    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+    record = measure_throughput(w.build(text_file=args.text_file), w.key,
+                                args.optimizer or w.optimizer, sizes, devices,
+                                repeats=args.repeats, seconds_per_repeat=args.seconds_per_repeat,
+                                max_rows_per_device=args.max_rows_per_device, log=say)
+    if args.out:
+        store.write_json_atomic(Path(args.out), record.to_dict())
+    return to_json(record.to_dict(), indent=1) if args.format == "json" else throughput_table(record)
+
+
+def plan_command(args) -> str:
+    import json
+
+    from realnets import workloads
+    from realnets.planning.plan import make_plan
+    from realnets.planning.render import plan_table
+    from realnets.planning.step_time import ThroughputRecord
+    from realnets.planning.throughput import measure_throughput
+    from realnets.sweeps.curve import build_curve, curve_document
+    from realnets.sweeps.records import load_sweep
+
+    for name in ("price_per_device_hour", "deadline", "budget"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name.replace('_', '-')} must be a positive number, got {value:g}")
+    if args.deadline is not None and args.budget is not None:
+        raise ValueError("give at most one of --deadline and --budget")
+    config, records = load_sweep(Path(args.sweep))
+    if not records:
+        raise ValueError(f"sweep directory {args.sweep} has no finished trials yet")
+    curve = build_curve(records, config)
+    fit = curve_document(curve).fit
+    workload = workloads.get(config.workload)
+    task = None
+    if args.throughput:
+        try:
+            raw = json.loads(Path(args.throughput).read_text(encoding="utf-8"))
+        except OSError as err:
+            raise ValueError(f"throughput: cannot read {args.throughput} ({err.strerror})") from None
+        except json.JSONDecodeError as err:
+            raise ValueError(f"throughput: {args.throughput} is not JSON ({err.msg})") from None
+        throughput = ThroughputRecord.from_dict(raw)
+    else:
+        say = (lambda _: None) if args.no_progress else (
+            lambda m: print(m, file=sys.stderr, flush=True))
+        say("no --throughput: measuring the step time on 1 device at the sweep's batch sizes")
+        task = workload.build(text_file=config.text_file)
+        sizes = sorted({b for b in config.batch_sizes
+                        if task.train_size is None or b <= task.train_size})
+        throughput = measure_throughput(task, config.workload, config.optimizer, sizes, [1],
+                                        max_rows_per_device=config.max_rows_per_device, log=say)
+    train_size = (task or workload.build(text_file=config.text_file)).train_size
+    plan = make_plan(curve, fit, throughput, args.price_per_device_hour, args.deadline,
+                     args.budget, train_size=train_size)
+    return to_json(plan.to_dict(), indent=1) if args.format == "json" else plan_table(plan)
 
 
 def main(argv=None) -> int:
@@ -448,6 +531,10 @@ def main(argv=None) -> int:
             text = report_text(args.dir, args.format)
         elif args.command == "branch":
             text = branch_command(args)
+        elif args.command == "throughput":
+            text = throughput_command(args)
+        elif args.command == "plan":
+            text = plan_command(args)
         elif args.command == "validate":
             text = validate_command(args, list(sys.argv[1:] if argv is None else argv))
         else:

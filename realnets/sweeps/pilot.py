@@ -10,14 +10,18 @@ pilot's trials at the smallest batch size. Goal: `m_best + GOAL_FRACTION (m_star
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from realnets.sweeps.records import SweepConfig, TrialRecord
+from realnets.sweeps.records import SweepConfig, TrialRecord, read_config
 from realnets.training.search import trial_specs
 from realnets.training.trainer import RunConfig, run_trials
+from realnets.workloads.tasks import check_batch_sizes_fit
 
 PILOT_TRIALS = 8
 GOAL_FRACTION = 0.1
@@ -81,3 +85,30 @@ def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS) -> GoalChoi
                         stop_at_first_goal=False, noise_every=0)
         out.append([TrialRecord.from_dict(r).to_dict() for r in run_trials(task, run, specs)])
     return goal_from_pilot(out[0], out[1], sizes, trials)
+
+
+def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], object],
+                    log: Callable[[str], None] | None = None) -> SweepConfig:
+    """`config` with its PILOT_GOAL (NaN: `--goal auto`, or an own workload without a goal)
+    replaced: by the goal recorded in `out` when that sweep is being resumed (the rest of the
+    study must match), else by a new pilot's (`task_for()` builds the task only then)."""
+    if not math.isnan(config.goal):
+        return config
+    out = Path(out)
+    if (out / "config.json").exists():
+        old = read_config(out / "config.json")
+        if old.goal_choice is None:
+            raise ValueError(f"--goal auto: {out} holds a sweep whose goal {old.goal:g} was given, "
+                             f"not chosen by a pilot; pass --goal {old.goal:g} to resume it")
+        return dataclasses.replace(config, goal=old.goal, goal_choice=old.goal_choice)
+    if log:
+        log(f"--goal auto: pilot of {PILOT_TRIALS} trials at B = {min(config.batch_sizes)} and "
+            f"{max(config.batch_sizes)} for {config.max_steps} steps")
+    task = task_for()
+    check_batch_sizes_fit(task.train_size, config.batch_sizes)
+    choice = run_pilot(task, config)
+    if log:
+        log(f"--goal auto: goal {choice.goal:.4g} (start {choice.metric_start:.4g}, best "
+            f"{choice.best_small:.4g} at the smallest and {choice.best_large:.4g} at the largest "
+            "batch size)")
+    return dataclasses.replace(config, goal=choice.goal, goal_choice=choice.to_dict())

@@ -21,6 +21,7 @@ from realnets.sweeps.curve import build_curve, curve_document
 from realnets.sweeps.records import IDENTITY, SweepConfig, TrialRecord, read_config, read_trials
 from realnets.training.search import trial_specs
 from realnets.training.trainer import RunConfig, run_trials
+from realnets.workloads.tasks import check_batch_sizes_fit
 
 
 def _check_same_study(old: SweepConfig, new: SweepConfig, path: Path) -> None:
@@ -47,6 +48,9 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
     """
     out_dir = Path(out_dir)
     writer = jax.process_index() == 0
+    if task is None:
+        task = workloads.get(config.workload).build(text_file=config.text_file)
+    check_batch_sizes_fit(task.train_size, config.batch_sizes)    # before anything is written
     if (out_dir / "config.json").exists():
         _check_same_study(read_config(out_dir / "config.json"), config, out_dir)
     if writer:
@@ -56,9 +60,6 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
     records = read_trials(out_dir / "trials.jsonl")
     finished = {(r.batch_size, int(r.trial_id)) for r in records}
 
-    workload = workloads.get(config.workload)
-    if task is None:
-        task = workload.build(text_file=config.text_file)
     specs = trial_specs(config.search, config.optimizer, config.trials, config.seed)
     chunk = config.vmap_trials or config.trials
     for batch_size in config.batch_sizes:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -224,7 +225,7 @@ class _Outcomes:
 def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=None,
                on_eval: Callable[[int], None] | None = None,
                final_params: list | None = None, start: TrainState | None = None,
-               final_states: list | None = None) -> list[dict]:
+               final_states: list | None = None, timing: dict | None = None) -> list[dict]:
     """Trains `trials` of one batch size together; returns one record per trial.
 
     Args:
@@ -241,6 +242,10 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         copied, so the caller's arrays stay valid (the train step donates its state).
       final_states: if a list, the TrainState when the run ended (device arrays, leading trial
         axis) is appended to it (branch points: `realnets.sweeps.branching`).
+      timing: if a dict, filled with wall seconds (`realnets.planning.throughput`):
+        first_step_seconds (the first step, compilation included), train_seconds and
+        train_steps (every later step, data placement included, evaluations excluded),
+        eval_seconds and evals. Each timed stretch ends by waiting for the last step.
 
     Returns:
       Records with batch_size, trial_id, status, metaparameters, steps_to_goal (None unless
@@ -299,7 +304,10 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     stopped = None
     budget = config.max_steps if config.stop_after is None else min(config.max_steps,
                                                                    config.stop_after)
+    clock = {"first_step_seconds": 0.0, "train_seconds": 0.0, "train_steps": 0,
+             "eval_seconds": 0.0, "evals": 0}
     for target_step in eval_steps(budget, config.eval_resolution):
+        began, steps_before = time.perf_counter(), last_step
         while last_step < target_step:
             batch = meshlib.place_batch(stream.next(), mesh)
             if groups > 1 and last_step % measure_every == 0:
@@ -314,12 +322,24 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
                 stats["loss"].block_until_ready()
             if out.first_loss is None:
                 out.first_loss = np.asarray(stats["loss"], np.float64)
+                now = time.perf_counter()
+                clock["first_step_seconds"] = now - began
+                began, steps_before = now, last_step
+        if timing is not None:
+            stats["loss"].block_until_ready()
+            now = time.perf_counter()
+            clock["train_seconds"] += now - began
+            clock["train_steps"] += last_step - steps_before
+            began = now
         if task.exact_eval is not None:
             sums = exact(states)
         else:
             parts = [evaluate(states, chunk) for chunk in val_chunks]
             sums = {k: sum(p[k] for p in parts) for k in parts[0]}
         metric = np.asarray(sums["metric_sum"], np.float64) / np.asarray(sums["count"], np.float64)
+        if timing is not None:
+            clock["eval_seconds"] += time.perf_counter() - began
+            clock["evals"] += 1
         loss = np.asarray(stats["loss"], np.float64)
         ema_g, ema_t = (np.asarray(x, np.float64) for x in (states.noise.grad_sq,
                                                             states.noise.trace_cov))
@@ -334,6 +354,8 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         if last_step == budget and budget < config.max_steps:
             stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
 
+    if timing is not None:
+        timing.update(clock)
     if final_states is not None:
         final_states.append(states)
     if final_params is not None:

@@ -11,6 +11,7 @@ import numpy as np
 from nqm.curve import ScalingCurve
 from realnets.calibration import sharded_sample
 from realnets.sweeps.curve import best_trial as sweep_best_trial
+from realnets.sweeps.pilot import with_pilot_goal
 from realnets.sweeps.records import SweepConfig, TrialRecord, load_sweep
 from realnets.sweeps.runner import run_sweep
 from realnets.training.trainer import RunConfig, TrialSpec, run_trials
@@ -26,13 +27,14 @@ def ensure_sweep(workload, sweep_dir: Path, trials: int, progress: bool = True,
     if not (sweep_dir / "config.json").exists():
         if log:
             log(f"no sweep in {sweep_dir}: running one ({trials} trials per batch size)")
-        run_sweep(SweepConfig(workload=workload.name, batch_sizes=workload.batch_sizes,
-                              trials=trials, max_steps=workload.max_steps, goal=workload.goal,
-                              optimizer=workload.optimizer, search=workload.search,
-                              eval_resolution=workload.eval_resolution), sweep_dir,
-                  progress=progress)
+        config = SweepConfig(workload=workload.key, batch_sizes=workload.batch_sizes,
+                             trials=trials, max_steps=workload.max_steps, goal=workload.goal,
+                             optimizer=workload.optimizer, search=workload.search,
+                             eval_resolution=workload.eval_resolution)
+        config = with_pilot_goal(config, sweep_dir, workload.build, log=log)
+        run_sweep(config, sweep_dir, progress=progress)
     config, records = load_sweep(sweep_dir)
-    if config.workload != workload.name:
+    if config.workload != workload.key:
         raise ValueError(f"sweep {sweep_dir} is of workload {config.workload!r}, not "
                          f"{workload.name!r}")
     if not records:

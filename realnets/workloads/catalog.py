@@ -31,7 +31,8 @@ class Workload:
       name: registry key.
       data, model: human descriptions.
       metric: 'error' (validation error rate), 'cross_entropy' (nats per character) or 'loss'.
-      goal: default goal on the metric (reached when metric <= goal).
+      goal: default goal on the metric (reached when metric <= goal); NaN (an own workload
+        without one): chosen by the pilot rule, as `--goal auto`.
       goal_note: how the goal was chosen.
       optimizer: default optimizer.
       search: default search space.
@@ -39,6 +40,9 @@ class Workload:
       max_steps: default step budget per trial.
       eval_resolution: evaluation cadence (relative gap between evaluations).
       build: () -> Task; options (text_file) are passed as keywords.
+      source: for an own workload, the `--workload` value it was loaded from
+        ('file.py:function' or 'module:function'; realnets.workloads.own), which sweeps store
+        so that they find it again; None for the shipped ones.
     """
 
     name: str
@@ -53,12 +57,20 @@ class Workload:
     max_steps: int
     eval_resolution: float
     build: Callable[..., Task] = field(repr=False, compare=False)
+    source: str | None = None
+
+    @property
+    def key(self) -> str:
+        """What a sweep's config.json stores as its workload: the name, or an own workload's
+        source."""
+        return self.source or self.name
 
     def describe(self) -> dict:
         return {"name": self.name, "data": self.data, "model": self.model, "metric": self.metric,
                 "goal": self.goal, "goal_note": self.goal_note, "optimizer": self.optimizer,
                 "search": self.search.to_dict(), "batch_sizes": list(self.batch_sizes),
-                "max_steps": self.max_steps, "eval_resolution": self.eval_resolution}
+                "max_steps": self.max_steps, "eval_resolution": self.eval_resolution,
+                **({"source": self.source} if self.source else {})}
 
 
 def _mnist_mlp(**_) -> Task:
@@ -158,6 +170,12 @@ WORKLOADS = {w.name: w for w in (
 
 
 def get(name: str) -> Workload:
-    if name not in WORKLOADS:
-        raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}, got {name!r}")
-    return WORKLOADS[name]
+    """A shipped workload by name, or an own one by 'file.py:function' / 'module:function'."""
+    if name in WORKLOADS:
+        return WORKLOADS[name]
+    from realnets.workloads import own
+
+    if own.is_spec(name):
+        return own.load_own(name)
+    raise ValueError(f"workload must be one of {', '.join(WORKLOADS)} or FILE.py:FUNCTION "
+                     f"(an own workload, docs/own_workload.md), got {name!r}")

@@ -41,6 +41,14 @@ def check_goal(goal: float, metric: str) -> float:
     return float(goal)
 
 
+def check_batch_sizes_fit(train_size: int | None, batch_sizes) -> None:
+    """ValueError naming --batch-sizes when a batch is larger than the training set (an epoch
+    must hold at least one batch); tasks with unlimited data (train_size None) take any."""
+    if train_size is not None and max(batch_sizes) > train_size:
+        raise ValueError(f"batch-sizes entry {max(batch_sizes)} exceeds the {train_size} "
+                         "training examples of this workload")
+
+
 @dataclass(frozen=True)
 class Task:
     """See the module docstring. metric: 'error', 'cross_entropy' or 'loss' (lower is better)."""

@@ -1,0 +1,211 @@
+"""The plan: time to result and device-hours for each batch size and device count, the Pareto
+front of time against cost, and a recommendation in words (docs/plan.md).
+
+Steps to result S(B) come from a sweep: at a measured batch size the measured steps ('measured');
+between measured batch sizes the sweep's fit S(B) = S_min (1 + B_crit / B) ('fit'); beyond them,
+up to `EXTRAPOLATE` times the largest, the same fit ('fit (extrapolated)'). Seconds per step come
+from a throughput record (measured where that pair was measured, else its model). Then
+
+    time_to_result_s = S(B) * t(B, n);   device_hours = n * time_to_result_s / 3600;
+    cost = device_hours * price_per_device_hour (None without a price).
+
+Time to result leaves out compilation and evaluations (the throughput record says so).
+
+Recommendation: with a deadline, the cheapest point that meets it; with a budget, the fastest
+that fits it; otherwise the fastest point on the front whose cost is at most `COST_FACTOR` times
+the cheapest point's. The default echoes the critical batch size (McCandlish et al. 2018): there
+both the steps and the examples are twice their minimum, so trading up to twice the least cost
+for time is the usual bargain; past it each saving in time costs more than it buys.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from nqm import validation
+from nqm.curve import ScalingCurve
+from realnets.planning.step_time import ThroughputRecord
+
+COST_FACTOR = 2.0
+EXTRAPOLATE = 2
+
+
+@dataclass(frozen=True)
+class PlanPoint:
+    """One (batch size, devices) option; times in seconds, cost in the price's currency."""
+
+    batch_size: int
+    devices: int
+    steps: float
+    seconds_per_step: float
+    time_to_result_s: float
+    device_hours: float
+    cost: float | None
+    source: str
+    step_time_source: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    batch_size: int
+    devices: int
+    reason: str
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """`to_dict()` is the JSON of `python -m realnets plan --format json`."""
+
+    points: tuple[PlanPoint, ...]
+    front: tuple[PlanPoint, ...]
+    recommendation: Recommendation
+    workload: str
+    goal: float
+    price_per_device_hour: float | None
+    deadline_s: float | None
+    budget: float | None
+    excludes: str
+
+    def to_dict(self) -> dict:
+        return {"workload": self.workload, "goal": self.goal,
+                "price_per_device_hour": self.price_per_device_hour,
+                "deadline_s": self.deadline_s, "budget": self.budget,
+                "excludes": self.excludes,
+                "points": [p.to_dict() for p in self.points],
+                "front": [p.to_dict() for p in self.front],
+                "recommendation": self.recommendation.to_dict()}
+
+
+def steps_to_result(curve: ScalingCurve, fit: dict | None) -> list[tuple[int, float, str]]:
+    """(batch size, steps, source) over the measured range and beyond it (module docstring):
+    measured points that reached the goal, and powers of two between and up to EXTRAPOLATE times
+    the largest measured batch size from the fit."""
+    measured = {p.batch_size: float(p.steps) for p in curve.points if p.steps is not None}
+    if not measured:
+        raise ValueError("sweep: no batch size reached the goal, so there are no steps to plan "
+                         "with")
+    out = {b: (b, s, "measured") for b, s in measured.items()}
+    usable = (fit is not None and all(isinstance(fit.get(k), (int, float)) and
+                                      math.isfinite(fit[k]) and fit[k] > 0
+                                      for k in ("s_min", "b_crit")))
+    if usable:
+        lo, hi = min(measured), max(measured)
+        b = 1 << max(0, math.ceil(math.log2(lo)))
+        while b <= EXTRAPOLATE * hi:
+            if b not in out:
+                steps = fit["s_min"] * (1.0 + fit["b_crit"] / b)
+                out[b] = (b, steps, "fit" if lo <= b <= hi else "fit (extrapolated)")
+            b *= 2
+    return [out[b] for b in sorted(out)]
+
+
+def pareto_front(points: list[PlanPoint]) -> list[PlanPoint]:
+    """Points no other point beats on both time and device-hours, sorted by time."""
+    ordered = sorted(points, key=lambda p: (p.time_to_result_s, p.device_hours))
+    front, best_cost = [], math.inf
+    for p in ordered:
+        if p.device_hours < best_cost:
+            front.append(p)
+            best_cost = p.device_hours
+    return front
+
+
+def _money(p: PlanPoint) -> float:
+    return p.device_hours if p.cost is None else p.cost
+
+
+def _describe(p: PlanPoint) -> str:
+    cost = f", cost {p.cost:.4g}" if p.cost is not None else ""
+    return (f"B = {p.batch_size} on {p.devices} device{'s' if p.devices > 1 else ''}: "
+            f"{p.time_to_result_s:.3g} s, {p.device_hours:.3g} device-hours{cost}")
+
+
+def recommend(front: list[PlanPoint], points: list[PlanPoint], deadline_s: float | None,
+              budget: float | None) -> Recommendation:
+    """The recommendation rule of the module docstring, with its reason in words."""
+    unit = "cost" if points[0].cost is not None else "device-hours"
+    if deadline_s is not None:
+        meets = [p for p in points if p.time_to_result_s <= deadline_s]
+        if meets:
+            pick = min(meets, key=lambda p: (_money(p), p.time_to_result_s))
+            why = f"the cheapest option that meets the deadline of {deadline_s:.4g} s"
+        else:
+            pick = min(points, key=lambda p: (p.time_to_result_s, _money(p)))
+            why = f"no option meets the deadline of {deadline_s:.4g} s; this is the fastest"
+    elif budget is not None:
+        fits = [p for p in points if _money(p) <= budget]
+        if fits:
+            pick = min(fits, key=lambda p: (p.time_to_result_s, _money(p)))
+            why = f"the fastest option within the budget of {budget:.4g} {unit}"
+        else:
+            pick = min(points, key=lambda p: (_money(p), p.time_to_result_s))
+            why = f"no option fits the budget of {budget:.4g} {unit}; this is the cheapest"
+    else:
+        cheapest = min(_money(p) for p in front)
+        within = [p for p in front if _money(p) <= COST_FACTOR * cheapest]
+        pick = min(within, key=lambda p: p.time_to_result_s)
+        why = (f"the fastest option on the front that costs at most {COST_FACTOR:g}x the "
+               "cheapest")
+    faster = [p for p in front if p.time_to_result_s < pick.time_to_result_s]
+    if faster:
+        nxt = max(faster, key=lambda p: p.time_to_result_s)
+        saving = 1.0 - nxt.time_to_result_s / pick.time_to_result_s
+        ratio = _money(nxt) / _money(pick)
+        then = (f"; B = {nxt.batch_size} on {nxt.devices} device{'s' if nxt.devices > 1 else ''} "
+                f"saves {saving:.0%} of the time for {ratio:.3g}x the {unit}")
+    else:
+        then = "; nothing is faster"
+    return Recommendation(pick.batch_size, pick.devices, f"{_describe(pick)} ({why}){then}")
+
+
+def make_plan(curve: ScalingCurve, fit: dict | None, throughput: ThroughputRecord,
+              price_per_device_hour: float | None = None, deadline_s: float | None = None,
+              budget: float | None = None, train_size: int | None = None) -> Plan:
+    """The plan for a sweep's curve and fit (`curve.json`'s 'fit') on the throughput record's
+    devices. ValueError (naming the flag) for a bad price, deadline or budget, or both of the
+    last two."""
+    if price_per_device_hour is not None:
+        validation.check_positive("price-per-device-hour", price_per_device_hour)
+    if deadline_s is not None and budget is not None:
+        raise ValueError("give at most one of --deadline and --budget")
+    if deadline_s is not None:
+        validation.check_positive("deadline", deadline_s)
+    if budget is not None:
+        validation.check_positive("budget", budget)
+    for key, mine in (("workload", throughput.workload), ("optimizer", throughput.optimizer)):
+        theirs = curve.config.get(key)
+        if mine and theirs and mine != theirs:
+            raise ValueError(f"throughput: measured for {key} {mine!r}, but the sweep's is "
+                             f"{theirs!r}")
+    points = []
+    for b, steps, source in steps_to_result(curve, fit):
+        if train_size is not None and b > train_size:
+            continue
+        for n in throughput.device_counts():
+            if b % n:
+                continue
+            sps, sps_source = throughput.seconds_per_step(b, n)
+            seconds = steps * sps
+            hours = n * seconds / 3600.0
+            points.append(PlanPoint(
+                batch_size=b, devices=n, steps=steps, seconds_per_step=sps,
+                time_to_result_s=seconds, device_hours=hours,
+                cost=None if price_per_device_hour is None else hours * price_per_device_hour,
+                source=source, step_time_source=sps_source))
+    if not points:
+        raise ValueError("throughput: no measured device count divides any batch size of the "
+                         "sweep")
+    front = pareto_front(points)
+    return Plan(points=tuple(points), front=tuple(front),
+                recommendation=recommend(front, points, deadline_s, budget),
+                workload=str(curve.config.get("workload", "")),
+                goal=float(curve.config.get("goal", math.nan)),
+                price_per_device_hour=price_per_device_hour, deadline_s=deadline_s,
+                budget=budget, excludes=throughput.excludes)

@@ -1,0 +1,43 @@
+"""Text tables of a throughput record and a plan (the CLI prints them; JSON is `to_dict`)."""
+
+from __future__ import annotations
+
+from realnets.planning.plan import Plan
+from realnets.planning.step_time import ThroughputRecord
+
+
+def throughput_table(record: ThroughputRecord) -> str:
+    m = record.model
+    lines = [f"{'batch_size':>10} {'devices':>7} {'ms/step':>9} {'min':>9} {'max':>9} "
+             f"{'model':>9} {'compile_s':>9}"]
+    for p in record.points:
+        model = float(m.seconds_per_step(p.batch_size, p.devices))
+        lines.append(f"{p.batch_size:>10} {p.devices:>7} {p.seconds_per_step * 1e3:>9.4g} "
+                     f"{p.spread[0] * 1e3:>9.4g} {p.spread[1] * 1e3:>9.4g} {model * 1e3:>9.4g} "
+                     f"{p.compile_seconds:>9.3g}")
+    lines += ["", f"{record.workload} ({record.optimizer}) on {record.platform} "
+              f"{record.device_kind}, {record.process_count} process(es)",
+              f"model: {m.formula}",
+              f"  fixed {m.fixed * 1e3:.4g} ms, per_example {m.per_example * 1e6:.4g} us, "
+              f"allreduce {m.allreduce * 1e3:.4g} ms; relative error RMS {m.rms_relative_error:.1%}, "
+              f"largest {m.max_relative_error:.1%}",
+              f"excludes: {record.excludes}"]
+    return "\n".join(lines)
+
+
+def plan_table(plan: Plan) -> str:
+    on_front = {(p.batch_size, p.devices) for p in plan.front}
+    priced = plan.price_per_device_hour is not None
+    lines = [f"{'batch_size':>10} {'devices':>7} {'steps':>9} {'ms/step':>9} {'time_s':>10} "
+             f"{'device_h':>10} " + (f"{'cost':>10} " if priced else "")
+             + f"{'front':>5}  source"]
+    for p in sorted(plan.points, key=lambda p: (p.batch_size, p.devices)):
+        cost = f"{p.cost:>10.4g} " if priced else ""
+        lines.append(f"{p.batch_size:>10} {p.devices:>7} {p.steps:>9.4g} "
+                     f"{p.seconds_per_step * 1e3:>9.4g} {p.time_to_result_s:>10.4g} "
+                     f"{p.device_hours:>10.3g} {cost}"
+                     f"{'*' if (p.batch_size, p.devices) in on_front else '':>5}  "
+                     f"steps: {p.source}; step time: {p.step_time_source}")
+    lines += ["", f"recommendation: {plan.recommendation.reason}",
+              f"time to result excludes {plan.excludes}"]
+    return "\n".join(lines)

@@ -1,0 +1,134 @@
+"""The plan: steps from the sweep and its fit, time and cost, the Pareto front, the
+recommendation rule, and the CLI's JSON."""
+
+import json
+
+import numpy as np
+import pytest
+
+from nqm.curve import CurvePoint, ScalingCurve
+from realnets.cli import main
+from realnets.planning.plan import (PlanPoint, make_plan, pareto_front,
+                                    steps_to_result)
+from realnets.planning.step_time import StepTimePoint, ThroughputRecord, fit_step_time
+
+
+def _curve(steps, workload="w", optimizer="sgd"):
+    pts = tuple(CurvePoint(b, s) for b, s in steps.items())
+    return ScalingCurve(pts, source="measured",
+                        config={"workload": workload, "optimizer": optimizer, "goal": 0.1})
+
+
+def _throughput(device_counts=(1, 2, 4), fixed=1e-3, per_example=1e-5, allreduce=2e-3):
+    pts = tuple(StepTimePoint(b, n, fixed + per_example * b / n + allreduce * (n - 1) / n,
+                              (0, 1), 10, 1, 0.1)
+                for b in (16, 64, 256) for n in device_counts)
+    return ThroughputRecord("w", "sgd", "cpu", "cpu", 1, pts, fit_step_time(list(pts)))
+
+
+def test_steps_measured_fit_and_extrapolated():
+    fit = {"s_min": 100.0, "b_crit": 64.0}
+    rows = steps_to_result(_curve({16: 500, 64: 210, 256: None}), fit)
+    got = {b: (s, src) for b, s, src in rows}
+    assert got[16] == (500.0, "measured") and got[64] == (210.0, "measured")
+    assert got[32] == (pytest.approx(100 * (1 + 64 / 32)), "fit")
+    assert got[128][1] == "fit (extrapolated)"           # 256 did not reach the goal
+    assert max(got) == 128                               # up to 2x the largest reached
+    with pytest.raises(ValueError, match="no batch size reached"):
+        steps_to_result(_curve({16: None}), fit)
+
+
+def test_pareto_front_matches_brute_force():
+    rng = np.random.default_rng(3)
+    pts = [PlanPoint(i, 1, 1.0, 1.0, float(t), float(c), None, "measured", "measured")
+           for i, (t, c) in enumerate(rng.uniform(1, 10, size=(40, 2)))]
+    front = {p.batch_size for p in pareto_front(pts)}
+    brute = {p.batch_size for p in pts
+             if not any(q.time_to_result_s <= p.time_to_result_s and q.device_hours <= p.device_hours
+                        and (q.time_to_result_s, q.device_hours) != (p.time_to_result_s, p.device_hours)
+                        for q in pts)}
+    assert front == brute
+
+
+def test_time_cost_and_rules():
+    curve = _curve({16: 1000, 64: 300, 256: 200})
+    fit = {"s_min": 150.0, "b_crit": 60.0}
+    plan = make_plan(curve, fit, _throughput(), price_per_device_hour=3.0)
+    for p in plan.points:
+        assert p.time_to_result_s == pytest.approx(p.steps * p.seconds_per_step)
+        assert p.device_hours == pytest.approx(p.devices * p.time_to_result_s / 3600)
+        assert p.cost == pytest.approx(3.0 * p.device_hours)
+        assert p.batch_size % p.devices == 0
+    cheapest = min(p.cost for p in plan.front)
+    rec = plan.recommendation
+    pick = next(p for p in plan.points if (p.batch_size, p.devices) == (rec.batch_size, rec.devices))
+    assert pick.cost <= 2 * cheapest
+    assert all(p.time_to_result_s >= pick.time_to_result_s for p in plan.front if p.cost <= 2 * cheapest)
+    assert "saves" in rec.reason or "nothing is faster" in rec.reason
+    # a deadline: the cheapest that meets it; a budget: the fastest within it
+    deadline = sorted(p.time_to_result_s for p in plan.points)[len(plan.points) // 2]
+    d = make_plan(curve, fit, _throughput(), 3.0, deadline_s=deadline).recommendation
+    meets = [p for p in plan.points if p.time_to_result_s <= deadline]
+    assert (d.batch_size, d.devices) == min(((p.cost, p.time_to_result_s), (p.batch_size, p.devices))
+                                            for p in meets)[1]
+    budget = 2 * cheapest
+    b = make_plan(curve, fit, _throughput(), 3.0, budget=budget).recommendation
+    fits = [p for p in plan.points if p.cost <= budget]
+    fastest = min(fits, key=lambda p: p.time_to_result_s)
+    assert (b.batch_size, b.devices) == (fastest.batch_size, fastest.devices)
+    impossible = make_plan(curve, fit, _throughput(), 3.0, deadline_s=1e-9).recommendation
+    assert "no option meets the deadline" in impossible.reason
+
+
+@pytest.mark.parametrize("kwargs, names", [
+    (dict(price_per_device_hour=-1.0), "price-per-device-hour"),
+    (dict(deadline_s=10.0, budget=1.0), "at most one"),
+    (dict(budget=0.0), "budget"),
+])
+def test_bad_plan_requests(kwargs, names):
+    with pytest.raises(ValueError, match=names):
+        make_plan(_curve({16: 100}), None, _throughput(), **kwargs)
+
+
+def test_throughput_of_another_workload_is_refused():
+    with pytest.raises(ValueError, match="workload"):
+        make_plan(_curve({16: 100}, workload="other"), None, _throughput())
+
+
+def test_cli_throughput_then_plan_json(capsys, tmp_path, eight_devices):
+    sweep = tmp_path / "sweep"
+    assert main(["sweep", "--workload", "nqm", "--batch-sizes", "4,16,64", "--trials", "2",
+                 "--max-steps", "3000", "--goal", "1.0", "--out", str(sweep), "--no-progress"]) == 0
+    tp = tmp_path / "tp.json"
+    assert main(["throughput", "--workload", "nqm", "--batch-sizes", "4,16,64", "--devices", "1,2",
+                 "--repeats", "1", "--seconds-per-repeat", "0.05", "--out", str(tp),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["plan", "--sweep", str(sweep), "--throughput", str(tp), "--format", "json",
+                 "--price-per-device-hour", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    keys = {"batch_size", "devices", "steps", "seconds_per_step", "time_to_result_s",
+            "device_hours", "cost", "source"}
+    assert all(keys <= set(p) for p in doc["points"] + doc["front"])
+    assert {(p["batch_size"], p["devices"]) for p in doc["points"]} >= {(4, 1), (4, 2), (64, 2)}
+    assert set(doc["recommendation"]) == {"batch_size", "devices", "reason"}
+    assert main(["plan", "--sweep", str(sweep), "--throughput", str(tp)]) == 0
+    assert "recommendation: B = " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, names", [
+    (["throughput", "--workload", "nqm", "--devices", "99"], "devices"),
+    (["throughput", "--workload", "nqm", "--devices", "one"], "devices"),
+    (["throughput", "--workload", "digits_mlp", "--batch-sizes", "4096"], "training examples"),
+    (["plan", "--sweep", "/no/such/sweep"], "sweep directory"),
+    (["plan", "--sweep", "S", "--deadline", "-1"], "deadline"),
+    (["plan", "--sweep", "S", "--deadline", "1", "--budget", "1"], "at most one"),
+    (["plan", "--sweep", "S", "--throughput", "/no/such.json"], "throughput"),
+])
+def test_bad_input_is_one_line(capsys, argv, names):
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[3]
+    argv = [str(root / "sweeps" / "digits_mlp") if a == "S" else a for a in argv]
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and names in err

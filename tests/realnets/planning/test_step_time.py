@@ -1,0 +1,81 @@
+"""The step-time model, the throughput file and the measurement through the trainer."""
+
+import numpy as np
+import pytest
+
+from realnets.planning.step_time import (StepTimePoint, ThroughputRecord, fit_step_time)
+from realnets.planning.throughput import check_request, measure_point
+from realnets.training.trainer import RunConfig, TrialSpec, eval_steps, run_trials
+from realnets.workloads import NQM_WORKLOAD
+from realnets.workloads.tasks import quadratic_task
+
+
+def _point(b, n, t):
+    return StepTimePoint(b, n, t, (t, t), 10, 1, 0.5)
+
+
+def test_fit_recovers_known_coefficients_over_batch_and_devices():
+    fixed, per_example, allreduce = 2e-3, 5e-6, 1.5e-3
+    points = [_point(b, n, fixed + per_example * b / n + allreduce * (n - 1) / n)
+              for b in (64, 256, 1024, 4096) for n in (1, 2, 4, 8)]
+    m = fit_step_time(points)
+    np.testing.assert_allclose([m.fixed, m.per_example, m.allreduce],
+                               [fixed, per_example, allreduce], rtol=1e-6)
+    assert m.rms_relative_error < 1e-9
+    assert (m.batch_range, m.device_range) == ((64, 4096), (1, 8))
+
+
+def test_fit_states_its_error_when_the_model_does_not_hold():
+    # step time quadratic in B: no fixed + linear model reproduces it; the error says so
+    points = [_point(b, 1, 1e-3 + 1e-9 * b ** 2) for b in (16, 128, 1024, 8192)]
+    m = fit_step_time(points)
+    assert m.allreduce == 0.0                      # one device count: not identifiable
+    rel = np.array([m.seconds_per_step(p.batch_size, 1) / p.seconds_per_step - 1 for p in points])
+    assert m.max_relative_error == pytest.approx(np.abs(rel).max())
+    assert m.max_relative_error > 0.3
+
+
+def test_record_round_trip_and_measured_before_model():
+    points = (_point(16, 1, 1e-3), _point(64, 1, 2e-3))
+    rec = ThroughputRecord("w", "sgd", "cpu", "cpu", 1, points, fit_step_time(list(points)))
+    back = ThroughputRecord.from_dict(rec.to_dict())
+    assert back == rec
+    assert back.seconds_per_step(64, 1) == (2e-3, "measured")
+    t, source = back.seconds_per_step(32, 1)
+    assert source == "model" and 1e-3 < t < 2e-3
+    assert back.seconds_per_step(256, 1)[1] == "model (extrapolated)"
+    with pytest.raises(ValueError, match="points"):
+        ThroughputRecord.from_dict({"points": []})
+    with pytest.raises(ValueError, match="seconds_per_step"):
+        ThroughputRecord.from_dict({"points": [{"batch_size": 4}]})
+
+
+def test_trainer_timing_counts_every_step_once():
+    task = quadratic_task(NQM_WORKLOAD.problem())
+    run = RunConfig(batch_size=8, max_steps=20, goal=-1e30, eval_resolution=1.0,
+                    stop_at_first_goal=False, noise_every=0)
+    timing = {}
+    run_trials(task, run, [TrialSpec(0, 1e-3)], timing=timing)
+    assert timing["train_steps"] == 19                 # the first step is timed apart
+    assert timing["evals"] == len(eval_steps(20, 1.0))
+    assert min(timing["first_step_seconds"], timing["train_seconds"], timing["eval_seconds"]) > 0
+
+
+def test_measure_point_on_several_devices(eight_devices):
+    task = quadratic_task(NQM_WORKLOAD.problem())
+    p = measure_point(task, "sgd", 16, 4, repeats=2, seconds_per_repeat=0.05, max_steps=50)
+    assert (p.batch_size, p.devices, p.repeats) == (16, 4, 2)
+    assert p.spread[0] <= p.seconds_per_step <= p.spread[1]
+    assert 8 <= p.steps <= 50
+
+
+@pytest.mark.parametrize("sizes, devices, train, names", [
+    ([16], [16], None, "at most the 8 device"),
+    ([6], [4], None, "splits evenly"),
+    ([64], [1], 50, "exceeds the 50 training"),
+    ([0], [1], None, "batch-sizes entry"),
+    ([16], [0], None, "devices entry"),
+])
+def test_bad_requests_name_the_flag(sizes, devices, train, names):
+    with pytest.raises(ValueError, match=names):
+        check_request(sizes, devices, train)

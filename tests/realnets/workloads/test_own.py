@@ -1,0 +1,114 @@
+"""Own workloads: built from the user's parts, found from `--workload FILE.py:FUNCTION` or
+`MODULE:FUNCTION`, swept, resumed and reported through the CLI like a shipped one."""
+
+import json
+import textwrap
+from pathlib import Path
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from realnets import workloads
+from realnets.cli import main
+from realnets.workloads.own import own_task, own_workload
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "own_workload.py"
+
+
+def _linear_parts(rng, n=40, d=3):
+    x = rng.standard_normal((n, d)).astype(np.float32)
+    y = (x @ np.arange(1, d + 1, dtype=np.float32)).astype(np.float32)
+
+    def init_params(key):
+        return {"w": jnp.zeros((d,), jnp.float32)}
+
+    def loss(params, batch):
+        return 0.5 * (batch["x"] @ params["w"] - batch["y"]) ** 2
+
+    return init_params, loss, {"x": x, "y": y}
+
+
+def test_eval_sums_only_the_rows_the_mask_keeps():
+    rng = np.random.default_rng(0)
+    init_params, loss, data = _linear_parts(rng)
+    task = own_task(init_params, loss, "loss", train=data, val=data)
+    params = {"w": jnp.asarray([0.3, -1.0, 2.0], jnp.float32)}
+    mask = (np.arange(40) % 3 == 0).astype(np.float32)
+    sums = task.eval_fn(params, {**data, "mask": mask})
+    per_row = 0.5 * (data["x"] @ np.asarray(params["w"]) - data["y"]) ** 2
+    assert float(sums["count"]) == mask.sum()
+    np.testing.assert_allclose(float(sums["metric_sum"]), per_row[mask == 1].sum(), rtol=1e-5)
+    np.testing.assert_allclose(float(task.loss_fn(params, data)), per_row.mean(), rtol=1e-5)
+
+
+@pytest.mark.parametrize("change, names", [
+    (dict(val={"x": np.zeros((3, 2)), "y": np.zeros(4)}), "leading"),
+    (dict(val={"x": np.zeros((3, 2)), "mask": np.zeros(3)}), "mask"),
+    (dict(metric_name="error"), "metric function"),
+    (dict(metric_name="accuracy"), "metric_name"),
+    (dict(goal=-1.0, metric_name="loss"), "--goal"),
+    (dict(batch_sizes=(8, 64)), "training examples"),
+    (dict(optimizer="lbfgs"), "optimizer"),
+    (dict(train=None), "exactly one of train"),
+])
+def test_bad_parts_are_refused_naming_them(change, names):
+    init_params, loss, data = _linear_parts(np.random.default_rng(0))
+    kwargs = dict(init_params=init_params, loss=loss, train=data, val=data, metric_name="loss",
+                  batch_sizes=(4, 8))
+    kwargs.update(change)
+    with pytest.raises(ValueError, match=names):
+        own_workload("lin", **kwargs)
+
+
+def test_module_function_form_and_bad_specs(tmp_path, monkeypatch):
+    (tmp_path / "my_pkg_own.py").write_text(textwrap.dedent("""
+        from realnets.workloads.own import own_workload
+        import jax.numpy as jnp, numpy as np
+        X = np.linspace(-1, 1, 32, dtype=np.float32)[:, None]
+        def make():
+            return own_workload("tiny", init_params=lambda k: {"w": jnp.zeros((1,))},
+                                loss=lambda p, b: (b["x"] @ p["w"] - b["x"][:, 0]) ** 2,
+                                train={"x": X}, val={"x": X}, metric_name="loss", goal=0.01,
+                                batch_sizes=(4, 8))
+        def not_a_workload():
+            return 3
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    w = workloads.get("my_pkg_own:make")
+    assert (w.name, w.key, w.goal, w.metric) == ("tiny", "my_pkg_own:make", 0.01, "loss")
+    with pytest.raises(ValueError, match="must return a Workload"):
+        workloads.get("my_pkg_own:not_a_workload")
+    with pytest.raises(ValueError, match="no function 'nope'"):
+        workloads.get("my_pkg_own:nope")
+    with pytest.raises(ValueError, match="does not exist"):
+        workloads.get(str(tmp_path / "missing.py") + ":make")
+    with pytest.raises(ValueError, match="cannot import module"):
+        workloads.get("no_such_module_xyz:make")
+
+
+def test_example_sweeps_resumes_and_reports_through_the_cli(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "own"
+    argv = ["sweep", "--workload", "examples/own_workload.py:make_workload", "--batch-sizes",
+            "8,64", "--trials", "2", "--max-steps", "30", "--goal", "0.85", "--out", str(out),
+            "--no-progress"]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    config = json.loads((out / "config.json").read_text())
+    assert config["workload"] == "examples/own_workload.py:make_workload"
+    trials = (out / "trials.jsonl").read_text().splitlines()
+    assert len(trials) == 4
+    assert main(argv) == 0                            # resuming: nothing is run twice
+    assert (out / "trials.jsonl").read_text().splitlines() == trials
+    assert capsys.readouterr().out == first
+    assert main(["report", str(out), "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [p["batch_size"] for p in doc["points"]] == [8, 64]
+    # MNIST-1D's split: 4,000 training rows, so B = 8192 is refused before training
+    big = tmp_path / "big"
+    assert main(["sweep", "--workload", "examples/own_workload.py:make_workload", "--batch-sizes",
+                 "8,8192", "--goal", "0.2", "--out", str(big), "--no-progress"]) == 2
+    assert "4000 training examples" in capsys.readouterr().err
+    assert not (big / "trials.jsonl").exists()
