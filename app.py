@@ -1,6 +1,6 @@
 """batchscope app: `streamlit run app.py`.
 
-Three sections, as tabs of which only the open one runs (so the explorer redraws as fast as it
+Four sections, as tabs of which only the open one runs (so the explorer redraws as fast as it
 did alone):
 - **NQM explorer**: how far a bigger batch speeds up training on the exact noisy quadratic
   model, with each optimizer's steps-to-target curve, its critical batch size and regimes.
@@ -9,16 +9,22 @@ did alone):
   the reconciliation of its validation report when one ships (every measurement of B_crit, the
   baselines and the NQM's prediction), the measured curve, the trials behind each point, the
   measured gradient noise scale.
-- **Run a sweep**: a sweep from a form, with progress and the curve filling in as trials finish.
+- **Run a sweep**: a sweep from a form (a shipped workload or an own one), with progress and the
+  curve filling in as trials finish.
+- **Plan**: a sweep's steps to result times the step time on the user's devices (measured here or
+  read from a throughput file): time to result against cost for every batch size and device
+  count, the Pareto front and a recommendation.
 
-All logic lives in libraries: `ui.explorer`, `ui.measured`, `ui.prediction`, `ui.run_form` and
-`ui.reports` compute, `ui.charts` draws, `realnets.sweeps.runner` runs sweeps; this file only
-reads the controls, calls them and draws.
+All logic lives in libraries: `ui.explorer`, `ui.measured`, `ui.prediction`, `ui.run_form`,
+`ui.plan_page` and `ui.reports` compute, `ui.charts` and `ui.plan_chart` draw,
+`realnets.sweeps.runner` runs sweeps and `realnets.planning` plans; this file only reads the
+controls, calls them and draws.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -32,8 +38,12 @@ st.set_page_config(page_title="batchscope", layout="wide")
 
 # Shipped sweeps and reports below this checkout, or below $BATCHSCOPE_HOME.
 PLACES = Places.from_environment(Path(__file__).resolve().parent)
-SECTIONS = ("NQM explorer", "Measured curves", "Run a sweep")
+SECTIONS = ("NQM explorer", "Measured curves", "Run a sweep", "Plan")
 SOURCES = ("sweeps/ or results/", "a sweep directory", "a batch_science directory")
+PLAN_SOURCES = SOURCES[:2]
+STEP_TIME_SOURCES = ("measure it here", "a throughput file", "upload a throughput file")
+# The Plan tab's first sweep: the smallest shipped one, whose step time measures in seconds.
+DEFAULT_PLAN_SWEEP = "sweeps/digits_mlp"
 
 # `realnets` is imported inside the measured sections only: it loads jax (~3 s), which the
 # explorer does not need.
@@ -220,31 +230,41 @@ def show_surge(config: NQMConfig, batch_sizes: tuple):
 # Measured curves
 
 
+def listed_sweep(key: str, default: str):
+    """The directory of the sweep chosen from sweeps/ and results/, or None (with a hint)."""
+    from ui import measured
+    sweeps = measured.list_sweeps(PLACES.sweeps, PLACES.results)
+    if not sweeps:
+        st.info("No sweeps under sweeps/ or results/ yet: run one in the 'Run a sweep' tab.")
+        return None
+    names = list(sweeps)
+    name = st.selectbox("sweep", names, key=key,
+                        index=names.index(default) if default in names else 0,
+                        help="sweeps/: measured for batchscope and shipped with it; "
+                             "results/: sweeps run from this app")
+    return sweeps[name]
+
+
+def typed_sweep(key: str):
+    """The sweep directory typed into the box `key`, or None (with a hint)."""
+    text = st.text_input("sweep directory", key=key,
+                         placeholder="results/my_sweep, or an absolute path",
+                         help="config.json + trials.jsonl, as `python -m realnets sweep` "
+                              "writes them; a relative path starts at the repository root")
+    if not text.strip():
+        st.info("Type the path of a sweep directory.")
+        return None
+    return PLACES.resolve(text)
+
+
 def pick_measured():
     """The measured curve the controls name, or None (with an error or a hint beside them)."""
     from ui import measured
     source = st.radio("show", SOURCES, horizontal=True, key="measured_source")
     if source == SOURCES[0]:
-        sweeps = measured.list_sweeps(PLACES.sweeps, PLACES.results)
-        if not sweeps:
-            st.info("No sweeps under sweeps/ or results/ yet: run one in the 'Run a sweep' tab.")
-            return None
-        names = list(sweeps)
-        name = st.selectbox("sweep", names, key="measured_sweep",
-                            index=names.index(measured.DEFAULT_SWEEP)
-                            if measured.DEFAULT_SWEEP in names else 0,
-                            help="sweeps/: measured for batchscope and shipped with it; "
-                                 "results/: sweeps run from this app")
-        path = sweeps[name]
+        path = listed_sweep("measured_sweep", measured.DEFAULT_SWEEP)
     elif source == SOURCES[1]:
-        text = st.text_input("sweep directory", key="measured_path",
-                             placeholder="results/my_sweep, or an absolute path",
-                             help="config.json + trials.jsonl, as `python -m realnets sweep` "
-                                  "writes them; a relative path starts at the repository root")
-        if not text.strip():
-            st.info("Type the path of a sweep directory.")
-            return None
-        path = PLACES.resolve(text)
+        path = typed_sweep("measured_path")
     else:
         where, goal_col, metric_col = st.columns([3, 1, 2])
         text = where.text_input("batch_science directory", key="bs_path",
@@ -268,6 +288,8 @@ def pick_measured():
         names = [c.name for c in curves]
         chosen = st.selectbox("workload", names, key="bs_workload")
         return curves[names.index(chosen)]
+    if path is None:
+        return None
     try:
         return cached_sweep(measured.signature(path))
     except ValueError as err:
@@ -470,17 +492,18 @@ def show_validation(measured, where, doc) -> None:
 
 
 @st.cache_resource(show_spinner=False)
-def cached_task(workload: str):
+def cached_task(workload: str, text_file: str | None = None):
     """A workload's data and functions, built once per process (its compiled programs are
     cached by the trainer as long as the task object lives)."""
     from realnets import workloads
-    return workloads.get(workload).build()
+    return workloads.get(workload).build(text_file=text_file)
 
 
 def show_run():
     from ui import run_form
     from ui.measured import load_sweep_dir
     from realnets import workloads
+    from realnets.sweeps.pilot import with_pilot_goal
     from realnets.sweeps.runner import run_sweep
 
     st.subheader("Run a sweep")
@@ -495,6 +518,13 @@ def show_run():
                                 key="run_workload",
                                 help="goal, optimizer and search space: the workload's "
                                      "(`python -m realnets workloads`)")
+        own = st.text_input("or own workload (FILE.py:FUNCTION)", "", key="run_own_workload",
+                            placeholder="examples/own_workload.py:make_workload",
+                            help="your own model and data (docs/own_workload.md); when filled, "
+                                 "used instead of the workload above. A relative file starts at "
+                                 "the repository root. Without a goal of its own, the goal is "
+                                 "chosen by a pilot of 8 trials at the smallest and largest batch "
+                                 "size (the pilot rule, as `--goal auto`)")
         batch_text = st.text_input("batch sizes", "8:256", key="run_batch_sizes",
                                    help="16,32,64, or 8:256 for the powers of two from 8 to 256")
         trials = st.number_input("trials per batch size", 1, 1000, 8, key="run_trials")
@@ -508,8 +538,18 @@ def show_run():
     if not submitted:
         return
     try:
-        config = run_form.sweep_config(workload, batch_text, int(trials), int(max_steps))
-        out_dir = run_form.out_dir_for(out_text, workload, PLACES)
+        key = run_form.workload_key(workload, own, PLACES)
+        config = run_form.sweep_config(key, batch_text, int(trials), int(max_steps))
+        out_dir = run_form.out_dir_for(out_text, key, PLACES)
+        if math.isnan(config.goal):    # an own workload without a goal: the pilot rule
+            line = st.empty()
+            with st.spinner(f"Choosing the goal by the pilot rule: 8 trials at B = "
+                            f"{min(config.batch_sizes)} and {max(config.batch_sizes)}..."):
+                config = with_pilot_goal(config, out_dir, lambda: cached_task(config.workload),
+                                         log=line.caption)
+            line.empty()
+            st.info(f"Goal {config.goal:.4g} on the validation metric, chosen by the pilot rule "
+                    "(docs/prediction_rule.md); recorded in the sweep's config.json.")
     except ValueError as err:
         st.error(f"Cannot run this sweep: {err}")
         return
@@ -552,6 +592,150 @@ def show_run():
     reached = sum(p.reached for p in curve.points)
     st.success(f"Done: {reached} of {len(curve.points)} batch sizes reached the goal. The sweep "
                f"is in {out_dir}; open it in 'Measured curves'.")
+
+
+# ----------------------------------------------------------------------------------------------
+# Plan
+
+
+def pick_plan_sweep():
+    """The sweep the Plan tab plans (a loaded `ui.measured.Measured`), or None (with an error or
+    a hint beside the controls)."""
+    from ui import measured
+    source = st.radio("sweep from", PLAN_SOURCES, horizontal=True, key="plan_source")
+    path = (listed_sweep("plan_sweep", DEFAULT_PLAN_SWEEP) if source == PLAN_SOURCES[0]
+            else typed_sweep("plan_path"))
+    if path is None:
+        return None
+    try:
+        return cached_sweep(measured.signature(path))
+    except ValueError as err:
+        st.error(f"Cannot load this sweep: {err}")
+        return None
+
+
+def pick_step_time(sweep, task):
+    """The step time the controls name (a ThroughputRecord), or None (with an error or a hint):
+    read from a file, uploaded, or measured here (kept in the session, per workload, optimizer,
+    batch sizes and device counts, so it is measured once)."""
+    import jax
+
+    from ui import plan_page
+    source = st.radio("step time", STEP_TIME_SOURCES, horizontal=True, key="plan_step_time",
+                      help="seconds per training step against batch size and device count "
+                           "(`python -m realnets throughput`, docs/plan.md)")
+    try:
+        if source == STEP_TIME_SOURCES[1]:
+            text = st.text_input("throughput file", key="plan_throughput_path",
+                                 placeholder="tp.json, from python -m realnets throughput --out "
+                                             "tp.json", help="a relative path starts at the "
+                                                             "repository root")
+            if not text.strip():
+                st.info("Type the path of a throughput file (`python -m realnets throughput "
+                        "--workload W --out FILE`), or measure the step time here.")
+                return None
+            return plan_page.read_throughput(PLACES.resolve(text))
+        if source == STEP_TIME_SOURCES[2]:
+            upload = st.file_uploader("throughput file (JSON)", type=["json"],
+                                      key="plan_throughput_upload")
+            if upload is None:
+                st.info("Upload a throughput file (`python -m realnets throughput --out FILE`).")
+                return None
+            return plan_page.parse_throughput(upload.getvalue(), upload.name)
+        present = jax.device_count()
+        counts = plan_page.parse_device_counts(st.text_input(
+            "device counts", "1", key="plan_devices",
+            help=f"comma-separated, e.g. 1,2,4; JAX sees {present} {jax.devices()[0].platform} "
+                 "device(s) here"))
+        sizes = plan_page.batch_sizes_to_measure(sweep, task.train_size)
+    except ValueError as err:
+        st.error(f"Cannot use this step time: {err}")
+        return None
+    key = (plan_page.sweep_workload(sweep), str(sweep.config.get("optimizer")), sizes, counts)
+    measured = st.session_state.setdefault("plan_measured", {})
+    if st.button("Measure step time here", key="plan_measure", type="primary"):
+        line = st.empty()
+        with st.spinner(f"Measuring the step time at B = {', '.join(map(str, sizes))} on "
+                        f"{', '.join(map(str, counts))} device(s)..."):
+            try:
+                measured[key] = plan_page.measure_here(sweep, task, counts, log=line.caption)
+            except ValueError as err:
+                st.error(f"Cannot measure the step time: {err}")
+                return None
+        line.empty()
+    record = measured.get(key)
+    if record is None:
+        st.info(f"Measures seconds per step of {key[0]} ({key[1]}) at the sweep's batch sizes "
+                f"{', '.join(map(str, sizes))} on {', '.join(map(str, counts))} device(s), "
+                f"{plan_page.MEASURE_SECONDS_PER_REPEAT:g} s x 3 repeats each, compilation "
+                "excluded.")
+        return None
+    st.download_button("Download the step time (JSON)", to_json(record.to_dict()),
+                       file_name=f"{file_stem(sweep)}_throughput.json",
+                       mime="application/json", key="download_throughput", on_click="ignore")
+    return record
+
+
+def to_json(document: dict) -> str:
+    import json
+    return json.dumps(document, indent=1)
+
+
+def show_plan():
+    from ui import plan_chart, plan_page
+
+    st.subheader("Plan: which batch size, on how many devices")
+    st.markdown("Steps to result from a sweep (measured; between and beyond the measured batch "
+                "sizes, its fit S = S_min (1 + B_crit / B)) times seconds per step on your "
+                "devices: time to result and device-hours (or cost) of every batch size and "
+                "device count, the options no other beats on both (the Pareto front), and a "
+                "recommendation (docs/plan.md; the same as `python -m realnets plan`).")
+    sweep = pick_plan_sweep()
+    if sweep is None:
+        return
+    st.markdown(describe(sweep.config))
+    try:
+        task = cached_task(plan_page.sweep_workload(sweep), sweep.config.get("text_file"))
+    except ValueError as err:
+        st.error(f"Cannot plan this sweep: {err}")
+        return
+    throughput = pick_step_time(sweep, task)
+    if throughput is None:
+        return
+    st.caption(plan_page.describe_throughput(throughput))
+    price_col, deadline_col, budget_col = st.columns(3)
+    price = price_col.number_input("price per device-hour (optional)", value=None, format="%.4g",
+                                   key="plan_price", placeholder="none: cost in device-hours")
+    deadline = deadline_col.number_input("deadline, seconds (optional)", value=None,
+                                         format="%.4g", key="plan_deadline",
+                                         placeholder="none",
+                                         help="recommend the cheapest option that meets it")
+    budget = budget_col.number_input("budget (optional)", value=None, format="%.4g",
+                                     key="plan_budget", placeholder="none",
+                                     help="in the price's currency, or device-hours without a "
+                                          "price: recommend the fastest option within it")
+    try:
+        plan = plan_page.plan_of(sweep, throughput, price, deadline, budget,
+                                 train_size=task.train_size)
+    except ValueError as err:
+        st.error(f"Cannot plan: {err}")
+        return
+    st.session_state["plan"] = plan
+    show_chart(plan_chart.plan_chart(plan), f"{file_stem(sweep)}_plan", "export_plan")
+    st.caption("Each point is one batch size on one device count (grey); the blue line joins "
+               "the Pareto front, labelled B=batch size x devices; the red diamond is the "
+               "recommendation. Log axes; hover a point for its steps, step time and where each "
+               f"came from. Time to result excludes {plan.excludes}.")
+    st.success(f"**Recommendation:** {plan.recommendation.reason}")
+    table = plan_chart.plan_table(plan)
+    st.dataframe(table, hide_index=True)
+    with st.container(horizontal=True):
+        st.download_button("Download the plan (CSV)", table.to_csv(index=False),
+                           file_name=f"{file_stem(sweep)}_plan.csv", mime="text/csv",
+                           key="download_plan_csv", on_click="ignore")
+        st.download_button("Download the plan (JSON)", to_json(plan.to_dict()),
+                           file_name=f"{file_stem(sweep)}_plan.json", mime="application/json",
+                           key="download_plan_json", on_click="ignore")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -602,7 +786,8 @@ batch_sizes = tuple(b for b in CONTROL_GRID.batch_sizes if low <= b <= high)
 config = NQMConfig(dim=dim, spectrum_exponent=spectrum, noise=noise, noise_exponent=noise_exp,
                    target=target)
 
-explorer_tab, measured_tab, run_tab = st.tabs(SECTIONS, key="section", on_change="rerun")
+explorer_tab, measured_tab, run_tab, plan_tab = st.tabs(SECTIONS, key="section",
+                                                       on_change="rerun")
 if explorer_tab.open:
     with explorer_tab:
         show_explorer(config, optimizers, powers, batch_sizes)
@@ -612,3 +797,6 @@ if measured_tab.open:
 if run_tab.open:
     with run_tab:
         show_run()
+if plan_tab.open:
+    with plan_tab:
+        show_plan()

@@ -1,5 +1,6 @@
-"""The app's "Run a sweep" form: its fields as a SweepConfig, the out directory, and the
-progress of the sweep as it is written (pure library code, no streamlit)."""
+"""The app's "Run a sweep" form: its fields as a SweepConfig (a shipped workload or an own one,
+docs/own_workload.md), the out directory, and the progress of the sweep as it is written (pure
+library code, no streamlit)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,25 @@ from realnets import workloads
 from realnets.sweeps.records import SweepConfig
 from ui.measured import Measured
 from ui.places import Places
+
+
+def workload_key(chosen: str, own: str, places: Places) -> str:
+    """The workload the form names: the own workload `own` ('FILE.py:FUNCTION' or
+    'module:FUNCTION') when filled, else the shipped `chosen`. The own one is loaded here
+    (`realnets.workloads.get` checks it; a bad one raises its one-line ValueError); a relative
+    file is taken from `places.root`, and written as typed when the current directory is that
+    root too (so the sweep's config.json stays portable), else as an absolute path."""
+    own = (own or "").strip()
+    if not own:
+        return workloads.get(chosen).key
+    where, sep, function = own.rpartition(":")
+    if sep and where.endswith(".py"):
+        path = Path(where).expanduser()
+        in_root = places.root / path
+        if not path.is_absolute() and (Path.cwd() / path).resolve() != in_root.resolve():
+            path = in_root
+        own = f"{path}:{function}"
+    return workloads.get(own).key
 
 
 def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 0,
@@ -28,8 +48,11 @@ def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 
 
 
 def out_dir_for(text: str, workload: str, places: Places) -> Path:
-    """The sweep directory of the form: `<places.results>/<workload>` when left blank."""
-    return places.resolve(text) if text and text.strip() else places.results / workload
+    """The sweep directory of the form: `<places.results>/<workload's name>` when left blank (an
+    own workload's name, not its FILE.py:FUNCTION)."""
+    if text and text.strip():
+        return places.resolve(text)
+    return places.results / workloads.get(workload).name
 
 
 def finished_trials(measured_sweep: Measured, config: SweepConfig) -> tuple[int, int]:

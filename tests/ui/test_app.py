@@ -310,6 +310,173 @@ def test_run_a_sweep_form_writes_trials_and_shows_progress(tmp_path):
     assert any("at least one batch size" in e for e in errors(at))
 
 
+def test_run_a_sweep_form_takes_an_own_workload_and_its_pilot_goal(tmp_path):
+    # tests/fixtures/two_clouds.py gives no goal: the form chooses it by the pilot rule (8 trials
+    # at the smallest and largest batch size), records it in config.json, then runs the sweep
+    own = f"{REPO / 'tests' / 'fixtures' / 'two_clouds.py'}:make_workload"
+    out = tmp_path / "own"
+    at = section_app("Run a sweep")
+    at.text_input(key="run_own_workload").input(own)
+    at.text_input(key="run_batch_sizes").input("8,64")
+    at.number_input(key="run_trials").set_value(2)
+    at.text_input(key="run_out").input(str(out))
+    at.button(key="run_submit").click().run(timeout=300)
+    assert not at.exception and not errors(at)
+    config = json.loads((out / "config.json").read_text())
+    assert config["workload"] == own and config["max_steps"] == 60   # the workload's budget
+    choice = config["goal_choice"]
+    assert choice["batch_sizes"] == [8, 64] and config["goal"] == choice["goal"]
+    assert any("chosen by the pilot rule" in i.value and f"{config['goal']:.4g}" in i.value
+               for i in at.info)
+    assert len((out / "trials.jsonl").read_text().splitlines()) == 2 * 2
+    assert any("Done" in s.value for s in at.success)
+    # a file without the function: one line beside the form, nothing run
+    at.text_input(key="run_own_workload").input("examples/own_workload.py:nope")
+    at.text_input(key="run_out").input(str(tmp_path / "never"))
+    at.button(key="run_submit").click().run()
+    assert not at.exception
+    (error,) = errors(at)
+    assert error.startswith("Cannot run this sweep: workload: ")
+    assert error.endswith("own_workload.py has no function 'nope'")
+    assert not (tmp_path / "never").exists()
+    # and the Plan tab plans that sweep (its directory typed) on a step time for its workload
+    reached = [json.loads(l) for l in (out / "trials.jsonl").read_text().splitlines()]
+    assert any(r["status"] == "COMPLETE" for r in reached)
+    path = tmp_path / "tp.json"
+    path.write_text(json.dumps(hand_throughput(own, "momentum").to_dict()))
+    at.session_state["section"] = "Plan"
+    at.session_state["plan_source"] = "a sweep directory"
+    at.session_state["plan_path"] = str(out)
+    at.session_state["plan_step_time"] = "a throughput file"
+    at.session_state["plan_throughput_path"] = str(path)
+    at.run()
+    assert not at.exception and not errors(at)
+    plan = at.session_state["plan"]
+    assert plan.workload == own and {p.batch_size for p in plan.points} >= {8, 64}
+
+
+# ------------------------------------------------------------------------------------------------
+# Plan
+
+DIGITS = REPO / "sweeps" / "digits_mlp"
+
+
+def hand_throughput(workload="digits_mlp", optimizer="momentum"):
+    """A throughput record built by hand (no measuring): step times of the model with a fixed
+    cost, compute per example and an all-reduce, on 1, 2, 4 and 8 devices."""
+    from realnets.planning.step_time import StepTimePoint, ThroughputRecord, fit_step_time
+
+    pts = tuple(StepTimePoint(b, n, 1e-4 + 2e-5 * b / n + 1e-4 * (n - 1) / n, (1e-4, 1e-2), 100,
+                              3, 0.5)
+                for b in (8, 64, 512) for n in (1, 2, 4, 8))
+    return ThroughputRecord(workload, optimizer, "cpu", "cpu", 1, pts, fit_step_time(list(pts)))
+
+
+def plan_app(tmp_path, record=None, **state):
+    """The Plan tab on sweeps/digits_mlp with the step time read from a file in tmp_path."""
+    path = tmp_path / "tp.json"
+    path.write_text(json.dumps((record or hand_throughput()).to_dict()))
+    return section_app("Plan", plan_step_time="a throughput file",
+                       plan_throughput_path=str(path), **state)
+
+
+def test_plan_tab_plans_a_shipped_sweep_from_a_throughput_file(tmp_path, deferred_downloads):
+    from realnets.planning.plan import make_plan
+    from ui import measured
+
+    at = plan_app(tmp_path, plan_price=2.0)
+    assert not at.exception and not errors(at)
+    assert at.selectbox(key="plan_sweep").value == "sweeps/digits_mlp"
+    plan = at.session_state["plan"]
+    sweep = measured.load_sweep_dir(DIGITS)
+    assert plan == make_plan(sweep.curve, sweep.document.fit, hand_throughput(), 2.0,
+                             train_size=1618)
+    assert {p.devices for p in plan.points} == {1, 2, 4, 8}
+    assert [s.value for s in at.success] == [f"**Recommendation:** {plan.recommendation.reason}"]
+    # the chart: every option, the front labelled, the recommendation marked
+    frames = chart_frames(at)
+    assert max(len(f) for f in frames) == len(plan.points)
+    labels = next(f for f in frames if "pick_label" in f)
+    rec = plan.recommendation
+    assert list(labels["pick_label"]) == [f"recommended: B={rec.batch_size} x{rec.devices}"]
+    # the table, and the exports as for every chart
+    table = at.dataframe[0].value
+    assert len(table) == len(plan.points) and table["recommended"].sum() == 1
+    assert sorted(deferred_downloads) == ["digits_mlp_plan.png", "digits_mlp_plan.svg"]
+    assert "time to result (s)" in svg_texts(deferred_downloads["digits_mlp_plan.svg"][0]())
+    # a deadline moves the recommendation to the cheapest option that meets it
+    deadline = sorted(p.time_to_result_s for p in plan.points)[len(plan.points) // 4]
+    at.number_input(key="plan_deadline").set_value(deadline).run()
+    assert not at.exception and not errors(at)
+    assert "meets the deadline" in at.session_state["plan"].recommendation.reason
+
+
+def test_plan_tab_answers_bad_input_with_one_line(tmp_path):
+    at = plan_app(tmp_path, plan_deadline=10.0, plan_budget=1.0)
+    assert not at.exception
+    assert errors(at) == ["Cannot plan: give at most one of the deadline and the budget"]
+    missing = tmp_path / "missing.json"
+    at.text_input(key="plan_throughput_path").input(str(missing)).run()
+    assert not at.exception
+    assert errors(at) == [f"Cannot use this step time: throughput: cannot read {missing} (No such "
+                          "file or directory)"]
+    (tmp_path / "bad.json").write_text("{points: 1")
+    at.text_input(key="plan_throughput_path").input(str(tmp_path / "bad.json")).run()
+    assert not at.exception
+    assert len(errors(at)) == 1 and "is not JSON" in errors(at)[0]
+    # another workload's step time
+    other = plan_app(tmp_path, hand_throughput(workload="mnist_mlp"))
+    assert not other.exception
+    assert errors(other) == ["Cannot plan: throughput: measured for workload 'mnist_mlp', but the "
+                             "sweep's is 'digits_mlp'"]
+
+
+def test_plan_tab_refuses_a_sweep_that_reached_nothing(tmp_path):
+    # sweeps/digits_mlp with only its trials that did not reach the goal
+    sweep = tmp_path / "unreached"
+    sweep.mkdir()
+    (sweep / "config.json").write_text((DIGITS / "config.json").read_text())
+    lines = [l for l in (DIGITS / "trials.jsonl").read_text().splitlines()
+             if json.loads(l)["status"] != "COMPLETE"]
+    (sweep / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    at = plan_app(tmp_path, plan_source="a sweep directory", plan_path=str(sweep))
+    assert not at.exception
+    assert errors(at) == ["Cannot plan: sweep: no batch size reached the goal, so there are no "
+                          "steps to plan with"]
+    assert "plan" not in at.session_state
+
+
+def test_plan_tab_measures_the_step_time_here_once(monkeypatch):
+    from ui import plan_page
+
+    monkeypatch.setattr(plan_page, "MEASURE_SECONDS_PER_REPEAT", 0.02)
+    calls = []
+    measure = plan_page.measure_here
+    monkeypatch.setattr(plan_page, "measure_here",
+                        lambda *args, **kwargs: calls.append(args[2]) or measure(*args, **kwargs))
+    at = section_app("Plan")
+    assert not at.exception and not errors(at) and "plan" not in at.session_state
+    assert any("at the sweep's batch sizes 8, 16, 32, 64, 128, 256, 512, 1024 on 1 device"
+               in i.value for i in at.info)
+    at.button(key="plan_measure").click().run(timeout=300)
+    assert not at.exception and not errors(at)
+    assert calls == [(1,)]
+    plan = at.session_state["plan"]
+    (record,) = at.session_state["plan_measured"].values()
+    assert [(p.batch_size, p.devices) for p in record.points] == [
+        (2 ** k, 1) for k in range(3, 11)]
+    assert {p.step_time_source for p in plan.points} == {"measured"}
+    # kept in the session: a new price plans again without measuring again
+    at.number_input(key="plan_price").set_value(3.0).run()
+    assert not at.exception and calls == [(1,)]
+    assert at.session_state["plan"].price_per_device_hour == 3.0
+    # more devices than JAX sees: one line, nothing measured
+    at.text_input(key="plan_devices").input("1,999").run()
+    at.button(key="plan_measure").click().run()
+    assert not at.exception and calls == [(1,), (1, 999)]
+    assert len(errors(at)) == 1 and "devices must be at most" in errors(at)[0]
+
+
 # ------------------------------------------------------------------------------------------------
 # PNG and SVG exports of the charts (ui.charts.chart_bytes behind deferred download buttons)
 

@@ -9,6 +9,9 @@ Debian's Chromium (headless). Every tab is opened:
   colours of different hue.
 - **Run a sweep**: a small sweep from the form (digits_mlp, two batch sizes) into the test's
   tmp_path, which must finish and draw its curve.
+- **Plan**: the shipped digits_mlp sweep planned on a step time read from a throughput file
+  written by the test (built by hand, nothing measured), with a price: the chart of time against
+  cost must label every option on its Pareto front and mark the recommendation.
 
 On every tab each Vega chart must have plot areas of real height with marks spread over them
 (`assert_chart_drawn`): Streamlit squeezes a whole chart, legend and titles included, into its
@@ -17,7 +20,7 @@ one flat line.
 
 Screenshots of each tab go to the test's tmp_path; with BATCHSCOPE_SCREENSHOTS=docs/screenshots
 (a folder from the repository root) the tests also save the README's pictures there
-(explorer.png, measured.png, run.png):
+(explorer.png, measured.png, run.png, plan.png):
 
     BATCHSCOPE_SCREENSHOTS=docs/screenshots python -m pytest -q -p no:cacheprovider tests/ui/test_browser.py
 
@@ -367,3 +370,57 @@ def test_a_sweep_run_from_the_form_finishes_and_draws_its_curve(page, tmp_path):
     assert len((out / "trials.jsonl").read_text().splitlines()) == 2 * 4   # every trial
     scroll_to_top(page.locator(".st-key-run_out"))   # the form's end, the progress and the curve
     screenshot(page, tmp_path, "run.png")
+
+
+def test_the_plan_of_a_shipped_sweep_is_drawn_with_its_front_and_recommendation(page, tmp_path):
+    import json
+
+    from realnets.planning.step_time import StepTimePoint, ThroughputRecord, fit_step_time
+
+    # A step time by hand: a fixed cost, compute per example split over the devices and an
+    # all-reduce, on 1 to 8 devices (so that the front holds several device counts).
+    points = tuple(StepTimePoint(b, n, 1e-4 + 2e-5 * b / n + 1e-4 * (n - 1) / n, (1e-4, 1e-2),
+                                 100, 3, 0.5)
+                   for b in (8, 64, 512) for n in (1, 2, 4, 8))
+    record = ThroughputRecord("digits_mlp", "momentum", "cpu", "cpu", 1, points,
+                              fit_step_time(list(points)))
+    path = tmp_path / "throughput.json"
+    path.write_text(json.dumps(record.to_dict()))
+
+    open_tab(page, "Plan")
+    step_time = page.locator(f"{PANEL} >> .st-key-plan_step_time")
+    step_time.get_by_text("a throughput file", exact=True).click()
+    for key, value in (("plan_throughput_path", str(path)), ("plan_price", "2.5")):
+        field = page.locator(f".st-key-{key} input")
+        field.wait_for()
+        field.fill(value)
+        field.press("Enter")
+        wait_idle(page)
+    (chart,) = wait_charts(page, 1)
+    page.wait_for_function(
+        "(chart) => chart.textContent.includes('per device-hour')",
+        arg=chart.element_handle())
+    assert_chart_drawn(chart, "plan, time against cost")
+    texts = chart.locator("svg.marks text").all_text_contents()
+    assert "time to result (s)" in texts and "cost (at 2.5 per device-hour)" in texts
+    front = [t for t in texts if re.fullmatch(r"B=\d+ x\d", t)]
+    picked = [t for t in texts if t.startswith("recommended: B=")]
+    assert len(front) >= 3 and len({t.split(" x")[1] for t in front}) >= 2, texts
+    assert len(picked) == 1 and picked[0].removeprefix("recommended: ") in front
+    advice = page.locator(f'{PANEL} >> [data-testid="stAlert"]:has-text("Recommendation:")')
+    assert picked[0].removeprefix("recommended: B=").split(" x")[0] in advice.text_content()
+    scroll_to_top(page.locator(".st-key-plan_step_time"))
+    screenshot(page, tmp_path, "plan.png")
+
+    # The same file uploaded instead: the same plan is drawn again
+    step_time.get_by_text("upload a throughput file", exact=True).click()
+    page.locator(f'{PANEL} >> [data-testid="stAlert"]:has-text("Upload a throughput file")'
+                 ).wait_for()
+    wait_idle(page)
+    assert page.locator(CHART).count() == 0        # no file yet: no plan
+    page.locator(f'{PANEL} >> .st-key-plan_throughput_upload input[type="file"]').set_input_files(
+        path)
+    page.locator(f'{PANEL} >> [data-testid="stAlert"]:has-text("Recommendation:")').wait_for()
+    (chart,) = wait_charts(page, 1)
+    assert_chart_drawn(chart, "plan from an uploaded file")
+    assert picked[0] in chart.locator("svg.marks text").all_text_contents()

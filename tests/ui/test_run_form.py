@@ -1,5 +1,6 @@
 """ui.run_form: the app's sweep form as a SweepConfig, its out directory and its progress."""
 
+import math
 from pathlib import Path
 
 import pytest
@@ -33,3 +34,66 @@ def test_finished_trials_counts_only_this_configs_trials(tmp_path, mnist_mlp):
     config = run_form.sweep_config("mnist_mlp", "16,32,8192", 10, 0)
     # 16 and 32 hold trials 0..31; only ids 0..9 belong to this config; 8192 has none
     assert run_form.finished_trials(mnist_mlp, config) == (20, 30)
+
+
+OWN = "examples/own_workload.py:make_workload"
+
+# A tiny own workload without a goal (logistic regression on two Gaussian clouds): the pilot
+# rule runs on it in seconds.
+TWO_CLOUDS = Path(__file__).resolve().parents[1] / "fixtures" / "two_clouds.py"
+
+
+def test_an_own_workload_is_used_instead_of_the_chosen_one(tmp_path, monkeypatch):
+    from realnets import workloads
+
+    monkeypatch.chdir(PLACES.root)
+    # blank: the chosen shipped workload; filled (spaces trimmed): the own one, as typed
+    assert run_form.workload_key("digits_mlp", "  ", PLACES) == "digits_mlp"
+    assert run_form.workload_key("digits_mlp", f" {OWN} ", PLACES) == OWN
+    # from another directory a relative file is still taken from the repository root
+    monkeypatch.chdir(tmp_path)
+    key = run_form.workload_key("digits_mlp", OWN, PLACES)
+    assert key == f"{PLACES.root / OWN}"
+    own = workloads.get(key)
+    config = run_form.sweep_config(key, "16,64", 2, 0)
+    assert config.workload == key and config.batch_sizes == (16, 64)
+    # the workload's own defaults fill the rest (a goal it does not give stays NaN until the
+    # pilot rule chooses one)
+    assert (config.max_steps, config.optimizer, config.search) == (own.max_steps, own.optimizer,
+                                                                   own.search)
+    assert config.goal == own.goal or (math.isnan(config.goal) and math.isnan(own.goal))
+    # the default out directory is named after the workload, not its FILE.py:FUNCTION
+    assert run_form.out_dir_for("", key, PLACES) == PLACES.results / own.name
+    assert "/" not in own.name and ":" not in own.name
+
+
+def test_a_bad_own_workload_is_one_line():
+    for own, message in (
+            (f"{TWO_CLOUDS}:no_such_function", "has no function 'no_such_function'"),
+            (f"{TWO_CLOUDS}:not_a_workload", "must return a Workload .* got int"),
+            ("examples/no_such_file.py:make_workload", "file .*no_such_file.py does not exist"),
+            ("no_such_module:make_workload", "cannot import module 'no_such_module'"),
+            ("examples/own_workload.py", "workload must be one of")):
+        with pytest.raises(ValueError, match=message) as err:
+            run_form.workload_key("digits_mlp", own, PLACES)
+        assert "\n" not in str(err.value)
+
+
+def test_the_own_workloads_goal_comes_from_the_pilot_rule(tmp_path):
+    # what the form does with an own workload without a goal (as `--goal auto` does)
+    from realnets import workloads
+    from realnets.sweeps.pilot import PILOT_TRIALS, with_pilot_goal
+
+    key = run_form.workload_key("digits_mlp", f"{TWO_CLOUDS}:make_workload", PLACES)
+    config = run_form.sweep_config(key, "8,64", 2, 0)
+    assert math.isnan(config.goal) and config.max_steps == 60
+    built = []
+    chosen = with_pilot_goal(config, tmp_path / "out",
+                             lambda: built.append(1) or workloads.get(key).build())
+    assert built == [1]
+    choice = chosen.goal_choice
+    assert choice["batch_sizes"] == [8, 64] and choice["trials"] == PILOT_TRIALS
+    # the rule: 10% of the way from the worse end's best error back to the starting error
+    worse = max(choice["best_small"], choice["best_large"])
+    assert chosen.goal == pytest.approx(worse + 0.1 * (choice["metric_start"] - worse))
+    assert 0.0 <= worse < chosen.goal < choice["metric_start"] <= 1.0

@@ -112,3 +112,28 @@ def test_example_sweeps_resumes_and_reports_through_the_cli(capsys, tmp_path, mo
                  "8,8192", "--goal", "0.2", "--out", str(big), "--no-progress"]) == 2
     assert "4000 training examples" in capsys.readouterr().err
     assert not (big / "trials.jsonl").exists()
+
+
+def test_an_own_workload_without_a_goal_gets_one_by_the_pilot_rule(capsys, tmp_path, monkeypatch):
+    (tmp_path / "no_goal_own.py").write_text(textwrap.dedent("""
+        from realnets.workloads.own import own_workload
+        import jax.numpy as jnp, numpy as np
+        X = np.random.default_rng(0).standard_normal((64, 4)).astype(np.float32)
+        Y = X @ np.arange(1.0, 5.0, dtype=np.float32)
+        def make():
+            return own_workload("lin", init_params=lambda k: {"w": jnp.zeros((4,))},
+                                loss=lambda p, b: 0.5 * (b["x"] @ p["w"] - b["y"]) ** 2,
+                                train={"x": X, "y": Y}, val={"x": X, "y": Y}, metric_name="loss",
+                                optimizer="sgd", batch_sizes=(4, 16), max_steps=40)
+    """))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "sweep"
+    assert main(["sweep", "--workload", "no_goal_own:make", "--trials", "2", "--out", str(out),
+                 "--no-progress"]) == 0
+    config = json.loads((out / "config.json").read_text())
+    choice = config["goal_choice"]
+    assert config["batch_sizes"] == [4, 16] and config["max_steps"] == 40
+    # the goal rule: m_best + 0.1 (m_start - m_best), with m_best the worse end's best
+    m_best = max(choice["best_small"], choice["best_large"])
+    assert config["goal"] == pytest.approx(m_best + 0.1 * (choice["metric_start"] - m_best))
+    assert 0 < config["goal"] < choice["metric_start"]

@@ -1,0 +1,124 @@
+"""The app's Plan tab as library code (no streamlit): the step time read from a throughput file
+or measured here, and the plan of a sweep on it (`realnets.planning`, docs/plan.md), as the CLI's
+`python -m realnets plan` makes it. Every function answers bad input with one ValueError line,
+which the page shows beside its controls."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Callable
+
+from realnets.planning.plan import Plan, make_plan
+from realnets.planning.step_time import ThroughputRecord
+from ui.measured import Measured
+
+# Seconds per timed repeat when the step time is measured from the app: half the CLI's default
+# (`python -m realnets throughput`), so a sweep of eight batch sizes measures in well under a
+# minute; three repeats still give a median and a spread.
+MEASURE_SECONDS_PER_REPEAT = 0.5
+
+
+def parse_throughput(data: bytes | str, name: str) -> ThroughputRecord:
+    """A throughput file's contents (`python -m realnets throughput --out FILE`) as its record;
+    `name` (the file's path or name) is only for the message of a ValueError."""
+    try:
+        raw = json.loads(data)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"throughput: {name} is not JSON ({err.msg} at line {err.lineno})") \
+            from None
+    except UnicodeDecodeError:
+        raise ValueError(f"throughput: {name} is not a text file") from None
+    try:
+        return ThroughputRecord.from_dict(raw)
+    except ValueError as err:
+        raise ValueError(f"throughput: {name}: {err}") from None
+
+
+def read_throughput(path: Path) -> ThroughputRecord:
+    """The throughput file at `path` (see `parse_throughput`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"throughput: {path} is a directory; give the JSON file "
+                         "(python -m realnets throughput --out FILE)")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"throughput: cannot read {path} ({err.strerror})") from None
+    return parse_throughput(data, str(path))
+
+
+def parse_device_counts(text: str) -> tuple[int, ...]:
+    """'1' or '1,2,4' as device counts (distinct, sorted); ValueError naming 'devices'."""
+    parts = [p.strip() for p in (text or "").split(",") if p.strip()]
+    if not parts:
+        raise ValueError("devices must list at least one device count, e.g. 1 or 1,2,4")
+    try:
+        counts = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"devices must be whole numbers >= 1 separated by commas, got "
+                         f"{text.strip()!r}") from None
+    if min(counts) < 1:
+        raise ValueError(f"devices must be whole numbers >= 1, got {min(counts)}")
+    return tuple(sorted(set(counts)))
+
+
+def sweep_workload(sweep: Measured) -> str:
+    """The workload key (name, or FILE.py:FUNCTION) of a realnets sweep; ValueError for a curve
+    that is not one (a batch_science directory: no workload to time, no step time to plan)."""
+    key = sweep.config.get("workload")
+    if sweep.curve.source != "measured" or not isinstance(key, str) or not key:
+        raise ValueError(f"{sweep.name} is not a sweep of `python -m realnets sweep` (its "
+                         "config.json names no workload)")
+    return key
+
+
+def batch_sizes_to_measure(sweep: Measured, train_size: int | None) -> tuple[int, ...]:
+    """The sweep's batch sizes that fit the training set (an epoch holds at least one batch), as
+    the CLI's `plan` measures without --throughput; ValueError if none does."""
+    sizes = sorted(int(b) for b in sweep.config.get("batch_sizes") or ())
+    fit = tuple(b for b in sizes if train_size is None or b <= train_size)
+    if not fit:
+        raise ValueError(f"none of the sweep's batch sizes {sizes} fits the {train_size} training "
+                         "examples of its workload")
+    return fit
+
+
+def measure_here(sweep: Measured, task, device_counts, log: Callable[[str], None] | None = None,
+                 seconds_per_repeat: float | None = None) -> ThroughputRecord:
+    """Seconds per step of the sweep's workload and optimizer on this machine's first
+    `device_counts` devices, at `batch_sizes_to_measure` (`realnets.planning.throughput`);
+    `seconds_per_repeat` None: MEASURE_SECONDS_PER_REPEAT."""
+    from realnets.planning import throughput
+
+    return throughput.measure_throughput(
+        task, sweep_workload(sweep), str(sweep.config.get("optimizer")),
+        batch_sizes_to_measure(sweep, task.train_size), list(device_counts),
+        seconds_per_repeat=(MEASURE_SECONDS_PER_REPEAT if seconds_per_repeat is None
+                            else seconds_per_repeat),
+        max_rows_per_device=int(sweep.config.get("max_rows_per_device") or 4096), log=log)
+
+
+def plan_of(sweep: Measured, throughput: ThroughputRecord, price_per_device_hour=None,
+            deadline_s=None, budget=None, train_size: int | None = None) -> Plan:
+    """The plan of a loaded sweep (its curve and fit, as `python -m realnets plan` uses them) on
+    the step time of `throughput`; make_plan's ValueErrors pass through (a bad price, both a
+    deadline and a budget, no batch size that reached the goal, another workload's step time)."""
+    if deadline_s is not None and budget is not None:
+        raise ValueError("give at most one of the deadline and the budget")
+    sweep_workload(sweep)
+    if sweep.points.empty:
+        raise ValueError(f"{sweep.name} has no finished trials yet")
+    return make_plan(sweep.curve, sweep.document.fit, throughput, price_per_device_hour,
+                     deadline_s, budget, train_size=train_size)
+
+
+def describe_throughput(record: ThroughputRecord) -> str:
+    """One line on where and how well the step time was measured."""
+    m = record.model
+    counts = ", ".join(str(n) for n in record.device_counts())
+    return (f"Step time of {record.workload} ({record.optimizer}) on {record.platform} "
+            f"{record.device_kind}: {len(record.points)} measured (batch size, devices) pairs "
+            f"on {counts} device(s); model `{m.formula}` with fixed {m.fixed * 1e3:.3g} ms, "
+            f"per example {m.per_example * 1e6:.3g} us, all-reduce {m.allreduce * 1e3:.3g} ms "
+            f"(relative error RMS {m.rms_relative_error:.1%}, largest {m.max_relative_error:.1%}).")
