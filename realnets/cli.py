@@ -235,7 +235,8 @@ def sweep_config(args):
     if args.text_file is not None and args.workload != "text_transformer":
         raise ValueError("text-file applies only to --workload text_transformer")
     return SweepConfig(
-        workload=w.key, batch_sizes=tuple(batch_sizes), trials=args.trials,
+        workload=w.key, metric=w.recorded_metric, batch_sizes=tuple(batch_sizes),
+        trials=args.trials,
         max_steps=args.max_steps if args.max_steps is not None else w.max_steps,
         goal=_goal(args.goal, w.goal),
         optimizer=args.optimizer or w.optimizer, search=TrialSearchSpace(lr, omm, final),

@@ -41,7 +41,8 @@ def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 
     max_steps 0: the workload's budget. Raises ValueError naming the bad field."""
     w = workloads.get(workload)
     sizes = parse_batch_sizes(batch_sizes or "")
-    return SweepConfig(workload=w.key, batch_sizes=tuple(sizes), trials=int(trials),
+    return SweepConfig(workload=w.key, metric=w.recorded_metric, batch_sizes=tuple(sizes),
+                       trials=int(trials),
                        max_steps=int(max_steps) or w.max_steps, goal=w.goal, optimizer=w.optimizer,
                        search=w.search,
                        seed=int(seed), eval_resolution=w.eval_resolution)

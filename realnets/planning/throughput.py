@@ -3,7 +3,8 @@
 Each (batch size, device count) runs one trial through the sweep's own trainer
 (`realnets.training.trainer.run_trials`) for a few short repeats: the first step of the first
 repeat holds the compilation and is reported apart; every later step is timed with evaluations
-left out. The step count is chosen so that a repeat lasts about `seconds_per_repeat`.
+left out. The step count is chosen so that a repeat lasts about `seconds_per_repeat`. The
+repeats are interleaved over the (batch size, devices) pairs and each pair's median is kept.
 """
 
 from __future__ import annotations
@@ -37,23 +38,50 @@ def _timed(task: Task, optimizer: str, batch_size: int, devices: list, steps: in
     return timing
 
 
+def _probe(task: Task, optimizer: str, batch_size: int, devices: list, seconds_per_repeat: float,
+           max_rows_per_device: int, max_steps: int) -> tuple[float, int]:
+    """(compile seconds, steps per repeat) from a short first run."""
+    probe = _timed(task, optimizer, batch_size, devices, _PROBE_STEPS + 1, max_rows_per_device)
+    guess = probe["train_seconds"] / max(probe["train_steps"], 1)
+    steps = int(min(max_steps, max(8, math.ceil(seconds_per_repeat / max(guess, 1e-6)))))
+    return probe["first_step_seconds"], steps
+
+
+def _measure(task: Task, optimizer: str, pairs: list[tuple[int, int]], repeats: int,
+             seconds_per_repeat: float, max_rows_per_device: int, max_steps: int,
+             log: Callable[[str], None] | None) -> list[StepTimePoint]:
+    """Every pair probed, then `repeats` rounds that time each pair once, in turn: a machine
+    whose speed drifts (other jobs, a shared host) slows every pair alike, not one alone."""
+    plan = {}
+    for b, n in pairs:
+        plan[b, n] = _probe(task, optimizer, b, jax.devices()[:n], seconds_per_repeat,
+                            max_rows_per_device, max_steps)
+    per_step: dict = {pair: [] for pair in pairs}
+    for _ in range(repeats):
+        for b, n in pairs:
+            t = _timed(task, optimizer, b, jax.devices()[:n], plan[b, n][1] + 1,
+                       max_rows_per_device)
+            per_step[b, n].append(t["train_seconds"] / max(t["train_steps"], 1))
+    points = []
+    for b, n in pairs:
+        times = per_step[b, n]
+        p = StepTimePoint(batch_size=b, devices=n, seconds_per_step=float(np.median(times)),
+                          spread=(float(min(times)), float(max(times))), steps=plan[b, n][1],
+                          repeats=repeats, compile_seconds=float(plan[b, n][0]))
+        if log:
+            log(f"B = {b:>6} on {n} device(s): {p.seconds_per_step * 1e3:.3f} ms/step "
+                f"({p.spread[0] * 1e3:.3f}..{p.spread[1] * 1e3:.3f}, {p.repeats} x {p.steps} steps)")
+        points.append(p)
+    return points
+
+
 def measure_point(task: Task, optimizer: str, batch_size: int, devices: int, repeats: int = 3,
                   seconds_per_repeat: float = 1.0, max_rows_per_device: int = 4096,
                   max_steps: int = 2000) -> StepTimePoint:
     """Seconds per step of one trial at `batch_size` over the first `devices` devices."""
-    used = jax.devices()[:devices]
-    probe = _timed(task, optimizer, batch_size, used, _PROBE_STEPS + 1, max_rows_per_device)
-    compile_seconds = probe["first_step_seconds"]
-    guess = probe["train_seconds"] / max(probe["train_steps"], 1)
-    steps = int(min(max_steps, max(8, math.ceil(seconds_per_repeat / max(guess, 1e-6)))))
-    per_step = []
-    for _ in range(repeats):
-        t = _timed(task, optimizer, batch_size, used, steps + 1, max_rows_per_device)
-        per_step.append(t["train_seconds"] / max(t["train_steps"], 1))
-    return StepTimePoint(batch_size=batch_size, devices=devices,
-                         seconds_per_step=float(np.median(per_step)),
-                         spread=(float(min(per_step)), float(max(per_step))), steps=steps,
-                         repeats=repeats, compile_seconds=float(compile_seconds))
+    [point] = _measure(task, optimizer, [(batch_size, devices)], repeats, seconds_per_repeat,
+                       max_rows_per_device, max_steps, None)
+    return point
 
 
 def check_request(batch_sizes, device_counts, train_size: int | None) -> list[tuple[int, int]]:
@@ -86,13 +114,8 @@ def measure_throughput(task: Task, workload: str, optimizer: str, batch_sizes, d
     pairs = check_request(batch_sizes, device_counts, task.train_size)
     validation.check_whole("repeats", repeats, 1, 100)
     validation.check_in_range("seconds-per-repeat", seconds_per_repeat, 0.01, 600.0)
-    points = []
-    for b, n in pairs:
-        p = measure_point(task, optimizer, b, n, repeats, seconds_per_repeat, max_rows_per_device)
-        if log:
-            log(f"B = {b:>6} on {n} device(s): {p.seconds_per_step * 1e3:.3f} ms/step "
-                f"({p.spread[0] * 1e3:.3f}..{p.spread[1] * 1e3:.3f}, {p.repeats} x {p.steps} steps)")
-        points.append(p)
+    points = _measure(task, optimizer, pairs, repeats, seconds_per_repeat, max_rows_per_device,
+                      2000, log)
     device = jax.devices()[0]
     return ThroughputRecord(
         workload=workload, optimizer=optimizer, platform=device.platform,

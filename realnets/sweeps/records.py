@@ -27,7 +27,7 @@ from nqm.curve import CurvePoint, ScalingCurve
 from realnets import store, workloads
 from realnets.training.step import OPTIMIZERS
 from realnets.training.trainer import STATUSES
-from realnets.workloads.tasks import check_goal
+from realnets.workloads.tasks import METRIC_RANGES, check_goal
 from realnets.workloads.search_space import TrialSearchSpace
 
 PILOT_GOAL = math.nan   # --goal auto, before the pilot has chosen the goal
@@ -59,6 +59,9 @@ class SweepConfig:
       goal_choice: how a pilot chose the goal (`realnets.sweeps.pilot.GoalChoice.to_dict`), or
         None when the goal was given. `goal` may be PILOT_GOAL (NaN) only until the pilot ran:
         such a config is never written.
+      metric: the workload's metric, recorded for an own workload (`realnets.workloads.own`)
+        so that its sweep can be read, reported and checked without importing the user's file;
+        None for a shipped workload (the catalogue knows it; the field is then not written).
     """
 
     workload: str
@@ -76,9 +79,13 @@ class SweepConfig:
     full_trials: bool = False
     noise_every: int | None = None
     goal_choice: dict | None = None
+    metric: str | None = None
 
     def __post_init__(self):
-        workload = workloads.get(self.workload)
+        if self.metric is None:
+            metric = workloads.get(self.workload).metric
+        else:
+            metric = validation.check_choice("metric", self.metric, tuple(METRIC_RANGES))
         if not self.batch_sizes:
             raise ValueError("batch-sizes must list at least one batch size >= 1")
         sizes = tuple(validation.check_whole("batch-sizes entry", b, 1) for b in self.batch_sizes)
@@ -89,7 +96,7 @@ class SweepConfig:
         set_("trials", validation.check_whole("trials", self.trials, 1, 10_000))
         set_("max_steps", validation.check_whole("max-steps", self.max_steps, 1, 10 ** 9))
         if not (isinstance(self.goal, float) and math.isnan(self.goal)):    # PILOT_GOAL
-            set_("goal", check_goal(validation.check_finite("goal", self.goal), workload.metric))
+            set_("goal", check_goal(validation.check_finite("goal", self.goal), metric))
         validation.check_choice("optimizer", self.optimizer, OPTIMIZERS)
         set_("seed", validation.check_whole("seed", self.seed, 0))
         set_("eval_resolution",
@@ -105,8 +112,9 @@ class SweepConfig:
         out = asdict(self)
         out["batch_sizes"] = list(self.batch_sizes)
         out["search"] = self.search.to_dict()
-        if self.goal_choice is None:     # files of sweeps with a given goal stay as they were
-            del out["goal_choice"]
+        for optional in ("goal_choice", "metric"):   # files without them stay as they were
+            if out[optional] is None:
+                del out[optional]
         return out
 
     @classmethod

@@ -27,7 +27,8 @@ def ensure_sweep(workload, sweep_dir: Path, trials: int, progress: bool = True,
     if not (sweep_dir / "config.json").exists():
         if log:
             log(f"no sweep in {sweep_dir}: running one ({trials} trials per batch size)")
-        config = SweepConfig(workload=workload.key, batch_sizes=workload.batch_sizes,
+        config = SweepConfig(workload=workload.key, metric=workload.recorded_metric,
+                             batch_sizes=workload.batch_sizes,
                              trials=trials, max_steps=workload.max_steps, goal=workload.goal,
                              optimizer=workload.optimizer, search=workload.search,
                              eval_resolution=workload.eval_resolution)

@@ -60,6 +60,12 @@ class Workload:
     source: str | None = None
 
     @property
+    def recorded_metric(self) -> str | None:
+        """What a sweep's config.json records as its metric: an own workload's (so its sweep
+        reads without the user's file), None for a shipped one (the catalogue knows it)."""
+        return self.metric if self.source else None
+
+    @property
     def key(self) -> str:
         """What a sweep's config.json stores as its workload: the name, or an own workload's
         source."""

@@ -11,6 +11,7 @@ import pytest
 
 from realnets import workloads
 from realnets.cli import main
+from realnets.workloads import own
 from realnets.workloads.own import own_task, own_workload
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -137,3 +138,10 @@ def test_an_own_workload_without_a_goal_gets_one_by_the_pilot_rule(capsys, tmp_p
     m_best = max(choice["best_small"], choice["best_large"])
     assert config["goal"] == pytest.approx(m_best + 0.1 * (choice["metric_start"] - m_best))
     assert 0 < config["goal"] < choice["metric_start"]
+    # the metric is recorded, so the sweep reports without the user's file
+    assert config["metric"] == "loss"
+    (tmp_path / "no_goal_own.py").unlink()
+    own._load.cache_clear()
+    capsys.readouterr()
+    assert main(["report", str(out), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["config"]["workload"] == "no_goal_own:make"
