@@ -18,6 +18,7 @@ The parts (all pure functions of arrays, so the trainer can jit, vmap and shard 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib
 import importlib.util
@@ -136,7 +137,7 @@ def _import_file(path: Path):
     if spec is None or spec.loader is None:
         raise ValueError(f"workload: cannot import {path} as Python")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module      # dataclasses and pickling-free lookups need it
+    sys.modules[module_name] = module      # dataclasses in the file look their module up here
     spec.loader.exec_module(module)
     return module
 
@@ -171,7 +172,5 @@ def load_own(source: str) -> Workload:
     """The Workload that `source` ('file.py:function' or 'module:function') makes, loaded once
     per process; a relative file is taken from the current directory. Its `source` field holds
     `source`, which sweeps store as their workload."""
-    import dataclasses
-
     workload = _load(source, str(Path.cwd()))
     return dataclasses.replace(workload, source=source)
