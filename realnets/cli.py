@@ -70,6 +70,13 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--process-id", type=int, default=0)
     s.add_argument("--distributed-timeout", type=int, default=300,
                    help="seconds to wait for every process to join")
+    s.add_argument("--backend", choices=("serial", "ray"), default="serial",
+                   help="run the blocks of trials in this process (serial) or as Ray tasks "
+                        "(docs/cluster.md); the files and results are the same")
+    s.add_argument("--ray-address", help="HOST:PORT of a Ray head (ray start --head), ray://HOST:PORT "
+                                         "or auto; default: start a local Ray")
+    s.add_argument("--resources-per-block", help="JSON, what each block asks of Ray, e.g. "
+                                                 "'{\"CPU\": 1, \"GPU\": 0.25}' (default {\"CPU\": 1})")
 
     sub.add_parser("workloads", help="list the workloads").add_argument(
         "--format", choices=("table", "json"), default="table")
@@ -255,6 +262,16 @@ def run_sweep_command(args) -> str:
     from realnets.sweeps.pilot import with_pilot_goal
     from realnets.sweeps.runner import run_sweep
 
+    if args.backend == "serial" and (args.ray_address or args.resources_per_block):
+        raise ValueError("ray-address and resources-per-block need --backend ray")
+    if args.backend == "ray":
+        from realnets.cluster import ray_backend
+        from realnets.cluster.resources import parse_resources
+
+        if args.coordinator:
+            raise ValueError("--backend ray and --coordinator exclude each other: Ray spreads "
+                             "blocks of trials over hosts, --coordinator one trial's batch")
+        resources = parse_resources(args.resources_per_block)
     if args.coordinator:
         if args.distributed_timeout < 1:
             raise ValueError(f"distributed-timeout must be >= 1 second, got {args.distributed_timeout}")
@@ -268,10 +285,19 @@ def run_sweep_command(args) -> str:
         from realnets.workloads.datasets import load_text
 
         load_text(config.text_file)    # a bad file is a flag error before anything runs
-    config = with_pilot_goal(
-        config, Path(args.out), lambda: workloads.get(config.workload).build(text_file=config.text_file),
-        log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True))
-    curve = run_sweep(config, Path(args.out), progress=not args.no_progress)
+    if args.backend == "ray":
+        ray_backend.connect(args.ray_address)    # a dead address: one line, before any work
+    try:
+        config = with_pilot_goal(
+            config, Path(args.out), lambda: workloads.get(config.workload).build(text_file=config.text_file),
+            log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True))
+        executor = (None if args.backend == "serial" else
+                    ray_backend.ray_executor(config, resources, progress=not args.no_progress))
+        curve = run_sweep(config, Path(args.out), progress=not args.no_progress,
+                          executor=executor)
+    finally:
+        if args.backend == "ray":
+            ray_backend.disconnect()
     return report.render(curve, "table")
 
 

@@ -12,7 +12,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # realnets' sub-packages, lowest first: each may import from itself and those before it.
-LAYERS = ("workloads", "training", "sweeps", "planning", "calibration", "validation")
+LAYERS = ("workloads", "training", "sweeps", "cluster", "planning", "calibration", "validation")
 SHARED = {"realnets.store"}
 FACES = ("ui", "app", "streamlit", "altair", "nqm.cli", "nqm.argparser", "nqm.__main__",
          "realnets.cli", "realnets.__main__")

@@ -117,3 +117,42 @@ def test_other_study_in_the_same_directory_is_refused(uninterrupted, tmp_path):
                          optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)))
     with pytest.raises(ValueError, match="goal"):
         run_sweep(config, copy, progress=False)
+
+
+def _blocks_sweep():
+    # two blocks per batch size; at B = 256 the second would reach the goal at step 125, after
+    # the first did (61): the serial run stops it at 61
+    return SweepConfig(workload="nqm", batch_sizes=(64, 256), trials=4, max_steps=400, goal=0.1,
+                       optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)), seed=2,
+                       vmap_trials=2)
+
+
+def test_an_executor_finishing_blocks_out_of_order_writes_the_serial_records(tmp_path):
+    """The seam: blocks run with no limit, returned last first, are written as the serial
+    executor writes them (each batch size's blocks in order, cut to the serial rule)."""
+    from realnets import workloads
+    from realnets.training.trainer import run_trials
+
+    config = _blocks_sweep()
+    task = workloads.get("nqm").build()
+    run_sweep(config, tmp_path / "serial", progress=False, task=task)
+    asked = []
+
+    def last_first(blocks, stop_after):
+        done = [run_trials(task, b.run, list(b.trials)) for b in blocks]     # no limit
+        for index in reversed(range(len(blocks))):
+            asked.append(stop_after(blocks[index]))
+            yield index, done[index]
+
+    run_sweep(config, tmp_path / "parallel", progress=False, task=task, executor=last_first)
+    serial = (tmp_path / "serial" / "trials.jsonl").read_text().splitlines()
+    parallel = (tmp_path / "parallel" / "trials.jsonl").read_text().splitlines()
+    assert sorted(parallel) == sorted(serial)
+    for batch_size in config.batch_sizes:       # within a batch size, the serial order
+        assert ([line for line in parallel if json.loads(line)["batch_size"] == batch_size]
+                == [line for line in serial if json.loads(line)["batch_size"] == batch_size])
+    cut = [json.loads(line) for line in serial if "an earlier trial" in line]
+    assert {r["batch_size"] for r in cut} == {64, 256}      # the cut was needed at both
+    assert asked == [None] * 4          # blocks returned early could not know a limit
+    assert ((tmp_path / "parallel" / "curve.json").read_text()
+            == (tmp_path / "serial" / "curve.json").read_text())
