@@ -304,7 +304,7 @@ def steps_to_target(problem: Problem, batch_size, learning_rate, beta1=0.9, beta
     comes back up inside one segment is not seen). Returns int64 (N,), -1 where not reached
     within max_steps.
     """
-    max_steps = validation.check_positive_int("max_steps", max_steps, maximum=10 ** 12)
+    max_steps = validation.check_whole("max_steps", max_steps, 1, 10 ** 12)
     growth = _check_growth(growth)
     model = MeanFieldAdam(problem, batch_size, learning_rate, beta1, beta2, epsilon, init_nodes)
     target = problem.target

@@ -31,7 +31,7 @@ from nqm.problem import Problem
 
 def random_rotation(dim: int, seed: int = 0) -> np.ndarray:
     """A Haar-random orthogonal (d, d) matrix (QR of a Gaussian matrix, signs fixed)."""
-    dim = validation.check_positive_int("dim", dim, maximum=1000)
+    dim = validation.check_whole("dim", dim, 1, 1000)
     seed = validation.check_whole("seed", seed, 0)
     q, r = np.linalg.qr(np.random.default_rng(seed).standard_normal((dim, dim)))
     return q * np.sign(np.diag(r))
@@ -112,7 +112,7 @@ def steps_to_target(problem: Problem, rotation_DD, batch_size, learning_rate, be
                     beta2=0.999, epsilon=0.0, max_steps: int = 10_000) -> np.ndarray:
     """First step with E[L] <= problem.target per row (every step checked); -1 if not within
     max_steps. int64 (N,)."""
-    max_steps = validation.check_positive_int("max_steps", max_steps, maximum=10 ** 7)
+    max_steps = validation.check_whole("max_steps", max_steps, 1, 10 ** 7)
     model = RotatedMeanFieldAdam(problem, rotation_DD, batch_size, learning_rate, beta1, beta2,
                                  epsilon)
     out = np.full(model.lr_N.shape[0], -1, dtype=np.int64)

@@ -32,9 +32,9 @@ class AdamSearch:
 
     def __post_init__(self):
         validation.check_range_pair("learning_rate", self.learning_rate, 0.0, np.inf)
-        validation.check_positive_int("grid_per_decade", self.grid_per_decade, maximum=100)
+        validation.check_whole("grid_per_decade", self.grid_per_decade, 1, 100)
         validation.check_whole("refinements", self.refinements, 0, 10)
-        validation.check_positive_int("max_steps", self.max_steps, maximum=10 ** 9)
+        validation.check_whole("max_steps", self.max_steps, 1, 10 ** 9)
 
 
 def _best(steps_NL, lr_NL):

@@ -171,8 +171,8 @@ def run_curve(args) -> dict:
     batch_sizes = validation.parse_batch_sizes(args.batch_sizes)
     problem.check_batch_sizes(batch_sizes, "--batch-sizes (at most --train-size)")
     # Adam's tuner marches every row to the budget at most (AdamSearch's cap)
-    validation.check_positive_int("max-steps", args.max_steps,
-                                  maximum=10 ** 9 if spec.name == "adam" else 10 ** 12)
+    validation.check_whole("max-steps", args.max_steps, 1,
+                           10 ** 9 if spec.name == "adam" else 10 ** 12)
     if problem.initial_loss() <= problem.target:
         raise ValueError(f"target {problem.target:g} is at or above the initial loss "
                          f"{problem.initial_loss():g}: nothing to train")

@@ -138,7 +138,7 @@ class NQMConfig:
             h = validation.check_array("curvature", self.curvature)
             dim = h.shape[0]
         else:
-            dim = validation.check_positive_int("dim", self.dim, maximum=MAX_DIM)
+            dim = validation.check_whole("dim", self.dim, 1, MAX_DIM)
             a = validation.check_in_range("spectrum_exponent", self.spectrum_exponent, 0.0, 10.0)
             h = np.arange(1, dim + 1, dtype=np.float64) ** -a
             if np.any(h <= 0):

@@ -19,7 +19,7 @@ def _check_schedule(learning_rates, segment_steps):
     seg = np.asarray(segment_steps)
     if seg.ndim != 1 or seg.size == 0:
         raise ValueError("segment_steps must be a non-empty list of whole numbers >= 1")
-    seg = np.array([validation.check_positive_int("segment_steps entry", s) for s in seg],
+    seg = np.array([validation.check_whole("segment_steps entry", s, 1) for s in seg],
                    dtype=np.int64)
     if lrs.shape[-1] != seg.size:
         raise ValueError(f"learning_rates must have one entry per segment ({seg.size}), "

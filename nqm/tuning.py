@@ -71,7 +71,7 @@ class OptimizerSpec:
         if self.name not in FAMILIES:
             raise ValueError(f"optimizer must be one of {', '.join(FAMILIES)}, got {self.name!r}")
         validation.check_in_range("precond_power", self.precond_power, 0.0, 1.0)
-        validation.check_positive_int("pieces", self.pieces, maximum=100)
+        validation.check_whole("pieces", self.pieces, 1, 100)
         if self.name == "adam" and self.precond_power != 0.0:
             raise ValueError("precond_power must be 0 for adam (its preconditioner is its own), "
                              f"got {self.precond_power:g}")
@@ -115,7 +115,7 @@ class SearchSpace:
             if lo > hi or hi > upper:
                 raise ValueError(f"{name} bounds must satisfy 0 < low <= high <= {upper:g}, "
                                  f"got ({lo:g}, {hi:g})")
-        validation.check_positive_int("grid_per_decade", self.grid_per_decade, maximum=100)
+        validation.check_whole("grid_per_decade", self.grid_per_decade, 1, 100)
 
 
 def default_space(spec: OptimizerSpec) -> SearchSpace:
@@ -510,7 +510,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     problem = config.problem() if isinstance(config, NQMConfig) else config
     batch = validation.check_batch_sizes(batch_sizes).astype(np.float64)
     problem.check_batch_sizes(batch)
-    max_steps = validation.check_positive_int("max_steps", max_steps, maximum=10 ** 12)
+    max_steps = validation.check_whole("max_steps", max_steps, 1, 10 ** 12)
     if spec.name == "schedule":
         return _tune_schedule_curve(config, problem, spec, batch, max_steps, space)
     if spec.name == "adam":

@@ -90,11 +90,6 @@ def check_choice(name: str, value, choices) -> str:
     return value
 
 
-def check_positive_int(name: str, value, *, maximum: int | None = None) -> int:
-    """Returns `value` as an int if it is a whole number >= 1 (and <= maximum)."""
-    return check_whole(name, value, 1, maximum)
-
-
 def check_array(name: str, values: Iterable[float], *, positive: bool = True,
                 nonnegative: bool = False) -> np.ndarray:
     """Returns `values` as a 1-D float64 array that is non-empty, finite and (strictly) positive."""
@@ -170,7 +165,7 @@ def check_batch_sizes(values: Iterable[int], name: str = "batch_sizes") -> np.nd
     values = list(values)
     if not values:
         raise ValueError(f"{name} must hold at least one batch size >= 1, got an empty list")
-    out = [check_positive_int(f"{name} entry", v) for v in values]
+    out = [check_whole(f"{name} entry", v, 1) for v in values]
     return np.unique(np.asarray(out, dtype=np.int64))
 
 

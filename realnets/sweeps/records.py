@@ -242,7 +242,7 @@ class TrialRecord:
 
     def __post_init__(self):
         set_ = functools.partial(object.__setattr__, self)   # normalised values on a frozen record
-        set_("batch_size", validation.check_positive_int("batch_size", self.batch_size))
+        set_("batch_size", validation.check_whole("batch_size", self.batch_size, 1))
         if self.trial_id is None:
             raise ValueError("trial_id is missing")
         if isinstance(self.trial_id, bool) or not isinstance(self.trial_id, (int, str)):
@@ -251,14 +251,13 @@ class TrialRecord:
         validation.check_choice("status", self.status, STATUSES)
         set_("learning_rate", validation.check_positive("learning_rate", self.learning_rate))
         if self.steps_to_goal is not None:
-            set_("steps_to_goal", validation.check_positive_int("steps_to_goal",
-                                                                self.steps_to_goal))
+            set_("steps_to_goal", validation.check_whole("steps_to_goal", self.steps_to_goal, 1))
         if self.momentum is not None:
             validation.check_in_range("momentum", self.momentum, 0.0, 1.0, closed_high=False)
         validation.check_in_range("final_lr_fraction", self.final_lr_fraction, 0.0, 1.0)
         set_("steps_run", validation.check_whole("steps_run", self.steps_run, 0))
         for name in ("devices", "processes", "microbatches"):
-            set_(name, validation.check_positive_int(name, getattr(self, name)))
+            set_(name, validation.check_whole(name, getattr(self, name), 1))
         set_("noise_every", validation.check_whole("noise_every", self.noise_every, 0))
 
     def to_dict(self) -> dict:

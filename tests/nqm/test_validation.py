@@ -39,12 +39,12 @@ def test_check_whole_bounds_are_inclusive():
     assert validation.check_whole("k", 10, 1, 10) == 10
 
 
-def test_check_positive_int_is_check_whole_from_one():
-    assert validation.check_positive_int("dim", 5.0, maximum=5) == 5
+def test_check_whole_from_one_names_the_range():
+    assert validation.check_whole("dim", 5.0, 1, 5) == 5
     with pytest.raises(ValueError, match=r"dim must be a whole number in \[1, 5\], got 6"):
-        validation.check_positive_int("dim", 6, maximum=5)
+        validation.check_whole("dim", 6, 1, 5)
     with pytest.raises(ValueError, match="dim must be a whole number >= 1, got 0"):
-        validation.check_positive_int("dim", 0)
+        validation.check_whole("dim", 0, 1)
 
 
 def test_check_range_pair_accepts_ordered_pairs_inside_the_bounds():
