@@ -7,7 +7,7 @@ Steps to result at a batch size is the first evaluation step at which any trial 
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -21,20 +21,23 @@ EDGE_FRACTION = 0.1   # best value in the outer 10% of a log range counts as "on
 RESAMPLES = 200
 
 
+def _fewest_steps(items, steps_of: Callable, id_of: Callable):
+    """The rule that picks a point's trial: the fewest steps to goal, ties to the lowest trial
+    id (ordered as numbers where they are numbers, even as strings: "2" < "10"); None if none
+    reached the goal."""
+    reached = [x for x in items if steps_of(x) is not None]
+    return min(reached, key=lambda x: (steps_of(x), trial_order(id_of(x)))) if reached else None
+
+
 def best_trial(records: Sequence[TrialRecord]) -> TrialRecord | None:
-    """The trial that sets a point: the fewest steps_to_goal, ties to the lowest trial_id (None
-    if no trial reached the goal)."""
-    reached = [r for r in records if r.steps_to_goal is not None]
-    return min(reached, key=lambda r: (r.steps_to_goal, trial_order(r.trial_id))) \
-        if reached else None
+    """The trial that sets a point (`_fewest_steps` over trial records)."""
+    return _fewest_steps(records, lambda r: r.steps_to_goal, lambda r: r.trial_id)
 
 
 def best_row(rows: Sequence[dict]) -> dict | None:
     """`best_trial` over a curve point's trial rows (`trial_summary` rows, or batch_science
-    records). Ids are ordered as numbers where they are numbers, even as strings ("2" < "10")."""
-    reached = [r for r in rows if r["steps_to_goal"] is not None]
-    return min(reached, key=lambda r: (r["steps_to_goal"], trial_order(r["trial_id"]))) \
-        if reached else None
+    records)."""
+    return _fewest_steps(rows, lambda r: r["steps_to_goal"], lambda r: r["trial_id"])
 
 
 def trial_summary(record: TrialRecord) -> dict:
