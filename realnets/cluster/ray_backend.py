@@ -6,7 +6,10 @@ keeps it for the life of its process; it returns the trainer's records and write
 reruns a block whose worker died (`resources.MAX_RETRIES`); the driver writes a block only once
 it returned, so nothing is lost or written twice. Blocks are submitted in the serial order, no
 more at a time than the cluster holds, each with the serial limit known when it is submitted
-(`realnets.sweeps.blocks`): later blocks start after earlier ones finished and stop there.
+(`realnets.sweeps.blocks`). Blocks already running learn of an earlier block of their batch size
+that reached the goal meanwhile through a small actor (`Limits`), polled at most every
+`POLL_SECONDS`, and stop at that step (never earlier; only earlier blocks count, so the records
+cut back by the driver are the serial ones). Without it they would train on to their own goal.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import dataclasses
 import functools
 import logging
 import socket
+import time
 from typing import Iterator, Sequence
 
 from realnets import workloads
@@ -24,6 +28,7 @@ from realnets.sweeps.records import SweepConfig
 from realnets.training.trainer import run_trials
 
 CONNECT_TIMEOUT_SECONDS = 10.0
+POLL_SECONDS = 0.5
 NEEDS_RAY = "--backend ray needs Ray: pip install -e '.[cluster]' (ray==2.60.0)"
 
 
@@ -32,10 +37,46 @@ def _task(workload: str, text_file: str | None):
     return workloads.get(workload).build(text_file=text_file)
 
 
-def run_block(workload: str, text_file: str | None, run, trials) -> list[dict]:
+class Limits:
+    """The fewest steps to goal of each finished block, by batch size and the block's position
+    among its batch size's blocks (a Ray actor in the driver's cluster)."""
+
+    def __init__(self):
+        self.best: dict[tuple[int, int], int] = {}
+
+    def finished(self, batch_size: int, position: int, steps: int | None) -> None:
+        if steps is not None:
+            self.best[batch_size, position] = steps
+
+    def limit(self, batch_size: int, position: int) -> int | None:
+        """The serial limit of block `position`: the fewest steps of the blocks before it."""
+        before = [s for (b, p), s in self.best.items() if b == batch_size and p < position]
+        return min(before) if before else None
+
+
+def _poller(limits, batch_size: int, position: int):
+    """A live limit for `run_trials` that asks `limits` at most every POLL_SECONDS."""
+    import ray
+
+    known = {"at": -POLL_SECONDS, "limit": None}
+
+    def live_limit() -> int | None:
+        now = time.monotonic()
+        if now - known["at"] >= POLL_SECONDS:
+            known["at"] = now
+            known["limit"] = ray.get(limits.limit.remote(batch_size, position))
+        return known["limit"]
+
+    return live_limit
+
+
+def run_block(workload: str, text_file: str | None, run, trials, limits=None,
+              position: int = 0) -> list[dict]:
     """A block on a worker: the trainer's records for `trials` under RunConfig `run`, on every
-    device the worker sees (those Ray gave it)."""
-    return run_trials(_task(workload, text_file), run, list(trials))
+    device the worker sees (those Ray gave it); with `limits` (a `Limits` actor) it stops once
+    an earlier block of its batch size reached the goal at or before its current step."""
+    live = None if limits is None else _poller(limits, run.batch_size, position)
+    return run_trials(_task(workload, text_file), run, list(trials), live_limit=live)
 
 
 def _host_port(address: str) -> tuple[str, int]:
@@ -98,12 +139,19 @@ def ray_executor(config: SweepConfig, resources: dict[str, float],
     def execute(blocks: Sequence[Block], stop_after) -> Iterator[tuple[int, list[dict]]]:
         pending: dict = {}                      # ObjectRef -> block index
         upcoming = iter(enumerate(blocks))
+        position, seen = {}, {}                 # block index -> its place within its batch size
+        for index, block in enumerate(blocks):
+            position[index] = seen[block.batch_size] = seen.get(block.batch_size, -1) + 1
+        # full trials run to their end in the serial backend too: nothing to stop
+        limits = (None if config.full_trials else
+                  ray.remote(num_cpus=0)(Limits).remote())
         bar = _bar(progress, len(blocks), at_once)
         try:
             while True:
                 for index, block in upcoming:
                     run = dataclasses.replace(block.run, stop_after=stop_after(block))
-                    ref = remote.remote(config.workload, config.text_file, run, block.trials)
+                    ref = remote.remote(config.workload, config.text_file, run, block.trials,
+                                        limits, position[index])
                     pending[ref] = index
                     if len(pending) >= at_once:
                         break
@@ -119,12 +167,18 @@ def ray_executor(config: SweepConfig, resources: dict[str, float],
                         f"block {index} (batch size {block.batch_size}, trials "
                         f"{[t.trial_id for t in block.trials]}) failed on the cluster: "
                         f"{str(err).splitlines()[0]}") from err
+                if limits is not None:
+                    steps = [r["steps_to_goal"] for r in done if r["steps_to_goal"] is not None]
+                    limits.finished.remote(blocks[index].batch_size, position[index],
+                                           min(steps) if steps else None)
                 if bar:
                     bar.update(1)
                 yield index, done
         finally:
             for ref in pending:                 # a driver that stops takes its blocks with it
                 ray.cancel(ref, force=True)
+            if limits is not None:
+                ray.kill(limits)
             if bar:
                 bar.close()
 

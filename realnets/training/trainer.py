@@ -225,7 +225,8 @@ class _Outcomes:
 def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=None,
                on_eval: Callable[[int], None] | None = None,
                final_params: list | None = None, start: TrainState | None = None,
-               final_states: list | None = None, timing: dict | None = None) -> list[dict]:
+               final_states: list | None = None, timing: dict | None = None,
+               live_limit: Callable[[], int | None] | None = None) -> list[dict]:
     """Trains `trials` of one batch size together; returns one record per trial.
 
     Args:
@@ -242,6 +243,10 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         copied, so the caller's arrays stay valid (the train step donates its state).
       final_states: if a list, the TrainState when the run ended (device arrays, leading trial
         axis) is appended to it (branch points: `realnets.sweeps.branching`).
+      live_limit: called after every evaluation; when it returns a step at or before the current
+        one, the run stops there as it would with that `stop_after` (an earlier group of trials
+        of the batch size, finished meanwhile elsewhere, reached the goal there:
+        `realnets.cluster`). None: no such limit.
       timing: if a dict, filled with wall seconds (`realnets.planning.throughput`):
         first_step_seconds (the first step, compilation included), train_seconds and
         train_steps (every later step, data placement included, evaluations excluded),
@@ -353,6 +358,11 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
             break
         if last_step == budget and budget < config.max_steps:
             stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
+        elif live_limit is not None and last_step < budget:
+            limit = live_limit()
+            if limit is not None and last_step >= limit:
+                stopped = f"stopped at step {last_step}: an earlier trial reached the goal there"
+                break
 
     if timing is not None:
         timing.update(clock)

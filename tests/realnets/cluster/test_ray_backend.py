@@ -188,3 +188,19 @@ def test_bad_cluster_flags_are_one_line(capsys, tmp_path, flags, message):
     err = _one_line_error(capsys, [*SWEEP, "--out", str(tmp_path / "x"), *flags])
     assert message in err
     assert not (tmp_path / "x").exists()
+
+
+def test_limits_count_only_the_earlier_blocks_of_a_batch_size():
+    from realnets.cluster.ray_backend import Limits
+
+    limits = Limits()
+    assert limits.limit(256, 1) is None
+    limits.finished(256, 0, 61)
+    limits.finished(256, 2, 40)          # a later block: the serial run never limits by it
+    limits.finished(64, 0, 10)           # another batch size
+    limits.finished(256, 3, None)        # reached nothing
+    assert limits.limit(256, 0) is None
+    assert limits.limit(256, 1) == 61
+    assert limits.limit(256, 2) == 61
+    assert limits.limit(256, 3) == 40
+    assert limits.limit(64, 1) == 10

@@ -80,3 +80,29 @@ def test_a_cut_between_evaluations_is_refused():
     between = next(s + 1 for s, t in zip(steps, steps[1:]) if t > s + 1 and 10 < s < reached)
     with pytest.raises(ValueError, match=f"not evaluated at step {between}"):
         as_if_stopped_at(_free(), between)
+
+
+def _run_live(limit_from: int, limit: int):
+    """The free block, told of `limit` only once it has passed step `limit_from` (a block that
+    finished elsewhere in the meantime)."""
+    seen = []
+
+    def live_limit():
+        return limit if seen and seen[-1] >= limit_from else None
+
+    return run_trials(_task(), RUN, list(TRIALS), devices=_cpu1(), on_eval=seen.append,
+                      live_limit=live_limit)
+
+
+def test_a_live_limit_stops_the_block_and_cuts_back_to_the_serial_records():
+    reached = _free()[1]["steps_to_goal"]
+    steps = eval_steps(RUN.max_steps, RUN.eval_resolution)
+    limit, later = [s for s in steps if 10 < s < reached][:2]
+    # learned in time: the block stops at the limit, exactly as stop_after would have it
+    assert _run_live(limit, limit) == _run(stop_after=limit)
+    # learned late: it stops at the next evaluation, and the cut gives the serial records
+    late = _run_live(later, limit)
+    assert late[1]["steps_run"] == later and late[1]["status"] == "INCOMPLETE"
+    assert as_if_stopped_at(late, limit) == _run(stop_after=limit)
+    # a limit the block never passes changes nothing
+    assert _run_live(0, reached) == _free()
