@@ -288,6 +288,13 @@ def pick_measured():
         names = [c.name for c in curves]
         chosen = st.selectbox("workload", names, key="bs_workload")
         return curves[names.index(chosen)]
+    return load_picked_sweep(path)
+
+
+def load_picked_sweep(path):
+    """The sweep directory a picker chose, loaded (cached), or None: nothing chosen, or an error
+    beside the controls."""
+    from ui import measured
     if path is None:
         return None
     try:
@@ -601,17 +608,9 @@ def show_run():
 def pick_plan_sweep():
     """The sweep the Plan tab plans (a loaded `ui.measured.Measured`), or None (with an error or
     a hint beside the controls)."""
-    from ui import measured
     source = st.radio("sweep from", PLAN_SOURCES, horizontal=True, key="plan_source")
-    path = (listed_sweep("plan_sweep", DEFAULT_PLAN_SWEEP) if source == PLAN_SOURCES[0]
-            else typed_sweep("plan_path"))
-    if path is None:
-        return None
-    try:
-        return cached_sweep(measured.signature(path))
-    except ValueError as err:
-        st.error(f"Cannot load this sweep: {err}")
-        return None
+    return load_picked_sweep(listed_sweep("plan_sweep", DEFAULT_PLAN_SWEEP)
+                             if source == PLAN_SOURCES[0] else typed_sweep("plan_path"))
 
 
 def pick_step_time(sweep, task):
@@ -620,6 +619,8 @@ def pick_step_time(sweep, task):
     batch sizes and device counts, so it is measured once)."""
     import jax
 
+    from realnets.planning import step_time
+    from realnets.planning.throughput import parse_device_counts
     from ui import plan_page
     source = st.radio("step time", STEP_TIME_SOURCES, horizontal=True, key="plan_step_time",
                       help="seconds per training step against batch size and device count "
@@ -634,16 +635,16 @@ def pick_step_time(sweep, task):
                 st.info("Type the path of a throughput file (`python -m realnets throughput "
                         "--workload W --out FILE`), or measure the step time here.")
                 return None
-            return plan_page.read_throughput(PLACES.resolve(text))
+            return step_time.read_throughput(PLACES.resolve(text))
         if source == STEP_TIME_SOURCES[2]:
             upload = st.file_uploader("throughput file (JSON)", type=["json"],
                                       key="plan_throughput_upload")
             if upload is None:
                 st.info("Upload a throughput file (`python -m realnets throughput --out FILE`).")
                 return None
-            return plan_page.parse_throughput(upload.getvalue(), upload.name)
+            return step_time.parse_throughput(upload.getvalue(), upload.name)
         present = jax.device_count()
-        counts = plan_page.parse_device_counts(st.text_input(
+        counts = parse_device_counts(st.text_input(
             "device counts", "1", key="plan_devices",
             help=f"comma-separated, e.g. 1,2,4; JAX sees {present} {jax.devices()[0].platform} "
                  "device(s) here"))

@@ -42,13 +42,12 @@ sys.path.insert(0, str(ROOT))
 from realnets import workloads  # noqa: E402
 from realnets.planning.plan import make_plan  # noqa: E402
 from realnets.planning.throughput import measure_throughput  # noqa: E402
-from realnets.sweeps.curve import best_trial, build_curve, curve_document  # noqa: E402
+from realnets.sweeps.curve import best_trial, build_curve  # noqa: E402
 from realnets.sweeps.records import load_sweep  # noqa: E402
 from realnets.training.trainer import RunConfig, TrialSpec, run_trials  # noqa: E402
 
 TOLERANCE = 0.2
 WARM_RUNS = 3
-START_LOAD = ""
 
 
 def _spec(record) -> TrialSpec:
@@ -90,12 +89,10 @@ def main(argv=None) -> int:
     parser.add_argument("--sweep", default=str(ROOT / "sweeps" / "mnist_mlp"))
     parser.add_argument("--batch-sizes", help="a subset, e.g. 16,256 (default: every reached)")
     args = parser.parse_args(argv)
-    global START_LOAD
-    START_LOAD = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    load_before = " ".join(f"{x:.2f}" for x in os.getloadavg())
     start = time.perf_counter()
     config, records = load_sweep(Path(args.sweep))
     curve = build_curve(records, config)
-    fit = curve_document(curve).fit
     task = workloads.get(config.workload).build(text_file=config.text_file)
     reached = [p.batch_size for p in curve.points if p.steps is not None]
     if args.batch_sizes:
@@ -103,7 +100,7 @@ def main(argv=None) -> int:
         reached = [b for b in reached if b in wanted]
     throughput = measure_throughput(task, config.workload, config.optimizer, reached, [1],
                                     max_rows_per_device=config.max_rows_per_device)
-    plan = make_plan(curve, fit, throughput, train_size=task.train_size)
+    plan = make_plan(curve, throughput, train_size=task.train_size)
     predicted = {p.batch_size: p for p in plan.points if p.devices == 1}
     print(f"{config.workload}: goal {config.goal:g}, sweep {args.sweep}, one device "
           f"({throughput.platform})")
@@ -136,7 +133,7 @@ def main(argv=None) -> int:
         print(f"measured: the recommended B = {rec} took {measured_s[rec]:.3g} s; the fastest "
               f"measured, B = {fastest}, {measured_s[fastest]:.3g} s "
               f"({measured_s[rec] / measured_s[fastest]:.2f}x; one device, so cost goes as time)")
-    print(f"({time.perf_counter() - start:.0f} s; load average before: {START_LOAD})")
+    print(f"({time.perf_counter() - start:.0f} s; load average before: {load_before})")
     return 0
 
 

@@ -239,8 +239,7 @@ def sweep_config(args):
              if args.final_lr_fraction_range else search.final_lr_fraction)
     batch_sizes = (parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None
                    else list(w.batch_sizes))
-    if args.text_file is not None and args.workload != "text_transformer":
-        raise ValueError("text-file applies only to --workload text_transformer")
+    _check_text_file(args.text_file, w)
     return SweepConfig(
         workload=w.key, metric=w.recorded_metric, batch_sizes=tuple(batch_sizes),
         trials=args.trials,
@@ -253,6 +252,11 @@ def sweep_config(args):
         vmap_trials=args.vmap_trials, max_rows_per_device=args.max_rows_per_device,
         full_trials=args.full_trials, noise_every=args.noise_every,
         text_file=None if args.text_file is None else str(Path(args.text_file).resolve()))
+
+
+def _check_text_file(text_file: str | None, workload) -> None:
+    if text_file is not None and workload.name != "text_transformer":
+        raise ValueError("text-file applies only to --workload text_transformer")
 
 
 def run_sweep_command(args) -> str:
@@ -474,18 +478,15 @@ def branch_command(args) -> str:
 def throughput_command(args) -> str:
     from realnets import store, workloads
     from realnets.planning.render import throughput_table
-    from realnets.planning.throughput import measure_throughput
+    from realnets.planning.throughput import measure_throughput, parse_device_counts
 
     w = workloads.get(args.workload)
     sizes = (parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None
              else list(w.batch_sizes))
-    devices = _whole_list(args.devices, "devices")
-    if not devices:
-        raise ValueError("devices must list at least one device count")
+    devices = parse_device_counts(args.devices)
     if args.out and not Path(args.out).resolve().parent.is_dir():
         raise ValueError(f"out: directory {Path(args.out).resolve().parent} does not exist")
-    if args.text_file is not None and w.name != "text_transformer":
-        raise ValueError("text-file applies only to --workload text_transformer")
+    _check_text_file(args.text_file, w)
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
     record = measure_throughput(w.build(text_file=args.text_file), w.key,
                                 args.optimizer or w.optimizer, sizes, devices,
@@ -497,49 +498,31 @@ def throughput_command(args) -> str:
 
 
 def plan_command(args) -> str:
-    import json
-
     from realnets import workloads
-    from realnets.planning.plan import make_plan
+    from realnets.planning.plan import check_request, make_plan
     from realnets.planning.render import plan_table
-    from realnets.planning.step_time import ThroughputRecord
-    from realnets.planning.throughput import measure_throughput
-    from realnets.sweeps.curve import build_curve, curve_document
+    from realnets.planning.step_time import read_throughput
+    from realnets.planning.throughput import fitting_batch_sizes, measure_throughput
+    from realnets.sweeps.curve import build_curve
     from realnets.sweeps.records import load_sweep
 
-    for name in ("price_per_device_hour", "deadline", "budget"):
-        value = getattr(args, name)
-        if value is not None and not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{name.replace('_', '-')} must be a positive number, got {value:g}")
-    if args.deadline is not None and args.budget is not None:
-        raise ValueError("give at most one of --deadline and --budget")
+    check_request(args.price_per_device_hour, args.deadline, args.budget)
     config, records = load_sweep(Path(args.sweep))
     if not records:
         raise ValueError(f"sweep directory {args.sweep} has no finished trials yet")
-    curve = build_curve(records, config)
-    fit = curve_document(curve).fit
-    workload = workloads.get(config.workload)
-    task = None
-    if args.throughput:
-        try:
-            raw = json.loads(Path(args.throughput).read_text(encoding="utf-8"))
-        except OSError as err:
-            raise ValueError(f"throughput: cannot read {args.throughput} ({err.strerror})") from None
-        except json.JSONDecodeError as err:
-            raise ValueError(f"throughput: {args.throughput} is not JSON ({err.msg})") from None
-        throughput = ThroughputRecord.from_dict(raw)
-    else:
-        say = (lambda _: None) if args.no_progress else (
-            lambda m: print(m, file=sys.stderr, flush=True))
-        say("no --throughput: measuring the step time on 1 device at the sweep's batch sizes")
-        task = workload.build(text_file=config.text_file)
-        sizes = sorted({b for b in config.batch_sizes
-                        if task.train_size is None or b <= task.train_size})
-        throughput = measure_throughput(task, config.workload, config.optimizer, sizes, [1],
-                                        max_rows_per_device=config.max_rows_per_device, log=say)
-    train_size = (task or workload.build(text_file=config.text_file)).train_size
-    plan = make_plan(curve, fit, throughput, args.price_per_device_hour, args.deadline,
-                     args.budget, train_size=train_size)
+    throughput = read_throughput(Path(args.throughput)) if args.throughput else None
+    task = workloads.get(config.workload).build(text_file=config.text_file)
+    if throughput is None:
+        if not args.no_progress:
+            print("no --throughput: measuring the step time on 1 device at the sweep's batch "
+                  "sizes", file=sys.stderr, flush=True)
+        throughput = measure_throughput(
+            task, config.workload, config.optimizer,
+            fitting_batch_sizes(config.batch_sizes, task.train_size), [1],
+            max_rows_per_device=config.max_rows_per_device,
+            log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True))
+    plan = make_plan(build_curve(records, config), throughput, args.price_per_device_hour,
+                     args.deadline, args.budget, train_size=task.train_size)
     return to_json(plan.to_dict(), indent=1) if args.format == "json" else plan_table(plan)
 
 

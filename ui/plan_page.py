@@ -1,12 +1,10 @@
-"""The app's Plan tab as library code (no streamlit): the step time read from a throughput file
-or measured here, and the plan of a sweep on it (`realnets.planning`, docs/plan.md), as the CLI's
+"""The app's Plan tab as library code (no streamlit): the step time measured here (a throughput
+file is read by `realnets.planning.step_time.read_throughput`), and the plan of a sweep on it (`realnets.planning`, docs/plan.md), as the CLI's
 `python -m realnets plan` makes it. Every function answers bad input with one ValueError line,
 which the page shows beside its controls."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Callable
 
 from realnets.planning.plan import Plan, make_plan
@@ -17,50 +15,6 @@ from ui.measured import Measured
 # (`python -m realnets throughput`), so a sweep of eight batch sizes measures in well under a
 # minute; three repeats still give a median and a spread.
 MEASURE_SECONDS_PER_REPEAT = 0.5
-
-
-def parse_throughput(data: bytes | str, name: str) -> ThroughputRecord:
-    """A throughput file's contents (`python -m realnets throughput --out FILE`) as its record;
-    `name` (the file's path or name) is only for the message of a ValueError."""
-    try:
-        raw = json.loads(data)
-    except json.JSONDecodeError as err:
-        raise ValueError(f"throughput: {name} is not JSON ({err.msg} at line {err.lineno})") \
-            from None
-    except UnicodeDecodeError:
-        raise ValueError(f"throughput: {name} is not a text file") from None
-    try:
-        return ThroughputRecord.from_dict(raw)
-    except ValueError as err:
-        raise ValueError(f"throughput: {name}: {err}") from None
-
-
-def read_throughput(path: Path) -> ThroughputRecord:
-    """The throughput file at `path` (see `parse_throughput`)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ValueError(f"throughput: {path} is a directory; give the JSON file "
-                         "(python -m realnets throughput --out FILE)")
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise ValueError(f"throughput: cannot read {path} ({err.strerror})") from None
-    return parse_throughput(data, str(path))
-
-
-def parse_device_counts(text: str) -> tuple[int, ...]:
-    """'1' or '1,2,4' as device counts (distinct, sorted); ValueError naming 'devices'."""
-    parts = [p.strip() for p in (text or "").split(",") if p.strip()]
-    if not parts:
-        raise ValueError("devices must list at least one device count, e.g. 1 or 1,2,4")
-    try:
-        counts = [int(p) for p in parts]
-    except ValueError:
-        raise ValueError(f"devices must be whole numbers >= 1 separated by commas, got "
-                         f"{text.strip()!r}") from None
-    if min(counts) < 1:
-        raise ValueError(f"devices must be whole numbers >= 1, got {min(counts)}")
-    return tuple(sorted(set(counts)))
 
 
 def sweep_workload(sweep: Measured) -> str:
@@ -76,12 +30,9 @@ def sweep_workload(sweep: Measured) -> str:
 def batch_sizes_to_measure(sweep: Measured, train_size: int | None) -> tuple[int, ...]:
     """The sweep's batch sizes that fit the training set (an epoch holds at least one batch), as
     the CLI's `plan` measures without --throughput; ValueError if none does."""
-    sizes = sorted(int(b) for b in sweep.config.get("batch_sizes") or ())
-    fit = tuple(b for b in sizes if train_size is None or b <= train_size)
-    if not fit:
-        raise ValueError(f"none of the sweep's batch sizes {sizes} fits the {train_size} training "
-                         "examples of its workload")
-    return fit
+    from realnets.planning.throughput import fitting_batch_sizes
+
+    return fitting_batch_sizes(sweep.config.get("batch_sizes") or (), train_size)
 
 
 def measure_here(sweep: Measured, task, device_counts, log: Callable[[str], None] | None = None,
@@ -101,15 +52,13 @@ def measure_here(sweep: Measured, task, device_counts, log: Callable[[str], None
 
 def plan_of(sweep: Measured, throughput: ThroughputRecord, price_per_device_hour=None,
             deadline_s=None, budget=None, train_size: int | None = None) -> Plan:
-    """The plan of a loaded sweep (its curve and fit, as `python -m realnets plan` uses them) on
-    the step time of `throughput`; make_plan's ValueErrors pass through (a bad price, both a
-    deadline and a budget, no batch size that reached the goal, another workload's step time)."""
-    if deadline_s is not None and budget is not None:
-        raise ValueError("give at most one of the deadline and the budget")
+    """The plan of a loaded sweep (its curve, as `python -m realnets plan` uses it) on the step
+    time of `throughput`; make_plan's ValueErrors pass through (a bad price, both a deadline and
+    a budget, no batch size that reached the goal, another workload's step time)."""
     sweep_workload(sweep)
     if sweep.points.empty:
         raise ValueError(f"{sweep.name} has no finished trials yet")
-    return make_plan(sweep.curve, sweep.document.fit, throughput, price_per_device_hour,
+    return make_plan(sweep.curve, throughput, price_per_device_hour,
                      deadline_s, budget, train_size=train_size)
 
 

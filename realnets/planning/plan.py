@@ -3,7 +3,8 @@ front of time against cost, and a recommendation in words (docs/plan.md).
 
 Steps to result S(B) come from a sweep: at a measured batch size the measured steps ('measured');
 between measured batch sizes the sweep's fit S(B) = S_min (1 + B_crit / B) ('fit'); beyond them,
-up to `EXTRAPOLATE` times the largest, the same fit ('fit (extrapolated)'). Seconds per step come
+up to `EXTRAPOLATE` times the largest, the same fit ('fit (extrapolated)'); never at a batch size
+the sweep ran that missed the goal. Seconds per step come
 from a throughput record (measured where that pair was measured, else its model). Then
 
     time_to_result_s = S(B) * t(B, n);   device_hours = n * time_to_result_s / 3600;
@@ -25,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 from nqm import validation
 from nqm.curve import ScalingCurve
+from nqm.scaling import analyse_curve
 from realnets.planning.step_time import ThroughputRecord
 
 COST_FACTOR = 2.0
@@ -83,26 +85,26 @@ class Plan:
                 "recommendation": self.recommendation.to_dict()}
 
 
-def steps_to_result(curve: ScalingCurve, fit: dict | None) -> list[tuple[int, float, str]]:
+def steps_to_result(curve: ScalingCurve) -> list[tuple[int, float, str]]:
     """(batch size, steps, source) over the measured range and beyond it (module docstring):
     measured points that reached the goal, and powers of two between and up to EXTRAPOLATE times
-    the largest measured batch size from the fit."""
+    the largest measured batch size from the curve's McCandlish fit (`nqm.scaling`, the fit its
+    curve.json holds), when there is one."""
     measured = {p.batch_size: float(p.steps) for p in curve.points if p.steps is not None}
     if not measured:
         raise ValueError("sweep: no batch size reached the goal, so there are no steps to plan "
                          "with")
     out = {b: (b, s, "measured") for b, s in measured.items()}
-    usable = (fit is not None and all(isinstance(fit.get(k), (int, float)) and
-                                      math.isfinite(fit[k]) and fit[k] > 0
-                                      for k in ("s_min", "b_crit")))
-    if usable:
+    # a batch size the sweep ran that missed the goal within its budget gets no fitted steps
+    missed = {p.batch_size for p in curve.points if p.steps is None}
+    fit = analyse_curve(curve).fit
+    if fit.s_min is not None and fit.b_crit is not None and fit.b_crit > 0:
         lo, hi = min(measured), max(measured)
-        b = 1 << max(0, math.ceil(math.log2(lo)))
-        while b <= EXTRAPOLATE * hi:
-            if b not in out:
-                steps = fit["s_min"] * (1.0 + fit["b_crit"] / b)
-                out[b] = (b, steps, "fit" if lo <= b <= hi else "fit (extrapolated)")
-            b *= 2
+        between = [2 ** k for k in range(math.ceil(math.log2(lo)),
+                                         math.floor(math.log2(EXTRAPOLATE * hi)) + 1)]
+        for b, steps in zip(between, fit.predict(between)):
+            if b not in missed:
+                out.setdefault(b, (b, float(steps), "fit" if b <= hi else "fit (extrapolated)"))
     return [out[b] for b in sorted(out)]
 
 
@@ -165,27 +167,32 @@ def recommend(front: list[PlanPoint], points: list[PlanPoint], deadline_s: float
     return Recommendation(pick.batch_size, pick.devices, f"{_describe(pick)} ({why}){then}")
 
 
-def make_plan(curve: ScalingCurve, fit: dict | None, throughput: ThroughputRecord,
+def check_request(price_per_device_hour: float | None, deadline_s: float | None,
+                  budget: float | None) -> None:
+    """ValueError naming the field for a price, deadline or budget that is not a positive number,
+    or a deadline and a budget together (the CLI and the app call it before any work)."""
+    for name, value in (("price-per-device-hour", price_per_device_hour),
+                        ("deadline", deadline_s), ("budget", budget)):
+        if value is not None:
+            validation.check_positive(name, value)
+    if deadline_s is not None and budget is not None:
+        raise ValueError("give at most one of the deadline and the budget")
+
+
+def make_plan(curve: ScalingCurve, throughput: ThroughputRecord,
               price_per_device_hour: float | None = None, deadline_s: float | None = None,
               budget: float | None = None, train_size: int | None = None) -> Plan:
-    """The plan for a sweep's curve and fit (`curve.json`'s 'fit') on the throughput record's
-    devices. ValueError (naming the flag) for a bad price, deadline or budget, or both of the
-    last two."""
-    if price_per_device_hour is not None:
-        validation.check_positive("price-per-device-hour", price_per_device_hour)
-    if deadline_s is not None and budget is not None:
-        raise ValueError("give at most one of --deadline and --budget")
-    if deadline_s is not None:
-        validation.check_positive("deadline", deadline_s)
-    if budget is not None:
-        validation.check_positive("budget", budget)
+    """The plan for a sweep's curve on the throughput record's devices (batch sizes above
+    `train_size` left out). ValueError as `check_request`, and for a throughput record of
+    another workload or optimizer."""
+    check_request(price_per_device_hour, deadline_s, budget)
     for key, mine in (("workload", throughput.workload), ("optimizer", throughput.optimizer)):
         theirs = curve.config.get(key)
         if mine and theirs and mine != theirs:
             raise ValueError(f"throughput: measured for {key} {mine!r}, but the sweep's is "
                              f"{theirs!r}")
     points = []
-    for b, steps, source in steps_to_result(curve, fit):
+    for b, steps, source in steps_to_result(curve):
         if train_size is not None and b > train_size:
             continue
         for n in throughput.device_counts():

@@ -14,8 +14,10 @@ weighs as much as a 1 s one; the fit states its RMS and largest relative error.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 from scipy.optimize import nnls
@@ -191,3 +193,32 @@ class ThroughputRecord:
                    max_rows_per_device=int(d.get("max_rows_per_device", 4096)),
                    excludes=str(d.get("excludes", EXCLUDES)),
                    versions=dict(d.get("versions") or {}))
+
+
+def parse_throughput(data: bytes | str, name: str) -> ThroughputRecord:
+    """A throughput file's contents (`python -m realnets throughput --out FILE`) as its record;
+    `name` (the file's path or name) is only for the message of a ValueError."""
+    try:
+        raw = json.loads(data)
+    except json.JSONDecodeError as err:
+        raise ValueError(f"throughput: {name} is not JSON ({err.msg} at line {err.lineno})") \
+            from None
+    except UnicodeDecodeError:
+        raise ValueError(f"throughput: {name} is not a text file") from None
+    try:
+        return ThroughputRecord.from_dict(raw)
+    except ValueError as err:
+        raise ValueError(f"throughput: {name}: {err}") from None
+
+
+def read_throughput(path: Path) -> ThroughputRecord:
+    """The throughput file at `path` (see `parse_throughput`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"throughput: {path} is a directory; give the JSON file "
+                         "(python -m realnets throughput --out FILE)")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise ValueError(f"throughput: cannot read {path} ({err.strerror})") from None
+    return parse_throughput(data, str(path))

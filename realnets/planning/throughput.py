@@ -84,6 +84,32 @@ def measure_point(task: Task, optimizer: str, batch_size: int, devices: int, rep
     return point
 
 
+def parse_device_counts(text: str) -> tuple[int, ...]:
+    """'1' or '1,2,4' as device counts (distinct, sorted); ValueError naming 'devices'."""
+    parts = [p.strip() for p in (text or "").split(",") if p.strip()]
+    if not parts:
+        raise ValueError("devices must list at least one device count, e.g. 1 or 1,2,4")
+    try:
+        counts = [int(p) for p in parts]
+    except ValueError:
+        raise ValueError(f"devices must be whole numbers >= 1 separated by commas, got "
+                         f"{text.strip()!r}") from None
+    if min(counts) < 1:
+        raise ValueError(f"devices must be whole numbers >= 1, got {min(counts)}")
+    return tuple(sorted(set(counts)))
+
+
+def fitting_batch_sizes(batch_sizes, train_size: int | None) -> tuple[int, ...]:
+    """The batch sizes (sorted) that fit the training set (an epoch holds at least one batch):
+    what `plan` and the app measure for a sweep; ValueError if none does."""
+    sizes = sorted(int(b) for b in batch_sizes)
+    fit = tuple(b for b in sizes if train_size is None or b <= train_size)
+    if not fit:
+        raise ValueError(f"none of the sweep's batch sizes {sizes} fits the {train_size} training "
+                         "examples of its workload")
+    return fit
+
+
 def check_request(batch_sizes, device_counts, train_size: int | None) -> list[tuple[int, int]]:
     """The (batch size, devices) pairs to measure: every pair whose batch splits evenly over the
     devices. ValueError (naming the flag) for more devices than JAX sees, a batch larger than

@@ -389,7 +389,7 @@ def test_plan_tab_plans_a_shipped_sweep_from_a_throughput_file(tmp_path, deferre
     assert at.selectbox(key="plan_sweep").value == "sweeps/digits_mlp"
     plan = at.session_state["plan"]
     sweep = measured.load_sweep_dir(DIGITS)
-    assert plan == make_plan(sweep.curve, sweep.document.fit, hand_throughput(), 2.0,
+    assert plan == make_plan(sweep.curve, hand_throughput(), 2.0,
                              train_size=1618)
     assert {p.devices for p in plan.points} == {1, 2, 4, 8}
     assert [s.value for s in at.success] == [f"**Recommendation:** {plan.recommendation.reason}"]

@@ -25,13 +25,12 @@ def _throughput(device_counts=(1, 2, 4, 8)):
     return ThroughputRecord("w", "sgd", "cpu", "cpu", 1, pts, fit_step_time(list(pts)))
 
 
-CURVE = _curve({16: 4000, 32: 2100, 64: 1150, 128: 700, 256: 480, 512: 400, 1024: None})
-FIT = {"s_min": 300.0, "b_crit": 70.0}
+CURVE = _curve({16: 4000, 32: 2100, 64: 1150, 128: 700, 256: 480, 512: 400})
 
 
 @pytest.fixture(scope="module", params=[None, 2.5], ids=["device-hours", "priced"])
 def plan(request):
-    return make_plan(CURVE, FIT, _throughput(), price_per_device_hour=request.param)
+    return make_plan(CURVE, _throughput(), price_per_device_hour=request.param)
 
 
 def layers(chart):
@@ -115,7 +114,7 @@ def test_chart_axes_are_log_and_its_data_hold_no_nan(plan):
 
 
 def test_a_single_option_draws_a_front_of_one():
-    one = make_plan(_curve({64: 500}), None, _throughput(device_counts=(1,)))
+    one = make_plan(_curve({64: 500}), _throughput(device_counts=(1,)))
     table = plan_chart.plan_table(one)
     assert len(table) == 1 and table["front"].all() and table["recommended"].all()
     drawn = layers(plan_chart.plan_chart(one))

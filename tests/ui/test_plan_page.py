@@ -1,7 +1,6 @@
-"""ui.plan_page: the Plan tab's step time (read, uploaded or measured here) and the plan of a
-sweep on it, with one ValueError line for each kind of bad input."""
+"""ui.plan_page: the Plan tab's step time measured here and the plan of a sweep on it, with one
+ValueError line for each kind of bad input."""
 
-import json
 from pathlib import Path
 
 import pytest
@@ -33,44 +32,6 @@ def sweep_of(steps, **config):
     return measured.measured(curve, name="synthetic")
 
 
-def test_a_throughput_file_reads_back_as_written(tmp_path):
-    record = throughput()
-    path = tmp_path / "tp.json"
-    path.write_text(json.dumps(record.to_dict()))
-    assert plan_page.read_throughput(path) == record
-    assert plan_page.parse_throughput(path.read_bytes(), "tp.json") == record
-
-
-@pytest.mark.parametrize("content, message", [
-    (None, "cannot read .*missing.json \\(No such file"),
-    ("{not json", "is not JSON"),
-    (b"\xff\xfe\x00", "is not (JSON|a text file)"),
-    ('{"points": []}', "non-empty 'points' list"),
-    ('{"points": [{"batch_size": 8}]}', "a throughput point needs"),
-    ('[1, 2]', "must be a JSON object"),
-])
-def test_bad_throughput_files_are_one_line_errors(tmp_path, content, message):
-    path = tmp_path / ("missing.json" if content is None else "tp.json")
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    elif content is not None:
-        path.write_text(content)
-    with pytest.raises(ValueError, match=message) as err:
-        plan_page.read_throughput(path)
-    assert "\n" not in str(err.value) and str(err.value).startswith("throughput")
-    with pytest.raises(ValueError, match="is a directory"):
-        plan_page.read_throughput(tmp_path)
-
-
-def test_device_counts():
-    assert plan_page.parse_device_counts("1") == (1,)
-    assert plan_page.parse_device_counts(" 4, 1,2,2 ") == (1, 2, 4)
-    for bad, message in (("", "at least one"), ("1,two", "whole numbers"), ("0,1", ">= 1"),
-                         ("1.5", "whole numbers")):
-        with pytest.raises(ValueError, match=f"devices must .*{message}"):
-            plan_page.parse_device_counts(bad)
-
-
 def test_batch_sizes_measured_are_the_sweeps_that_fit_the_training_set(digits):
     assert plan_page.batch_sizes_to_measure(digits, 1618) == (8, 16, 32, 64, 128, 256, 512, 1024)
     assert plan_page.batch_sizes_to_measure(digits, 300) == (8, 16, 32, 64, 128, 256)
@@ -82,7 +43,7 @@ def test_batch_sizes_measured_are_the_sweeps_that_fit_the_training_set(digits):
 def test_plan_of_a_sweep_is_the_clis_plan(digits):
     record = throughput()
     got = plan_page.plan_of(digits, record, 2.0, None, None, train_size=1618)
-    assert got == make_plan(digits.curve, digits.document.fit, record, 2.0, train_size=1618)
+    assert got == make_plan(digits.curve, record, 2.0, train_size=1618)
     assert {p.devices for p in got.points} == {1, 2, 4}
     assert max(p.batch_size for p in got.points) == 1024      # 2048 exceeds the training set
     with pytest.raises(ValueError, match="at most one of the deadline and the budget"):

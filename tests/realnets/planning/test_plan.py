@@ -27,15 +27,20 @@ def _throughput(device_counts=(1, 2, 4), fixed=1e-3, per_example=1e-5, allreduce
 
 
 def test_steps_measured_fit_and_extrapolated():
-    fit = {"s_min": 100.0, "b_crit": 64.0}
-    rows = steps_to_result(_curve({16: 500, 64: 210, 256: None}), fit)
+    # measured points on S = 100 (1 + 64 / B): the sweep's fit recovers it exactly
+    rows = steps_to_result(_curve({16: 500, 64: 200, 128: 150}))
     got = {b: (s, src) for b, s, src in rows}
-    assert got[16] == (500.0, "measured") and got[64] == (210.0, "measured")
-    assert got[32] == (pytest.approx(100 * (1 + 64 / 32)), "fit")
-    assert got[128][1] == "fit (extrapolated)"           # 256 did not reach the goal
-    assert max(got) == 128                               # up to 2x the largest reached
+    assert got[16] == (500.0, "measured") and got[64] == (200.0, "measured")
+    assert got[32] == (pytest.approx(300.0, rel=1e-6), "fit")
+    assert got[256] == (pytest.approx(125.0, rel=1e-6), "fit (extrapolated)")
+    assert sorted(got) == [16, 32, 64, 128, 256]        # up to 2x the largest reached
+    # a batch size that ran and missed the goal gets no fitted steps
+    missed = {b for b, _, _ in steps_to_result(_curve({16: 500, 64: 200, 128: 150, 256: None}))}
+    assert missed == {16, 32, 64, 128}
+    # one reached point: no fit, only what was measured
+    assert steps_to_result(_curve({16: 500, 64: None})) == [(16, 500.0, "measured")]
     with pytest.raises(ValueError, match="no batch size reached"):
-        steps_to_result(_curve({16: None}), fit)
+        steps_to_result(_curve({16: None}))
 
 
 def test_pareto_front_matches_brute_force():
@@ -52,8 +57,8 @@ def test_pareto_front_matches_brute_force():
 
 def test_time_cost_and_rules():
     curve = _curve({16: 1000, 64: 300, 256: 200})
-    fit = {"s_min": 150.0, "b_crit": 60.0}
-    plan = make_plan(curve, fit, _throughput(), price_per_device_hour=3.0)
+    tp = _throughput(per_example=4e-5)         # compute heavy enough that more devices pay
+    plan = make_plan(curve, tp, price_per_device_hour=3.0)
     for p in plan.points:
         assert p.time_to_result_s == pytest.approx(p.steps * p.seconds_per_step)
         assert p.device_hours == pytest.approx(p.devices * p.time_to_result_s / 3600)
@@ -64,19 +69,26 @@ def test_time_cost_and_rules():
     pick = next(p for p in plan.points if (p.batch_size, p.devices) == (rec.batch_size, rec.devices))
     assert pick.cost <= 2 * cheapest
     assert all(p.time_to_result_s >= pick.time_to_result_s for p in plan.front if p.cost <= 2 * cheapest)
-    assert "saves" in rec.reason or "nothing is faster" in rec.reason
+    # the reason names the pick and the next faster option on the front, with its saving
+    faster = [p for p in plan.front if p.time_to_result_s < pick.time_to_result_s]
+    assert rec.reason.startswith(f"B = {pick.batch_size} on {pick.devices} device")
+    assert faster, "this curve and step time have a faster option on the front"
+    nxt = max(faster, key=lambda p: p.time_to_result_s)
+    assert (f"B = {nxt.batch_size} on {nxt.devices} device" in rec.reason.split(";")[1]
+            and f"saves {1 - nxt.time_to_result_s / pick.time_to_result_s:.0%}" in rec.reason
+            and f"for {nxt.cost / pick.cost:.3g}x the cost" in rec.reason)
     # a deadline: the cheapest that meets it; a budget: the fastest within it
     deadline = sorted(p.time_to_result_s for p in plan.points)[len(plan.points) // 2]
-    d = make_plan(curve, fit, _throughput(), 3.0, deadline_s=deadline).recommendation
+    d = make_plan(curve, tp, 3.0, deadline_s=deadline).recommendation
     meets = [p for p in plan.points if p.time_to_result_s <= deadline]
     assert (d.batch_size, d.devices) == min(((p.cost, p.time_to_result_s), (p.batch_size, p.devices))
                                             for p in meets)[1]
     budget = 2 * cheapest
-    b = make_plan(curve, fit, _throughput(), 3.0, budget=budget).recommendation
+    b = make_plan(curve, tp, 3.0, budget=budget).recommendation
     fits = [p for p in plan.points if p.cost <= budget]
     fastest = min(fits, key=lambda p: p.time_to_result_s)
     assert (b.batch_size, b.devices) == (fastest.batch_size, fastest.devices)
-    impossible = make_plan(curve, fit, _throughput(), 3.0, deadline_s=1e-9).recommendation
+    impossible = make_plan(curve, tp, 3.0, deadline_s=1e-9).recommendation
     assert "no option meets the deadline" in impossible.reason
 
 
@@ -87,12 +99,12 @@ def test_time_cost_and_rules():
 ])
 def test_bad_plan_requests(kwargs, names):
     with pytest.raises(ValueError, match=names):
-        make_plan(_curve({16: 100}), None, _throughput(), **kwargs)
+        make_plan(_curve({16: 100}), _throughput(), **kwargs)
 
 
 def test_throughput_of_another_workload_is_refused():
     with pytest.raises(ValueError, match="workload"):
-        make_plan(_curve({16: 100}, workload="other"), None, _throughput())
+        make_plan(_curve({16: 100}, workload="other"), _throughput())
 
 
 def test_cli_throughput_then_plan_json(capsys, tmp_path, eight_devices):

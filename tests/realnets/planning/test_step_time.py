@@ -1,10 +1,14 @@
 """The step-time model, the throughput file and the measurement through the trainer."""
 
+import json
+
 import numpy as np
 import pytest
 
-from realnets.planning.step_time import (StepTimePoint, ThroughputRecord, fit_step_time)
-from realnets.planning.throughput import check_request, measure_point
+from realnets.planning.step_time import (StepTimePoint, ThroughputRecord, fit_step_time,
+                                         parse_throughput, read_throughput)
+from realnets.planning.throughput import (check_request, fitting_batch_sizes, measure_point,
+                                          parse_device_counts)
 from realnets.training.trainer import RunConfig, TrialSpec, eval_steps, run_trials
 from realnets.workloads import NQM_WORKLOAD
 from realnets.workloads.tasks import quadratic_task
@@ -65,8 +69,35 @@ def test_measure_point_on_several_devices(eight_devices):
     task = quadratic_task(NQM_WORKLOAD.problem())
     p = measure_point(task, "sgd", 16, 4, repeats=2, seconds_per_repeat=0.05, max_steps=50)
     assert (p.batch_size, p.devices, p.repeats) == (16, 4, 2)
-    assert p.spread[0] <= p.seconds_per_step <= p.spread[1]
-    assert 8 <= p.steps <= 50
+    assert 0 < p.spread[0] <= p.spread[1] and p.compile_seconds > 0
+
+
+def test_repeats_are_interleaved_and_summarised_by_their_median(monkeypatch):
+    """The measuring logic on a fake trainer clock: probes first, then rounds over the pairs in
+    turn, the steps per repeat from the probe, the median and range of each pair's repeats."""
+    from realnets.planning import throughput
+
+    calls = []
+    per_step = {(16, 1): iter([2e-3, 1e-3, 5e-3, 3e-3]),   # probe, then three repeats
+                (64, 2): iter([4e-3, 6e-3, 4e-3, 9e-3])}
+
+    def fake_timed(task, optimizer, batch_size, devices, steps, max_rows_per_device):
+        calls.append((batch_size, len(devices), steps))
+        t = next(per_step[batch_size, len(devices)])
+        return {"first_step_seconds": 0.5, "train_seconds": t * (steps - 1),
+                "train_steps": steps - 1}
+
+    monkeypatch.setattr(throughput, "_timed", fake_timed)
+    monkeypatch.setattr(throughput.jax, "devices", lambda: ["d0", "d1"])
+    points = throughput._measure(None, "sgd", [(16, 1), (64, 2)], repeats=3,
+                                 seconds_per_repeat=0.1, max_rows_per_device=4096,
+                                 max_steps=2000, log=None)
+    # steps per repeat: ceil(0.1 s / probe's time per step), at least 8
+    assert [c[2] for c in calls[:2]] == [throughput._PROBE_STEPS + 1] * 2
+    assert calls[2:] == [(16, 1, 51), (64, 2, 26)] * 3
+    a, b = points
+    assert (a.steps, a.seconds_per_step, a.spread, a.compile_seconds) == (50, 3e-3, (1e-3, 5e-3), 0.5)
+    assert (b.steps, b.seconds_per_step, b.spread) == (25, 6e-3, (4e-3, 9e-3))
 
 
 @pytest.mark.parametrize("sizes, devices, train, names", [
@@ -79,3 +110,53 @@ def test_measure_point_on_several_devices(eight_devices):
 def test_bad_requests_name_the_flag(sizes, devices, train, names):
     with pytest.raises(ValueError, match=names):
         check_request(sizes, devices, train)
+
+
+def _record():
+    points = (_point(16, 1, 1e-3), _point(64, 2, 2e-3), _point(64, 1, 3e-3))
+    return ThroughputRecord("w", "sgd", "cpu", "cpu", 1, points, fit_step_time(list(points)))
+
+
+def test_a_throughput_file_reads_back_as_written(tmp_path):
+    record = _record()
+    path = tmp_path / "tp.json"
+    path.write_text(json.dumps(record.to_dict()))
+    assert read_throughput(path) == record
+    assert parse_throughput(path.read_bytes(), "tp.json") == record
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "cannot read .*missing.json \\(No such file"),
+    ("{not json", "is not JSON"),
+    (b"\xff\xfe\x00", "is not (JSON|a text file)"),
+    ('{"points": []}', "non-empty 'points' list"),
+    ('{"points": [{"batch_size": 8}]}', "a throughput point needs"),
+    ('[1, 2]', "must be a JSON object"),
+])
+def test_bad_throughput_files_are_one_line_errors(tmp_path, content, message):
+    path = tmp_path / ("missing.json" if content is None else "tp.json")
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    elif content is not None:
+        path.write_text(content)
+    with pytest.raises(ValueError, match=message) as err:
+        read_throughput(path)
+    assert "\n" not in str(err.value) and str(err.value).startswith("throughput")
+    with pytest.raises(ValueError, match="is a directory"):
+        read_throughput(tmp_path)
+
+
+def test_device_counts():
+    assert parse_device_counts("1") == (1,)
+    assert parse_device_counts(" 4, 1,2,2 ") == (1, 2, 4)
+    for bad, message in (("", "at least one"), ("1,two", "whole numbers"), ("0,1", ">= 1"),
+                         ("1.5", "whole numbers")):
+        with pytest.raises(ValueError, match=f"devices must .*{message}"):
+            parse_device_counts(bad)
+
+
+def test_batch_sizes_that_fit_the_training_set():
+    assert fitting_batch_sizes([1024, 8, 64], 100) == (8, 64)
+    assert fitting_batch_sizes([1024, 8], None) == (8, 1024)
+    with pytest.raises(ValueError, match="none of the sweep's batch sizes"):
+        fitting_batch_sizes([64, 128], 32)
