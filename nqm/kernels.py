@@ -5,9 +5,11 @@ path loads no numba; `loss_rows(SGD, ...)` (`_sgd_row`) stays for callers that w
 Each kernel evaluates, for rows n (metaparameters and a step t each) and every direction i, the
 closed form of `nqm.moments` and sums 1/2 h_i (second moment) over i, without building (N, d)
 temporaries: numpy's per-operation passes over memory cost more than the arithmetic here, and
-the trigonometric functions dominate what is left. Calls with at least `PARALLEL_MIN_ROWS` rows
-spread the rows over the cores; smaller ones stay serial, where a parallel launch (milliseconds
-when the other core is busy) would cost more than it saves.
+the trigonometric functions dominate what is left. Calls of at least `PARALLEL_MIN_ROWS` rows
+are spread over the cores in pieces (a row and every CHUNKS-th direction: equal shares of cheap
+and costly directions, whatever the number of rows); smaller calls stay serial, where a parallel
+launch would cost more than it saves. Both paths sum each row chunk by chunk in one order, so a
+row's loss has the same bits whichever path evaluated it.
 
 Every kernel returns `total` (the expected loss) and `noise` (the loss of the same run started
 from zero second moments: the noise injected so far). Rows must be stable and have t >= 1 (the
@@ -38,20 +40,25 @@ os.environ.setdefault("GOMP_SPINCOUNT", "1000")
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-PARALLEL_MIN_ROWS = 4  # fewer rows: a serial loop (a parallel launch costs more than it saves)
+# Smaller calls run serially. A parallel launch wakes threads that libgomp has put to sleep
+# (see GOMP_SPINCOUNT above): on this project's VM that cost about as much as one row of the
+# default problem (10^4 directions, ~0.4 ms), so one- to three-row calls gain nothing from it.
+PARALLEL_MIN_ROWS = 4
+PARALLEL_MIN_WORK = 8192  # rows x directions: below this (small problems) serial too
+CHUNKS = 8  # each row is summed in this many pieces, piece j holding directions j, j + 8, ...
 TINY = 1e-170  # a factor below this squares (or multiplies another) to exactly 0.0 in float64
 LOG_TINY = math.log(TINY)
 
 
 @numba.njit(cache=True)
-def _sgd_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+def _sgd_row(k, i0, di, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
     """Plain SGD: E theta^2(t) = s + r^(2t) (x0 - s), r = 1 - a h, s = a c / (B h (2 - a h))."""
     a = lr_n[k]
     t = t_n[k]
     m = start_n[k]
     acc_t = 0.0
     acc_n = 0.0
-    for i in range(h_D.shape[0]):
+    for i in range(i0, h_D.shape[0], di):
         ah = a * h_D[i]
         s = a * c_D[i] * inv_batch_n[k] / (h_D[i] * (2.0 - ah))
         r = abs(1.0 - ah)
@@ -67,7 +74,7 @@ def _quad(phi, chi, x11, x12, x22):
 
 
 @numba.njit(cache=True)
-def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
+def _momentum_row(k, i0, di, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, inv_batch_n, t_n):
     """Heavy-ball momentum, state (theta, v); see `moments.MomentumDynamics` for the forms.
 
     With P_t = |p_t| the Lucas sequence of |tau| (tau = 1 - a h + b), e1^T F^t = (phi, chi) with
@@ -75,7 +82,6 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
     cancellation: underdamped P_{t+1} - s b P_t = rho^t (sin(tw) (cos w - s rho) / sin w + cos(tw)),
     rho = sqrt(b); overdamped l1^(t-1) (l1 + E_t (l2 - s b)), E_t = (1 - q^t) / (1 - q), q = l2 / l1.
     """
-    d = h_D.shape[0]
     a = lr_n[k]
     b = b_n[k]
     t = t_n[k]
@@ -93,7 +99,7 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
     hi_edge = (1.0 + rho) ** 2
     ab = a * b
     log_bound = math.log((2.0 * t + 2.0) * (1.0 + ab))
-    for i in range(d):
+    for i in range(i0, h_D.shape[0], di):
         h = h_D[i]
         ah = a * h
         tau = 1.0 - ah + b
@@ -124,19 +130,24 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
                 p_t = scale * s0 / sin_w
                 phi_mag = scale * rho * (s0 * (cos_w - sgn * rho) / sin_w + c0)
             else:
+                # y = half + sqrt(1 + half^2), l1,2 = rho y^(+-2); y^2 - 1 = 2 half y exactly,
+                # so log y^2 and q - 1 (q = l2 / l1 = y^-4) need no cancelling subtraction.
                 y = half + math.sqrt(1.0 + half * half)
                 y2 = y * y
+                y2m1 = 2.0 * half * y
                 l1 = rho * y2
                 l2 = rho / y2
-                log_l1 = math.log(l1)
+                log_y2 = math.log1p(y2m1)
+                log_l1 = log_rho + log_y2
                 # |phi|, |chi| <= l1^(t-1) (2 t + 2) (1 + a b) (l1 < 1, E_t <= t): as above.
                 if (t - 1) * log_l1 + log_bound < LOG_TINY:
                     acc_t += w_D[i] * u
                     acc_n += w_D[i] * u
                     continue
-                log_q = -2.0 * math.log(y2)
-                if log_q < 0.0:
-                    e_t = math.expm1(max(t * log_q, -700.0)) / math.expm1(log_q)
+                if y2m1 > 0.0:
+                    log_q = -2.0 * log_y2
+                    qm1 = -y2m1 * (y2 + 1.0) / (y2 * y2)
+                    e_t = math.expm1(max(t * log_q, -700.0)) / qm1
                 else:
                     e_t = float(t)
                 lt = math.exp(max((t - 1) * log_l1, -700.0))
@@ -158,32 +169,38 @@ def _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, b_n, 
 
 
 @numba.njit(cache=True)
-def _divided_power(r, g, t):
-    """(r^t - g^t) / (r - g) for real r, g in (-1, 1], g >= 0, integer t >= 1, stable at r ~ g."""
+def _divided_power(r, g, t, log_g, g_t1):
+    """(r^t - g^t) / (r - g) for real r in (-1, 1], g in [0, 1), integer t >= 1, stable at r ~ g.
+
+    log_g = log g and g_t1 = g^(t-1) are the row's constants (unused when g = 0). For r >= 0,
+    with big = max(r, g) and q = min / big: big^(t-1) expm1(t log q) / (q - 1), q - 1 formed as
+    (min - big) / big (no cancellation) and log q = log1p(q - 1): two or three transcendentals.
+    """
     if r >= 0.0:
-        big = max(r, g)
-        small = min(r, g)
-        if big == 0.0:
-            return 1.0 if t == 1 else 0.0
-        q = small / big
-        lead = math.exp(max((t - 1) * math.log(big), -700.0))
-        if q == 1.0:
-            return t * lead
-        if q == 0.0:
-            return lead
-        log_q = math.log(q)
-        return lead * math.expm1(max(t * log_q, -700.0)) / math.expm1(log_q)
+        if g == 0.0:
+            return math.exp(max((t - 1) * math.log(r), -700.0)) if r > 0.0 else (
+                1.0 if t == 1 else 0.0)
+        if r == g:
+            return t * g_t1
+        if r > g:
+            qm1 = (g - r) / r
+            log_q = math.log1p(qm1)
+            lead = math.exp(max((t - 1) * (log_g - log_q), -700.0))   # r^(t-1)
+        else:
+            qm1 = (r - g) / g
+            log_q = math.log1p(qm1) if r > 0.0 else -math.inf
+            lead = g_t1
+        return lead * math.expm1(max(t * log_q, -700.0)) / qm1
     # opposite signs: no cancellation in r - g
     rt = abs(r) ** t
     if t % 2 == 1:
         rt = -rt
-    return (rt - g ** t) / (r - g)
+    return (rt - g_t1 * g) / (r - g)
 
 
 @numba.njit(cache=True)
-def _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
+def _ema_row(k, i0, di, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_batch_n, t_n):
     """SGD read at the moving average, state (theta, avg); see `moments.EMADynamics`."""
-    d = h_D.shape[0]
     a = lr_n[k]
     g = g_n[k]
     t = t_n[k]
@@ -191,14 +208,16 @@ def _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, g_n, inv_b
     acc_t = 0.0
     acc_n = 0.0
     gt = g ** t
-    for i in range(d):
+    g_t1 = g ** (t - 1)
+    log_g = math.log(g) if g > 0.0 else 0.0
+    for i in range(i0, h_D.shape[0], di):
         h = h_D[i]
         ah = a * h
         r = 1.0 - ah
         s_tt = a * c_D[i] * inv_batch_n[k] / (h * (2.0 - ah))
         s_ta = (1.0 - g) * s_tt / (1.0 - g * r)
         s_aa = (2.0 * g * (1.0 - g) * r * s_ta + (1.0 - g) ** 2 * s_tt) / (1.0 - g * g)
-        phi = (1.0 - g) * r * _divided_power(r, g, t)
+        phi = (1.0 - g) * r * _divided_power(r, g, t, log_g, g_t1)
         chi = gt
         dev = _quad(phi, chi, s11_MD[m, i] - s_tt, s12_MD[m, i] - s_ta, s22_MD[m, i] - s_aa)
         inj = _quad(phi, chi, -s_tt, -s_ta, -s_aa)
@@ -213,12 +232,13 @@ SGD, MOMENTUM, EMA = 0, 1, 2  # `family` of `loss_rows`
 
 
 @numba.njit(cache=True)
-def _row(family, k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n):
+def _row(family, k, i0, di, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n):
+    """(total, noise) of row k summed over directions i0, i0 + di, i0 + 2 di, ..."""
     if family == SGD:
-        return _sgd_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+        return _sgd_row(k, i0, di, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
     if family == MOMENTUM:
-        return _momentum_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
-    return _ema_row(k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+        return _momentum_row(k, i0, di, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+    return _ema_row(k, i0, di, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
 
 
 @numba.njit(cache=True)
@@ -227,25 +247,40 @@ def _rows_serial(family, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, p
     total = np.zeros(n)
     noise = np.zeros(n)
     for k in range(n):
-        total[k], noise[k] = _row(family, k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+        for j in range(CHUNKS):
+            pt, pn = _row(family, k, j, CHUNKS, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+            total[k] += pt
+            noise[k] += pn
     return total, noise
 
 
 @numba.njit(parallel=True, cache=True)
 def _rows_parallel(family, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n):
     n = lr_n.shape[0]
+    part_t = np.zeros((n, CHUNKS))
+    part_n = np.zeros((n, CHUNKS))
+    for u in numba.prange(n * CHUNKS):
+        k = u // CHUNKS
+        j = u % CHUNKS
+        part_t[k, j], part_n[k, j] = _row(family, k, j, CHUNKS, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
     total = np.zeros(n)
     noise = np.zeros(n)
-    for k in numba.prange(n):
-        total[k], noise[k] = _row(family, k, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
+    for k in range(n):
+        for j in range(CHUNKS):   # the serial loop's order: the same sums to the last bit
+            total[k] += part_t[k, j]
+            noise[k] += part_n[k, j]
     return total, noise
 
 
 def loss_rows(family: int, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n):
     """(total, noise) per row, each (n,), for `family` SGD, MOMENTUM or EMA (param_n: momentum
-    b or average decay g; unused for SGD). Rows are spread over the cores from
-    `PARALLEL_MIN_ROWS` rows on."""
-    fn = _rows_parallel if lr_n.shape[0] >= PARALLEL_MIN_ROWS else _rows_serial
+    b or average decay g; unused for SGD). Calls of at least `PARALLEL_MIN_ROWS` rows and
+    `PARALLEL_MIN_WORK` rows x directions are spread over the cores in pieces of one row and
+    every CHUNKS-th direction (balanced whatever the number of rows); every row is summed chunk
+    by chunk in the same order whichever path runs, so both give the same bits."""
+    parallel = (lr_n.shape[0] >= PARALLEL_MIN_ROWS
+                and lr_n.shape[0] * h_D.shape[0] >= PARALLEL_MIN_WORK)
+    fn = _rows_parallel if parallel else _rows_serial
     return fn(family, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n, param_n, inv_batch_n, t_n)
 
 

@@ -426,6 +426,32 @@ def dynamics(problem: Problem, batch_size, learning_rate, momentum=0.0, ema_deca
                start_index)
 
 
+class RowsFactory:
+    """Builds `Dynamics` of one family on one problem from start-of-run rows, for a search that
+    asks for thousands of small row sets: the preconditioned arrays and the start are made
+    once, and nothing is checked per call (the caller keeps its rows valid: batch sizes the
+    problem accepts, learning rates > 0, momentum or decay in [0, 1) of its own family)."""
+
+    def __init__(self, problem: Problem, kind: str, precond_power: float = 0.0):
+        classes = {"sgd": SGDDynamics, "momentum": MomentumDynamics, "ema": EMADynamics}
+        if kind not in classes:
+            raise ValueError(f"kind must be one of {', '.join(classes)}, got {kind!r}")
+        self.problem = problem
+        self.cls = classes[kind]
+        self.h_D, self.c_D = preconditioned(problem.curvature_D, problem.noise_D, precond_power)
+        self.weight_D = 0.5 * problem.curvature_D
+        self.start = tuple(np.ascontiguousarray(s, dtype=np.float64)
+                           for s in initial_state(problem, kind))
+
+    def __call__(self, batch_N, lr_N, param_N) -> Dynamics:
+        """Rows (N,) each: batch size, learning rate, momentum or average decay (0 for SGD)."""
+        lr_N = np.ascontiguousarray(lr_N, dtype=np.float64)
+        return self.cls(self.weight_D, self.h_D, self.c_D, lr_N,
+                        np.ascontiguousarray(param_N, dtype=np.float64),
+                        self.problem.noise_factor(np.asarray(batch_N, dtype=np.float64)),
+                        self.start, np.zeros(lr_N.shape[0], dtype=np.int64))
+
+
 def expected_loss(problem: Problem, steps, batch_size, learning_rate, momentum=0.0,
                   ema_decay=0.0, precond_power: float = 0.0) -> np.ndarray:
     """E[L] after each of `steps` for each metaparameter row.

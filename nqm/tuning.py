@@ -22,8 +22,9 @@ sizes (within ~1e-3 of it: steps of 1e-3 in log a could not resolve it).
 Mean-field Adam ('adam') has its own tuner (`nqm.adam_tuning`: a learning-rate scan per b1 in a
 list), to which `tune_curve` hands the space's learning-rate bounds and the budget.
 
-Averaging is searched one batch size at a time from the smallest (`_chained_search`), each start
-and first T predicted from the batch sizes before it; the others, all batch sizes in lockstep.
+Momentum and averaging are searched one batch size at a time from the smallest
+(`_chained_search`), each start and first T predicted from the batch sizes before it (the SGD
+grid's seeds only for the first two); the others, all batch sizes in lockstep.
 
 References:
   Zhang et al. 2019, section 3: step size (and momentum) tuned per batch size on grids of
@@ -39,18 +40,19 @@ import numpy as np
 
 from nqm import adam_tuning, crossing, schedule_tuning, sgd_tuning, validation
 from nqm.curve import CurvePoint, ScalingCurve
-from nqm.moments import dynamics
+from nqm.moments import RowsFactory, dynamics
 from nqm.problem import NQMConfig, Problem, preconditioned
 
 FAMILIES = ("sgd", "momentum", "ema", "schedule", "adam")
 GRID_FLOOR = 1e-5  # lowest learning rate of the seeding grid (Zhang et al.'s SGD grid starts here)
 SEED_BUDGET = 10 ** 8  # step budget of the seeding grid, whatever the caller's budget
 REL_TOL = 2e-5  # the envelope search stops when its bracket is narrower than this (relative)
-# Families tuned one batch size at a time (`_chained_search`). Not momentum: at fixed T its loss
-# ripples across z (the stiff directions' oscillations, ~1e-3 of the loss), so its tuned steps
-# depend on the search's path by ~1e-3, and the chain was worse than the lockstep search at
-# some batch sizes; averaging's landscape is smooth and the chain is never worse there.
-CHAINED = ("ema",)
+# Families tuned one batch size at a time (`_chained_search`), each warm-started by the ones
+# before it. Momentum's loss at fixed T ripples across z (the stiff directions' oscillations,
+# ~1e-3 of the loss), so both its searches are local and their tuned steps depend on the path
+# by up to ~3%: on the default problem the chain against the lockstep search is 3 to 0.5%
+# better at 6 batch sizes and 0.01 to 3% worse at 7, in 60% of the time (docs/performance.md).
+CHAINED = ("ema", "momentum")
 
 
 @dataclass(frozen=True)
@@ -172,6 +174,7 @@ class _Objective:
         self.h_eff, self.c_eff = preconditioned(problem.curvature_D, problem.noise_D,
                                                 spec.precond_power)
         self.h_max = float(self.h_eff.max())
+        self.rows = RowsFactory(problem, spec.name, spec.precond_power)
         self.evaluations = 0
 
     def inside(self, a, b, g):
@@ -190,8 +193,9 @@ class _Objective:
         out = np.full(a.shape[0], np.inf)
         ok = np.flatnonzero(self.inside(a, b, g))
         if ok.size:
-            dyn = dynamics(self.problem, batch[ok], a[ok], b[ok], g[ok], self.spec.precond_power)
-            out[ok] = dyn.loss(t[ok])
+            # rows inside the space are valid metaparameters of the family: no checks per call
+            param = b if self.spec.name == "momentum" else g
+            out[ok] = self.rows(batch[ok], a[ok], param[ok]).loss(t[ok])
             self.evaluations += ok.size
         return out
 
@@ -418,7 +422,7 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
             cols = np.arange(fz.shape[1])
             better = fz[j, cols] < fs
             zs[better], fs[better] = seeds[j, cols][better], fz[j, cols][better]
-        zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else 0.25, target)
+        zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else (0.1 if descend else 0.25), target)
         ok = fs <= target
         if descend:
             tc, fc = _crossing(objective, zs, np.where(ok, lo, t), np.where(ok, t, hi - 1), bsel,
@@ -475,7 +479,8 @@ def _chained_search(objective, spec, z_start, t_start, batch, target, initial_lo
                 starts.append(z_out[prev] + slope * (z_out[prev] - z_out[i - 2:i - 1]))
             t_first = np.array([max(1, min(int(t_out[i - 1] * ratio), t0[0] - 1))])
         z_out[row], t_out[row] = _envelope_search(
-            objective, spec, z0, t0, batch[row], target, initial_loss, seeds_from=z_sgd[row],
+            objective, spec, z0, t0, batch[row], target, initial_loss,
+            seeds_from=z_sgd[row] if i < 2 else None,
             t_first=t_first, starts=starts, descend=True)
     return z_out, t_out
 

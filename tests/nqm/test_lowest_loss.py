@@ -15,14 +15,16 @@ CONFIG = NQMConfig(dim=100, target=0.05)
 @pytest.mark.parametrize("name", ["sgd", "momentum", "ema"])
 def test_inverts_the_tuned_curve(name):
     """At the tuned steps S(B) the lowest loss is at or below the target; one step earlier (over
-    the same space) it is above: otherwise the tuner would have found fewer steps. Momentum's
-    two-parameter search is a local one and was found here to miss by 1-2 steps (996 for 994 at
-    B = 4, 64 for 63 at B = 64): it is held to 2%."""
+    the same space) it is above: otherwise the tuner would have found fewer steps. For momentum
+    both two-parameter searches (the tuner's and this one) are local, and each has been seen to
+    beat the other by 1-2 steps (a lockstep tuner gave 996 at B = 4 and 64 at B = 64, where this
+    search reaches the target at 994 and 63; the chained tuner gives 994 and 63, where this
+    search misses by 0.1%): held to 2% both ways."""
     problem = CONFIG.problem()
     spec = OptimizerSpec(name)
     slack = 0.02 if name == "momentum" else 0.0
     for point in tune_curve(CONFIG, spec, [4, 64, 1024]).points:
-        at = lowest_loss(problem, spec, point.batch_size, point.steps)
+        at = lowest_loss(problem, spec, point.batch_size, point.steps + int(slack * point.steps))
         earlier = point.steps - 1 - int(slack * point.steps)
         before = lowest_loss(problem, spec, point.batch_size, earlier)
         assert at.loss <= problem.target * (1 + 1e-9)

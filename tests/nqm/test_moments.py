@@ -347,3 +347,56 @@ def test_kernels_shorten_openmp_spinning_unless_the_user_chose(preset, expected)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          check=True, timeout=120).stdout
     assert out.strip() == expected
+
+
+def _kernel_args(dyn, t_n):
+    s11, s12, s22 = dyn.start
+    return (dyn._family, dyn.h_D, dyn.c_D, dyn.weight_D, s11, s12, s22, dyn.start_index_N,
+            dyn.lr_N, dyn.param_N, dyn.inv_batch_N, np.asarray(t_n, dtype=np.int64))
+
+
+# Rows through every branch of the kernels: averaging with r = 1 - a h above, equal to and below
+# g, and negative (a h > 1); momentum under- and overdamped, near critical damping, with tau < 0.
+BRANCH_ROWS = {
+    "ema": dict(learning_rate=[0.5, 1.0, 1.5, 0.02, 0.3], ema_decay=[0.99, 0.9, 0.7, 0.9999, 0.5]),
+    "momentum": dict(learning_rate=[0.1, 3.7, 0.5, 1e-3, 0.05],
+                     momentum=[0.9, 0.9, 0.2, 0.999, 0.99]),
+}
+
+
+@pytest.mark.parametrize("name", list(BRANCH_ROWS))
+@pytest.mark.parametrize("steps", [1, 7, 250, 40_000])
+def test_kernel_loss_equals_numpy_state_on_every_branch(name, steps):
+    """The compiled loss against `Dynamics.state` (numpy, `nqm.powers`: written apart from the
+    kernels' formulas) on a problem whose directions put rows in every branch; at 40,000 steps
+    the stiff directions have long settled and the soft ones still move."""
+    prob = NQMConfig(dim=400, target=0.01).problem()
+    rows = BRANCH_ROWS[name]
+    n = len(rows["learning_rate"])
+    dyn = moments.dynamics(prob, np.full(n, 8.0), **{k: np.asarray(v) for k, v in rows.items()})
+    assert dyn.stable_N.all()
+    got = dyn.loss(np.full(n, steps))
+    state = dyn.state(np.full(n, steps))
+    ref = state[dyn._loss_index] @ dyn.weight_D
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=0)
+    if name == "ema":   # the row with r == g for direction 1 (a h_1 = 0.1, g = 0.9) is there
+        assert np.any(np.isclose(1.0 - 1.0 * prob.curvature_D, 0.9))
+
+
+@pytest.mark.parametrize("name", list(BRANCH_ROWS))
+def test_serial_and_parallel_kernels_give_the_same_bits(name):
+    """A row's loss must not depend on which path (or how many other rows) evaluated it: the
+    searches compare losses from calls of different sizes."""
+    from nqm import kernels
+
+    prob = NQMConfig(dim=3000, target=0.01).problem()
+    rows = BRANCH_ROWS[name]
+    n = len(rows["learning_rate"])
+    dyn = moments.dynamics(prob, np.full(n, 8.0), **{k: np.asarray(v) for k, v in rows.items()})
+    t_n = np.array([1, 7, 250, 40_000, 123_457])
+    serial = kernels._rows_serial(*_kernel_args(dyn, t_n))
+    parallel = kernels._rows_parallel(*_kernel_args(dyn, t_n))
+    for s, p in zip(serial, parallel):
+        np.testing.assert_array_equal(s, p)
+    one_by_one = [dyn.loss(t_n[i:i + 1], np.array([i]))[0] for i in range(n)]
+    np.testing.assert_array_equal(dyn.loss(t_n), one_by_one)
