@@ -18,7 +18,7 @@ from nqm import noise_scale, validation
 from nqm.argparser import OneLineErrorParser
 from nqm.curve import to_json
 from nqm.problem import NOISE_MODELS, NQMConfig
-from nqm.scaling import Thresholds, analyse_curve
+from nqm.scaling import Thresholds, analyse_curve, b_crit_bound
 from nqm.tuning import FAMILIES, OptimizerSpec, SearchSpace, default_space, tune_curve
 
 DEFAULT_BATCH_SIZES = "4:2097152"
@@ -223,6 +223,11 @@ def format_table(result: dict) -> str:
     lines.append("")
     lines.append(f"fit S(B) = S_min (1 + B_crit / B): S_min = {_fmt(fit['s_min'])}, "
                  f"B_crit = {_fmt(fit['b_crit'])}, R^2 (log S) = {_fmt(fit['r2'])}")
+    bound = b_crit_bound([p["batch_size"] for p in result["points"]],
+                         [np.nan if p["steps"] is None else p["steps"] for p in result["points"]])
+    if bound is not None:
+        lines.append(f"no bend between the batch sizes: B_crit {'>=' if bound.side == 'lower' else '<='} "
+                     f"{_fmt(bound.value)} is all they say (the fitted B_crit is an extrapolation)")
     lines.append(f"perfect scaling (within {reg['perfect_threshold']:g}x) up to B = "
                  f"{_fmt(reg['cbs20'])}; maximal data parallelism (within "
                  f"{reg['maximal_threshold']:g}x of the fewest steps) from B = "

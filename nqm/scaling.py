@@ -192,6 +192,48 @@ def analyse(batch_sizes, steps, thresholds: Thresholds = Thresholds()) -> Analys
     return Analysis(fit, cbs20, maximal_from, efficiency, tuple(regimes), thresholds)
 
 
+@dataclass(frozen=True)
+class Bound:
+    """What a curve's batch sizes say of B_crit when the bend lies outside them: side 'lower'
+    (B_crit >= value) or 'upper' (B_crit <= value), per example like B_crit."""
+
+    side: str
+    value: float
+
+    def to_dict(self) -> dict:
+        return {"side": self.side, "value": self.value}
+
+
+def b_crit_bound(batch_sizes, steps, thresholds: Thresholds = Thresholds()) -> Bound | None:
+    """The bound on B_crit when the curve has no bend between its batch sizes, else None.
+
+    A curve that still scales perfectly at its largest reached batch size B_max (cbs20 = B_max)
+    only says, under S(B) = S_min (1 + B_crit / B), that the efficiency
+    (B_0 + B_crit) / (B_max + B_crit) stays >= 1 / p (p = thresholds.perfect, the 20% rule):
+    B_crit >= (B_max - p B_0) / (p - 1), 5 B_max - 6 B_0 for p = 1.2. Any larger B_crit fits the
+    points as well, so the fitted value is an extrapolation. Likewise a curve within
+    m = thresholds.maximal of its fewest steps from its smallest batch size B_0 on gives
+    1 + B_crit / B_0 <= m (1 + B_crit / B_max): B_crit <= (m - 1) / (1 / B_0 - m / B_max).
+
+    Args:
+      batch_sizes: (n,) increasing; steps: (n,), NaN where not reached.
+    """
+    b = np.asarray(batch_sizes, dtype=float)
+    s = np.asarray(steps, dtype=float)
+    analysis = analyse(b, s, thresholds)
+    reached = np.flatnonzero(np.isfinite(s) & (s > 0))
+    if reached.size < 2 or reached[0] != 0:
+        return None
+    b0, b_max = b[0], b[reached[-1]]
+    p, m = thresholds.perfect, thresholds.maximal
+    if analysis.cbs20 is not None and analysis.cbs20 == b_max and p > 1.0:
+        return Bound("lower", float((b_max - p * b0) / (p - 1.0)))
+    if (analysis.maximal_from is not None and analysis.maximal_from == b0 and m > 1.0
+            and 1.0 / b0 > m / b_max):
+        return Bound("upper", float((m - 1.0) / (1.0 / b0 - m / b_max)))
+    return None
+
+
 def analyse_curve(curve: ScalingCurve, thresholds: Thresholds = Thresholds()) -> Analysis:
     """`analyse` on a ScalingCurve."""
     return analyse(curve.batch_sizes, curve.steps, thresholds)

@@ -85,6 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("dir")
     r.add_argument("--format", choices=("table", "json", "csv"), default="table")
 
+    m = sub.add_parser("summary", help="the validation summary (summary.json) as a Markdown table")
+    m.add_argument("file", nargs="?", default="reports/validation/summary.json",
+                   help="summary file written by validate (default: %(default)s)")
+    m.add_argument("--rebuild", action="store_true",
+                   help="first rewrite the file from the validation.json files beside it "
+                        "(no measurement is rerun)")
+
     b = sub.add_parser("import-batch-science",
                        help="read published batch_science data into the same curve format")
     b.add_argument("path")
@@ -526,6 +533,25 @@ def plan_command(args) -> str:
     return to_json(plan.to_dict(), indent=1) if args.format == "json" else plan_table(plan)
 
 
+def summary_text(path: str, rebuild: bool = False) -> str:
+    """`python -m realnets summary`: the summary file as the docs' Markdown table (rebuilt first
+    from the validation documents beside it with `rebuild`)."""
+    from realnets.validation.summary import read_summary, rebuild_summary, summary_table
+
+    file = Path(path)
+    if rebuild:
+        if not file.parent.is_dir():
+            raise ValueError(f"summary file {path!r}: its directory does not exist")
+        rebuild_summary(file)
+    if not file.is_file():
+        raise ValueError(f"summary file {path!r} does not exist (python -m realnets validate "
+                         "writes one beside its --out directory)")
+    entries = read_summary(file)
+    if not entries:
+        raise ValueError(f"summary file {path!r} holds no workloads")
+    return summary_table(entries)
+
+
 def main(argv=None) -> int:
     parser = build_parser()
     try:
@@ -547,6 +573,8 @@ def main(argv=None) -> int:
             text = plan_command(args)
         elif args.command == "validate":
             text = validate_command(args, list(sys.argv[1:] if argv is None else argv))
+        elif args.command == "summary":
+            text = summary_text(args.file, args.rebuild)
         else:
             text = import_text(args)
     except ValueError as err:

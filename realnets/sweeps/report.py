@@ -8,6 +8,7 @@ import io
 import math
 
 from nqm.curve import ScalingCurve, to_json
+from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.sweeps.records import CurveDocument
 
@@ -66,6 +67,17 @@ def _robustness_lines(r: dict | None) -> list[str]:
     return lines
 
 
+def _bound_lines(doc: CurveDocument) -> list[str]:
+    """The bound on B_crit when the curve has no bend between its batch sizes (else none)."""
+    bound = b_crit_bound([p.batch_size for p in doc.points],
+                         [float("nan") if p.steps is None else p.steps for p in doc.points])
+    if bound is None:
+        return []
+    side = ">=" if bound.side == "lower" else "<="
+    return [f"no bend between the batch sizes: B_crit {side} {_fmt(bound.value)} is all they say "
+            "(the fitted B_crit is an extrapolation)"]
+
+
 def format_table(doc: CurveDocument) -> str:
     table = [[_fmt(r[c]) for c in COLUMNS] for r in rows(doc)]
     widths = [max(len(c), *(len(t[j]) for t in table)) for j, c in enumerate(COLUMNS)]
@@ -80,6 +92,7 @@ def format_table(doc: CurveDocument) -> str:
               f"{cfg.get('max_steps')} steps",
               f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
+              *_bound_lines(doc),
               _resampled_line(doc.b_crit_resampled),
               *_robustness_lines(doc.robustness),
               f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "

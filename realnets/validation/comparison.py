@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from nqm.curve import ScalingCurve
+from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
 
@@ -19,6 +20,26 @@ def measured_summary(curve: ScalingCurve) -> dict:
             "interval": doc.b_crit_resampled, "robustness": doc.robustness,
             "b_simple_pooled": doc.noise_scale["b_simple"],
             "per_point_b_simple": doc.noise_scale["per_point_b_simple"]}
+
+
+def points_bound(points: list[dict] | None) -> dict | None:
+    """`nqm.scaling.b_crit_bound` of a document's curve points ({"batch_size", "steps"}, steps
+    None where not reached), as a dict, or None."""
+    if not points:
+        return None
+    bound = b_crit_bound([p["batch_size"] for p in points],
+                         [float("nan") if p["steps"] is None else p["steps"] for p in points])
+    return None if bound is None else bound.to_dict()
+
+
+def bound_text(bound: dict | None) -> str:
+    """'' or, for a bound, the clause the reports append to a B_crit ("no bend between its
+    batch sizes: B_crit >= 5024, the fitted value is an extrapolation")."""
+    if not bound:
+        return ""
+    sign = ">=" if bound["side"] == "lower" else "<="
+    return (f"no bend between its batch sizes: B_crit {sign} {bound['value']:.4g}, the fitted "
+            "value is an extrapolation")
 
 
 def value_and_error(x):

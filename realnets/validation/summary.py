@@ -2,9 +2,12 @@
 
 Each entry (`summary_entry`, from a validation document):
   {"workload", "optimizer", "rule", "checkpoint",
-   "measured": {"b_crit", "lo", "hi"},          # fit, and the 16-84% range over resampled trials
-   "predicted": {"b_crit", "lo", "hi"},         # the calibrated NQM under the headline rule, and
+   "measured": {"b_crit", "lo", "hi", "bound"}, # fit, and the 16-84% range over resampled trials
+   "predicted": {"b_crit", "lo", "hi", "bound"},# the calibrated NQM under the headline rule, and
                                                 # the 16-84% range over bootstrap NQMs
+                                                # bound: {"side": "lower"|"upper", "value"} when
+                                                # the curve has no bend between its batch sizes
+                                                # (`nqm.scaling.b_crit_bound`), else null
    "b_noise": {"value", "se"}, "b_simple": {"value", "se"},   # per example, headline checkpoint
    "local_cbs": [{"step", "cbs"}],              # branching (empty when not measured)
    "ratio"}                                     # predicted / measured B_crit
@@ -18,7 +21,7 @@ import json
 from pathlib import Path
 
 from realnets import store
-from realnets.validation.comparison import ratio_se, value_and_error
+from realnets.validation.comparison import points_bound, ratio_se, value_and_error
 
 SUMMARY_FILE = "summary.json"
 
@@ -48,8 +51,10 @@ def summary_entry(doc: dict) -> dict:
         "workload": doc["workload"],
         "optimizer": doc.get("sweep_config", {}).get("optimizer"),
         "rule": rule, "checkpoint": checkpoint,
-        "measured": {"b_crit": measured, "lo": m_lo, "hi": m_hi},
-        "predicted": {"b_crit": predicted, "lo": p_lo, "hi": p_hi},
+        "measured": {"b_crit": measured, "lo": m_lo, "hi": m_hi,
+                     "bound": points_bound(doc["measured"].get("points"))},
+        "predicted": {"b_crit": predicted, "lo": p_lo, "hi": p_hi,
+                      "bound": points_bound(tuned.get("points")) if tuned else None},
         "b_noise": {"value": b_noise, "se": b_noise_se},
         "b_simple": {"value": b_simple, "se": ratio_se(b_simple, grad)},
         "local_cbs": [{"step": r["step"], "cbs": r["cbs"]} for r in doc.get("local_cbs") or []],
@@ -77,3 +82,60 @@ def update_summary(path: Path, entry: dict) -> None:
     entries = [e for e in read_summary(path) if e["workload"] != entry["workload"]]
     entries.append(entry)
     store.write_json_atomic(Path(path), sorted(entries, key=lambda e: e["workload"]))
+
+
+def rebuild_summary(path: Path) -> list[dict]:
+    """Rewrites the summary at `path` from the validation documents in the directories beside it
+    (each DIR/validation.json), with no measurement rerun: the summary is a view of them.
+    Returns the entries written."""
+    from realnets.validation.files import VALIDATION_FILE, read_validation
+
+    path = Path(path)
+    dirs = sorted(d for d in path.parent.iterdir() if (d / VALIDATION_FILE).is_file())
+    if not dirs:
+        raise ValueError(f"no validation documents beside {path} (DIR/{VALIDATION_FILE})")
+    entries = [summary_entry(read_validation(d).to_dict()) for d in dirs]
+    store.write_json_atomic(path, sorted(entries, key=lambda e: e["workload"]))
+    return read_summary(path)
+
+
+def _num(x, digits: int = 4) -> str:
+    return "-" if x is None else f"{x:.{digits}g}"
+
+
+def _b_crit_cell(m: dict) -> str:
+    cell = _num(m["b_crit"])
+    if m.get("lo") is not None:
+        cell += f" ({_num(m['lo'], 3)}-{_num(m['hi'], 3)})"
+    bound = m.get("bound")
+    if bound:
+        cell += f"; {'≥' if bound['side'] == 'lower' else '≤'} {_num(bound['value'])}*"
+    return cell
+
+
+def summary_table(entries: list[dict]) -> str:
+    """The summary as a Markdown table, one row per workload (the table of the docs).
+
+    Columns: workload, optimizer, measured and predicted B_crit with their 16-84% ranges (and
+    bounds, starred), ratio, B_simple and B_noise with standard errors and their ratios to the
+    measured B_crit, local CBS along training. A footnote explains the stars when one appears.
+    """
+    lines = ["| workload | optimizer | measured B_crit (16-84%) | NQM prediction (16-84%) | ratio "
+             "| B_simple (ratio) | B_noise (ratio) | local CBS along training |",
+             "|---|---|---|---|---|---|---|---|"]
+    for e in entries:
+        measured = e["measured"]["b_crit"]
+
+        def baseline(x):
+            over = x["value"] / measured if x["value"] is not None and measured else None
+            return f"{_num(x['value'])} ± {_num(x['se'], 2)} ({_num(over, 2)})"
+
+        cbs = ", ".join(str(c["cbs"]) for c in e["local_cbs"]) or "-"
+        lines.append(f"| {e['workload']} | {e['optimizer']} | {_b_crit_cell(e['measured'])} | "
+                     f"{_b_crit_cell(e['predicted'])} | **{_num(e['ratio'], 3)}** | "
+                     f"{baseline(e['b_simple'])} | {baseline(e['b_noise'])} | {cbs} |")
+    if any((e["measured"].get("bound") or e["predicted"].get("bound")) for e in entries):
+        lines += ["", "\\* The curve has no bend between its batch sizes (it still scales "
+                      "perfectly at the largest, or is flat from the smallest), so they only bound "
+                      "B_crit (`nqm.scaling.b_crit_bound`); the fitted value is an extrapolation."]
+    return "\n".join(lines)

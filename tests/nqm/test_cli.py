@@ -326,3 +326,13 @@ def test_adam_curve_is_the_library_s_and_compares(capsys):
                                                          "steps"]
     code, out, err = run(["compare", "--dim", "20", "--optimizers", "adam@0.5"], capsys)
     assert code == 2 and out == "" and err.startswith("error: optimizers") and err.count("\n") == 1
+
+
+def test_table_states_the_bound_when_the_curve_has_no_bend(capsys):
+    """B = 4..64 on a d = 1000 problem still scales perfectly at 64: only B_crit >= 5 x 64 - 6 x 4
+    = 296 is known. Up to 4096 the curve bends and no bound is printed."""
+    code, out, _ = run(["curve", "--dim", "1000", "--batch-sizes", "4:64"], capsys)
+    assert code == 0
+    assert "no bend between the batch sizes: B_crit >= 296 is all they say" in out
+    code, out, _ = run(["curve", "--dim", "1000", "--batch-sizes", "4:4096"], capsys)
+    assert code == 0 and "no bend" not in out

@@ -151,3 +151,29 @@ def test_analyse_bad_batch_sizes_raise(batch, steps):
 def test_bad_thresholds_raise(kw):
     with pytest.raises(ValueError, match="threshold"):
         scaling.Thresholds(**kw)
+
+
+B = np.array([16.0, 32, 64, 128, 256, 512, 1024])
+
+
+@pytest.mark.parametrize("b_crit", [3.0, 50.0, 300.0, 2000.0, 6000.0, 1e5])
+def test_bound_on_mccandlish_curves_holds_and_appears_only_without_a_bend(b_crit):
+    """On exact curves S = S_min (1 + B_crit / B): a lower bound exactly when the curve still
+    scales perfectly at B_max (B_crit >= 5 B_max - 6 B_0 = 5024 here), an upper bound exactly
+    when it is within 10% of flat from B_0 (B_crit <= 0.1 / (1 / 16 - 1.1 / 1024) = 1.63), and
+    the true B_crit always on the bound's side."""
+    steps = 100.0 * (1.0 + b_crit / B)
+    bound = scaling.b_crit_bound(B, steps)
+    if b_crit > 5024:
+        assert bound.side == "lower" and bound.value == pytest.approx(5024.0)
+        assert b_crit >= bound.value
+    else:
+        assert bound is None
+    flat = scaling.b_crit_bound(B, 100.0 * (1.0 + 1.0 / B))   # B_crit = 1
+    assert flat.side == "upper" and 1.0 <= flat.value == pytest.approx(0.1 / (1 / 16 - 1.1 / 1024))
+
+
+def test_bound_ignores_a_curve_without_its_smallest_batch_size():
+    steps = np.array([np.nan, 50, 25, 12.5, 6.25, 3.2, 1.6])
+    assert scaling.b_crit_bound(B, steps) is None
+    assert scaling.b_crit_bound(B[:1], [100.0]) is None

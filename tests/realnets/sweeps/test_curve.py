@@ -109,3 +109,17 @@ def test_b_crit_resampling_spreads_when_the_best_trial_is_missed():
     gaps = build_curve(_mccandlish_records(lambda best: None), _full())
     r = b_crit_resampled(gaps, resamples=100)
     assert r["available"] and 0 < r["fitted"] <= 100
+
+
+def test_report_states_the_bound_only_for_a_curve_without_a_bend():
+    """A measured curve that halves its steps up to its largest batch size only bounds B_crit
+    (>= 5 x 64 - 6 x 8 = 272); one that flattens does not get the line."""
+    from realnets.sweeps.curve import curve_document
+    from realnets.sweeps.report import format_table
+
+    config = _config(batch_sizes=(8, 16, 32, 64))
+    perfect = [_record(b, 0, 800 // (b // 8)) for b in (8, 16, 32, 64)]
+    text = format_table(curve_document(build_curve(perfect, config)))
+    assert "no bend between the batch sizes: B_crit >= 272 is all they say" in text
+    bent = [_record(b, 0, s) for b, s in ((8, 800), (16, 420), (32, 300), (64, 280))]
+    assert "no bend" not in format_table(curve_document(build_curve(bent, config)))

@@ -6,8 +6,10 @@ from pathlib import Path
 import pytest
 
 from realnets.validation.files import read_validation
-from realnets.validation.summary import (SUMMARY_FILE, read_summary, summary_entry,
-                                         update_summary)
+from realnets.cli import main as realnets_main
+from realnets.validation.files import write_validation
+from realnets.validation.summary import (SUMMARY_FILE, read_summary, rebuild_summary,
+                                         summary_entry, summary_table, update_summary)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
 
@@ -33,8 +35,8 @@ def _doc(workload="w", measured=100.0, predicted=150.0):
 def test_entry_takes_the_headline_rule_and_checkpoint():
     e = summary_entry(_doc())
     assert e["rule"] == "step_matched" and e["checkpoint"] == "goal"
-    assert e["measured"] == {"b_crit": 100.0, "lo": 80.0, "hi": 130.0}
-    assert e["predicted"] == {"b_crit": 150.0, "lo": 120.0, "hi": 170.0}
+    assert e["measured"] == {"b_crit": 100.0, "lo": 80.0, "hi": 130.0, "bound": None}
+    assert e["predicted"] == {"b_crit": 150.0, "lo": 120.0, "hi": 170.0, "bound": None}
     assert e["ratio"] == pytest.approx(1.5)
     assert e["b_noise"] == {"value": 50.0, "se": 5.0}
     assert e["b_simple"]["value"] == 40.0
@@ -45,7 +47,8 @@ def test_entry_takes_the_headline_rule_and_checkpoint():
 def test_entry_of_a_censored_sweep_has_no_measured_interval():
     doc = _doc()
     doc["measured"]["interval"] = {"available": False, "note": "needs --full-trials"}
-    assert summary_entry(doc)["measured"] == {"b_crit": 100.0, "lo": None, "hi": None}
+    assert summary_entry(doc)["measured"] == {"b_crit": 100.0, "lo": None, "hi": None,
+                                              "bound": None}
 
 
 def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
@@ -72,3 +75,53 @@ def test_committed_summary_matches_every_committed_report():
     for d, doc in made.items():
         assert d.name == doc["workload"] or ":" in doc["workload"]
         assert json.loads(json.dumps(summary_entry(doc))) == entries[doc["workload"]]
+
+
+def _points(steps, batch_sizes=(16, 32, 64, 128, 256, 512, 1024)):
+    return [{"batch_size": b, "steps": s} for b, s in zip(batch_sizes, steps)]
+
+
+def test_a_predicted_curve_without_a_bend_gets_a_lower_bound_in_entry_and_table():
+    """The own CNN's case: the NQM halves its steps at every doubling up to the largest batch
+    size, so its batch sizes only say B_crit >= 5 B_max - 6 B_0 (the 20% rule)."""
+    doc = _doc()
+    doc["measured"]["points"] = _points([968, 472, 391, 266, 188, 119, 176])
+    doc["checkpoints"]["goal"]["predictions"]["step_matched"]["tuned"]["points"] = _points(
+        [971, 471, 222, 110, 54, 27, 15])
+    e = summary_entry(doc)
+    assert e["measured"]["bound"] is None            # the measured curve bends
+    assert e["predicted"]["bound"] == {"side": "lower", "value": pytest.approx(5 * 1024 - 6 * 16)}
+    table = summary_table([e, summary_entry(_doc("plain"))])
+    row = next(line for line in table.splitlines() if line.startswith("| w |"))
+    assert "150 (120-170); ≥ 5024*" in row and "**1.5**" in row
+    assert "only bound" in table.splitlines()[-1]
+    assert "*" not in summary_table([summary_entry(_doc("plain"))]).replace("**", "")
+
+
+def test_table_row_holds_the_entry_numbers():
+    row = summary_table([summary_entry(_doc())]).splitlines()[2]
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells == ["w", "sgd", "100 (80-130)", "150 (120-170)", "**1.5**",
+                     "40 ± 4 (0.4)", "50 ± 5 (0.5)", "64"]
+
+
+def test_rebuild_equals_the_committed_summary(tmp_path):
+    """`python -m realnets summary --rebuild` rewrites the file from the documents beside it:
+    on copies of the committed documents it gives the committed summary back."""
+    docs = sorted(p.parent for p in REPORTS.glob("*/validation.json"))
+    for d in docs:
+        write_validation(tmp_path / d.name, read_validation(d))
+    rebuilt = rebuild_summary(tmp_path / SUMMARY_FILE)
+    assert rebuilt == read_summary(REPORTS / SUMMARY_FILE)
+
+
+def test_summary_cli_prints_the_table_and_refuses_a_missing_file(tmp_path, capsys):
+    path = tmp_path / SUMMARY_FILE
+    update_summary(path, summary_entry(_doc()))
+    assert realnets_main(["summary", str(path)]) == 0
+    assert "| w | sgd | 100 (80-130) |" in capsys.readouterr().out
+    assert realnets_main(["summary", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
+    assert realnets_main(["summary", "--rebuild", str(tmp_path / SUMMARY_FILE)]) == 2
+    assert "no validation documents" in capsys.readouterr().err
