@@ -49,6 +49,13 @@ def _broadcast_rows(*values):
     return [np.ascontiguousarray(a.reshape(-1)) for a in arrays]
 
 
+def sgd_stationary(lr, noise, inv_batch, curvature):
+    """Plain SGD's stationary second moment a c f(B) / (h (2 - a h)) per direction, broadcast
+    over the arguments (learning rate a, per-example noise c, noise factor f(B) = inv_batch,
+    effective curvature h); inf or negative past the stability limit a h >= 2."""
+    return lr * noise * inv_batch / (curvature * (2.0 - lr * curvature))
+
+
 def check_metaparameters(batch_size, learning_rate, momentum, ema_decay):
     """Validates arrays of metaparameters (vectorised); raises ValueError naming the first bad one."""
     validation.check_all_in_range("batch_size", batch_size, 1.0, np.inf)
@@ -246,8 +253,8 @@ class SGDDynamics(Dynamics):
             with np.errstate(divide="ignore", invalid="ignore"):
                 # Floored so that 0 * log_r2 stays 0 when r = 0 (e^-700 is 0 in double).
                 self._log_r2 = np.maximum(2.0 * np.log(np.abs(1.0 - ah)), -700.0)
-                self._ws = (a * self.inv_batch_N[:, None] * self.c_D
-                            / (self.h_D * (2.0 - ah))) * self.weight_D
+                self._ws = sgd_stationary(a, self.c_D, self.inv_batch_N[:, None],
+                                          self.h_D) * self.weight_D
             self._ws_sum = self._ws.sum(axis=1)
             self._wx0 = self.start[0] * self.weight_D
         n = idx.shape[0]
@@ -279,7 +286,7 @@ class SGDDynamics(Dynamics):
 
     def _stationary(self, idx):
         a = self.lr_N[idx][:, None]
-        s11 = a * self.c_D * self.inv_batch_N[idx][:, None] / (self.h_D * (2.0 - a * self.h_D))
+        s11 = sgd_stationary(a, self.c_D, self.inv_batch_N[idx][:, None], self.h_D)
         zero = np.zeros_like(s11)
         return (s11, zero, zero)
 
@@ -359,7 +366,7 @@ class EMADynamics(Dynamics):
         g = self.param_N[idx][:, None]
         ah = a * self.h_D
         r = 1.0 - ah
-        s_tt = a * self.c_D * self.inv_batch_N[idx][:, None] / (self.h_D * (2.0 - ah))
+        s_tt = sgd_stationary(a, self.c_D, self.inv_batch_N[idx][:, None], self.h_D)
         s_ta = (1.0 - g) * s_tt / (1.0 - g * r)
         s_aa = (2.0 * g * (1.0 - g) * r * s_ta + (1.0 - g) ** 2 * s_tt) / (1.0 - g * g)
         return (s_tt, s_ta, s_aa)

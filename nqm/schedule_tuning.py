@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqm.moments import sgd_stationary
 from nqm.problem import Problem, preconditioned
 
 
@@ -53,7 +54,7 @@ class _ScheduleLoss:
         with np.errstate(divide="ignore", under="ignore"):
             log_r2 = np.maximum(2.0 * np.log(np.abs(r)), -700.0)
         q = np.exp(np.maximum(n * log_r2, -700.0))
-        s = a * self.c * self.inv_b / (self.h * (2.0 - ah))
+        s = sgd_stationary(a, self.c, self.inv_b, self.h)
         xs = [self.x0]
         for k in range(a.shape[0]):
             xs.append(s[k] + q[k] * (xs[-1] - s[k]))

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from nqm.moments import sgd_stationary
 from nqm.problem import noise_factor
 
 MAX_ITER = 40
@@ -172,7 +173,7 @@ def newton_optimum(h_D, c_D, w_D, x0_D, batch_n, lr_n, steps_n, target, lr_bound
     inside = (u > u_lo) & (u < u_hi)
     a = np.exp(u)
     # One crossing: every direction starts at or above its stationary moment at a*.
-    s_star = a[:, None] * c_D * inv_b[:, None] / (h_D * (2.0 - a[:, None] * h_D))
+    s_star = sgd_stationary(a[:, None], c_D, inv_b[:, None], h_D)
     monotone = np.all(x0_D >= s_star, axis=1)
     solved = done & inside & monotone
     lr = np.where(solved, a, lr_n)
