@@ -126,9 +126,11 @@ class SweepConfig:
         if not isinstance(sizes, list):
             raise ValueError(f"batch_sizes must hold at least one batch size >= 1, got "
                              f"{sizes!r:.80}")
-        if not isinstance(d.get("workload"), str):   # before __post_init__ looks it up
+        validation.check_batch_sizes(sizes)
+        if not isinstance(d.get("workload"), str):
             raise ValueError(f"workload must be a name, got {d.get('workload')!r:.80}")
-        for name in ("goal", "trials", "max_steps", "optimizer", "search"):
+        validation.check_finite("goal", d.get("goal"))
+        for name in ("trials", "max_steps", "optimizer", "search"):
             if name not in d:
                 raise ValueError(f"{name} is missing")
         known = {f.name for f in dataclasses.fields(cls)}
