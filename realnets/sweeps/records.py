@@ -126,6 +126,8 @@ class SweepConfig:
         if not isinstance(sizes, list):
             raise ValueError(f"batch_sizes must hold at least one batch size >= 1, got "
                              f"{sizes!r:.80}")
+        # batch sizes, workload and goal are checked here, before the missing-field check and
+        # __post_init__ (which checks them again): a file wrong in several ways names these first
         validation.check_batch_sizes(sizes)
         if not isinstance(d.get("workload"), str):
             raise ValueError(f"workload must be a name, got {d.get('workload')!r:.80}")
