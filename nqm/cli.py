@@ -226,8 +226,9 @@ def format_table(result: dict) -> str:
     bound = b_crit_bound([p["batch_size"] for p in result["points"]],
                          [np.nan if p["steps"] is None else p["steps"] for p in result["points"]])
     if bound is not None:
-        lines.append(f"no bend between the batch sizes: B_crit {'>=' if bound.side == 'lower' else '<='} "
-                     f"{_fmt(bound.value)} is all they say (the fitted B_crit is an extrapolation)")
+        side = ">=" if bound.side == "lower" else "<="
+        lines.append(f"no bend between the batch sizes: B_crit {side} {_fmt(bound.value)} is all "
+                     "they say (the fitted B_crit is an extrapolation)")
     lines.append(f"perfect scaling (within {reg['perfect_threshold']:g}x) up to B = "
                  f"{_fmt(reg['cbs20'])}; maximal data parallelism (within "
                  f"{reg['maximal_threshold']:g}x of the fewest steps) from B = "

@@ -51,7 +51,7 @@ REL_TOL = 2e-5  # the envelope search stops when its bracket is narrower than th
 # before it. Momentum's loss at fixed T ripples across z (the stiff directions' oscillations,
 # ~1e-3 of the loss), so both its searches are local and their tuned steps depend on the path
 # by up to ~3%: on the default problem the chain against the lockstep search is 3 to 0.5%
-# better at 6 batch sizes and 0.01 to 3% worse at 7, in 60% of the time (docs/performance.md).
+# better at 6 batch sizes and 0.01 to 3% worse at 7, in about 3/4 of the time (docs/performance.md).
 CHAINED = ("ema", "momentum")
 
 
@@ -422,7 +422,9 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
             cols = np.arange(fz.shape[1])
             better = fz[j, cols] < fs
             zs[better], fs[better] = seeds[j, cols][better], fz[j, cols][better]
-        zs, fs = _compass(objective, zs, fs, t, bsel, 0.5 if first else (0.1 if descend else 0.25), target)
+        # the descent's next T is close to the last (its optimum moved little): a smaller step
+        step = 0.5 if first else (0.1 if descend else 0.25)
+        zs, fs = _compass(objective, zs, fs, t, bsel, step, target)
         ok = fs <= target
         if descend:
             tc, fc = _crossing(objective, zs, np.where(ok, lo, t), np.where(ok, t, hi - 1), bsel,
