@@ -224,11 +224,9 @@ def format_table(result: dict) -> str:
     lines.append(f"fit S(B) = S_min (1 + B_crit / B): S_min = {_fmt(fit['s_min'])}, "
                  f"B_crit = {_fmt(fit['b_crit'])}, R^2 (log S) = {_fmt(fit['r2'])}")
     bound = b_crit_bound([p["batch_size"] for p in result["points"]],
-                         [np.nan if p["steps"] is None else p["steps"] for p in result["points"]])
+                         [p["steps"] for p in result["points"]])
     if bound is not None:
-        side = ">=" if bound.side == "lower" else "<="
-        lines.append(f"no bend between the batch sizes: B_crit {side} {_fmt(bound.value)} is all "
-                     "they say (the fitted B_crit is an extrapolation)")
+        lines.append(bound.describe())
     lines.append(f"perfect scaling (within {reg['perfect_threshold']:g}x) up to B = "
                  f"{_fmt(reg['cbs20'])}; maximal data parallelism (within "
                  f"{reg['maximal_threshold']:g}x of the fewest steps) from B = "

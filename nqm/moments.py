@@ -414,30 +414,28 @@ def dynamics(problem: Problem, batch_size, learning_rate, momentum=0.0, ema_deca
     if np.any(b_N > 0) and np.any(g_N > 0):
         raise ValueError("momentum and ema_decay cannot both be > 0 (in one run or in one call): "
                          "iterate averaging is modelled on plain SGD; set one of them to 0")
-    h_eff, c_eff = preconditioned(problem.curvature_D, problem.noise_D, precond_power)
-    weight_D = 0.5 * problem.curvature_D
-    n = lr_N.shape[0]
     if np.any(g_N > 0):
-        kind, cls, param = "ema", EMADynamics, g_N
+        kind, param = "ema", g_N
     elif np.any(b_N > 0):
-        kind, cls, param = "momentum", MomentumDynamics, b_N
+        kind, param = "momentum", b_N
     else:
-        kind, cls, param = "sgd", SGDDynamics, b_N
+        kind, param = "sgd", b_N
+    rows = RowsFactory(problem, kind, precond_power)
     if start is None:
-        start, start_index = initial_state(problem, kind), np.zeros(n, dtype=np.int64)
-    else:
-        start = tuple(np.broadcast_to(np.asarray(s, dtype=np.float64), (n, problem.dim))
-                      for s in start)
-        start_index = np.arange(n)
-    return cls(weight_D, h_eff, c_eff, lr_N, param, problem.noise_factor(batch_N), start,
-               start_index)
+        return rows(batch_N, lr_N, param)
+    n = lr_N.shape[0]
+    start = tuple(np.broadcast_to(np.asarray(s, dtype=np.float64), (n, problem.dim))
+                  for s in start)
+    return rows.cls(rows.weight_D, rows.h_D, rows.c_D, lr_N, param,
+                    problem.noise_factor(batch_N), start, np.arange(n))
 
 
 class RowsFactory:
     """Builds `Dynamics` of one family on one problem from start-of-run rows, for a search that
-    asks for thousands of small row sets: the preconditioned arrays and the start are made
-    once, and nothing is checked per call (the caller keeps its rows valid: batch sizes the
-    problem accepts, learning rates > 0, momentum or decay in [0, 1) of its own family)."""
+    asks for thousands of small row sets (`dynamics` builds through it after its checks): the
+    preconditioned arrays and the start are made once, and nothing is checked per call (the
+    caller keeps its rows valid: batch sizes the problem accepts, learning rates > 0, momentum
+    or decay in [0, 1) of its own family)."""
 
     def __init__(self, problem: Problem, kind: str, precond_power: float = 0.0):
         classes = {"sgd": SGDDynamics, "momentum": MomentumDynamics, "ema": EMADynamics}

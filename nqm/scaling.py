@@ -203,6 +203,12 @@ class Bound:
     def to_dict(self) -> dict:
         return {"side": self.side, "value": self.value}
 
+    def describe(self) -> str:
+        """The sentence every report prints for this bound."""
+        sign = ">=" if self.side == "lower" else "<="
+        return (f"no bend between the batch sizes: B_crit {sign} {self.value:.4g} is all they "
+                "say (the fitted B_crit is an extrapolation)")
+
 
 def b_crit_bound(batch_sizes, steps, thresholds: Thresholds = Thresholds()) -> Bound | None:
     """The bound on B_crit when the curve has no bend between its batch sizes, else None.
@@ -216,10 +222,10 @@ def b_crit_bound(batch_sizes, steps, thresholds: Thresholds = Thresholds()) -> B
     1 + B_crit / B_0 <= m (1 + B_crit / B_max): B_crit <= (m - 1) / (1 / B_0 - m / B_max).
 
     Args:
-      batch_sizes: (n,) increasing; steps: (n,), NaN where not reached.
+      batch_sizes: (n,) increasing; steps: (n,), NaN or None where not reached.
     """
     b = np.asarray(batch_sizes, dtype=float)
-    s = np.asarray(steps, dtype=float)
+    s = np.array([np.nan if x is None else x for x in steps], dtype=float)
     analysis = analyse(b, s, thresholds)
     reached = np.flatnonzero(np.isfinite(s) & (s > 0))
     if reached.size < 2 or reached[0] != 0:

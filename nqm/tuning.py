@@ -171,10 +171,9 @@ class _Objective:
         self.problem = problem
         self.spec = spec
         self.space = space
-        self.h_eff, self.c_eff = preconditioned(problem.curvature_D, problem.noise_D,
-                                                spec.precond_power)
-        self.h_max = float(self.h_eff.max())
         self.rows = RowsFactory(problem, spec.name, spec.precond_power)
+        self.h_eff, self.c_eff = self.rows.h_D, self.rows.c_D
+        self.h_max = float(self.h_eff.max())
         self.evaluations = 0
 
     def inside(self, a, b, g):

@@ -69,13 +69,8 @@ def _robustness_lines(r: dict | None) -> list[str]:
 
 def _bound_lines(doc: CurveDocument) -> list[str]:
     """The bound on B_crit when the curve has no bend between its batch sizes (else none)."""
-    bound = b_crit_bound([p.batch_size for p in doc.points],
-                         [float("nan") if p.steps is None else p.steps for p in doc.points])
-    if bound is None:
-        return []
-    side = ">=" if bound.side == "lower" else "<="
-    return [f"no bend between the batch sizes: B_crit {side} {_fmt(bound.value)} is all they say "
-            "(the fitted B_crit is an extrapolation)"]
+    bound = b_crit_bound([p.batch_size for p in doc.points], [p.steps for p in doc.points])
+    return [] if bound is None else [bound.describe()]
 
 
 def format_table(doc: CurveDocument) -> str:

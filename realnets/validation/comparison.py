@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from nqm.curve import ScalingCurve
-from nqm.scaling import b_crit_bound
+from nqm.scaling import Bound, b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
 
@@ -22,24 +22,12 @@ def measured_summary(curve: ScalingCurve) -> dict:
             "per_point_b_simple": doc.noise_scale["per_point_b_simple"]}
 
 
-def points_bound(points: list[dict] | None) -> dict | None:
+def points_bound(points: list[dict] | None) -> Bound | None:
     """`nqm.scaling.b_crit_bound` of a document's curve points ({"batch_size", "steps"}, steps
-    None where not reached), as a dict, or None."""
+    None where not reached)."""
     if not points:
         return None
-    bound = b_crit_bound([p["batch_size"] for p in points],
-                         [float("nan") if p["steps"] is None else p["steps"] for p in points])
-    return None if bound is None else bound.to_dict()
-
-
-def bound_text(bound: dict | None) -> str:
-    """'' or, for a bound, the clause the reports append to a B_crit ("no bend between its
-    batch sizes: B_crit >= 5024, the fitted value is an extrapolation")."""
-    if not bound:
-        return ""
-    sign = ">=" if bound["side"] == "lower" else "<="
-    return (f"no bend between its batch sizes: B_crit {sign} {bound['value']:.4g}, the fitted "
-            "value is an extrapolation")
+    return b_crit_bound([p["batch_size"] for p in points], [p["steps"] for p in points])
 
 
 def value_and_error(x):

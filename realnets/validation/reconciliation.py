@@ -22,7 +22,7 @@ Each row: estimate, step, value, se, lo, hi, ratio (value / measured B_crit), ra
 
 from __future__ import annotations
 
-from realnets.validation.comparison import bound_text, points_bound, ratio_se, value_and_error
+from realnets.validation.comparison import points_bound, ratio_se, value_and_error
 from realnets.validation.settings import TARGET_LABELS
 
 MEASURED = "measured B_crit (fit)"
@@ -116,11 +116,11 @@ def reconciliation(doc: dict) -> list[dict]:
     b_crit = measured["fit"]["b_crit"]
     lo, hi, why = measured_interval(measured)
     cbs20 = (measured.get("regimes") or {}).get("cbs20")
-    bound = bound_text(points_bound(measured.get("points")))
+    bound = points_bound(measured.get("points"))
     rows = [_row(MEASURED, b_crit, value=b_crit, lo=lo, hi=hi,
                  note=f"S(B) = S_min (1 + B_crit / B) fitted to the sweep; {why}"
                       + ("" if cbs20 is None else f"; cbs20 {cbs20}")
-                      + (f"; {bound}" if bound else "")),
+                      + (f"; {bound.describe()}" if bound else "")),
             _leave_one_out_row(measured, b_crit)]
     rows += _local_cbs_rows(doc, b_crit)
     checkpoint, rule, record, pred = headline(doc)
@@ -141,12 +141,12 @@ def reconciliation(doc: dict) -> list[dict]:
         boot = (pred.get("bootstrap") or {}).get("tuned")
         spread = (f"16-84% over {len(boot['draws'])} bootstrap NQMs" if boot
                   else "no bootstrap interval")
-        bound = bound_text(points_bound(tuned.get("points")))
+        bound = points_bound(tuned.get("points"))
         rows.append(_row(NQM, b_crit, value=tuned["fit"]["b_crit"],
                          lo=boot["p16"] if boot else None, hi=boot["p84"] if boot else None,
                          note=f"calibrated NQM {at}, {pred.get('family', '-')} tuned per batch "
                               f"size, {label} {pred['target']:.4g}; {spread}"
-                              + (f"; {bound}" if bound else "")))
+                              + (f"; {bound.describe()}" if bound else "")))
     else:
         why = ((record.get("target_errors") or {}).get(rule) or record.get("error")
                or "no prediction in this document")

@@ -32,6 +32,10 @@ def _interval(stats: dict | None, lo: str = "p16", hi: str = "p84") -> tuple:
     return stats.get(lo), stats.get(hi)
 
 
+def _bound_dict(bound) -> dict | None:
+    return None if bound is None else bound.to_dict()
+
+
 def summary_entry(doc: dict) -> dict:
     """The headline numbers of one validation document (`ValidationDocument.to_dict()`)."""
     settings = doc["settings"]
@@ -52,9 +56,9 @@ def summary_entry(doc: dict) -> dict:
         "optimizer": doc.get("sweep_config", {}).get("optimizer"),
         "rule": rule, "checkpoint": checkpoint,
         "measured": {"b_crit": measured, "lo": m_lo, "hi": m_hi,
-                     "bound": points_bound(doc["measured"].get("points"))},
+                     "bound": _bound_dict(points_bound(doc["measured"].get("points")))},
         "predicted": {"b_crit": predicted, "lo": p_lo, "hi": p_hi,
-                      "bound": points_bound(tuned.get("points")) if tuned else None},
+                      "bound": _bound_dict(points_bound(tuned.get("points")) if tuned else None)},
         "b_noise": {"value": b_noise, "se": b_noise_se},
         "b_simple": {"value": b_simple, "se": ratio_se(b_simple, grad)},
         "local_cbs": [{"step": r["step"], "cbs": r["cbs"]} for r in doc.get("local_cbs") or []],
