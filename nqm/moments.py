@@ -216,16 +216,31 @@ class Dynamics:
         """
         if not self.stable_N[row]:
             return np.full(steps + 1, np.inf)
+        out = _kernels().trajectory(*self._recurrence_args(row), self.weight_D,
+                                    self._loss_index, int(steps))
+        out[0] = self.loss(np.array([0]), np.array([row]))[0]
+        return out
+
+    def jump_trajectory(self, row: int, log2_jumps) -> np.ndarray:
+        """E[L] of one row at the start and after each jump of 2^m steps (m from `log2_jumps`,
+        non-decreasing ints, (R,)), by the jumped recurrence (`kernels.jump_trajectory`).
+
+        Returns inf everywhere for an unstable row; float64 (R + 1,).
+        """
+        jumps = np.ascontiguousarray(log2_jumps, dtype=np.int64)
+        if not self.stable_N[row]:
+            return np.full(jumps.size + 1, np.inf)
+        args = self._recurrence_args(row)
+        return _kernels().jump_trajectory(*args, self.weight_D, self._loss_index, jumps)
+
+    def _recurrence_args(self, row: int):
+        """(f11, f12, f21, f22, g1, g2, sigma2, s11, s12, s22) of one row, each (d,)."""
         (f11, f12, f21, f22), (g1, g2) = self._step_map(row)
         d = self.h_D.shape[0]
         f11, f12, f21, f22, g1, g2 = (np.ascontiguousarray(np.broadcast_to(x, (d,)), dtype=float)
                                       for x in (f11, f12, f21, f22, g1, g2))
         s11, s12, s22 = (s[self.start_index_N[row]] for s in self.start)
-        sigma2 = self.c_D * self.inv_batch_N[row]
-        out = _kernels().trajectory(f11, f12, f21, f22, g1, g2, sigma2, s11, s12, s22,
-                                 self.weight_D, self._loss_index, int(steps))
-        out[0] = self.loss(np.array([0]), np.array([row]))[0]
-        return out
+        return f11, f12, f21, f22, g1, g2, self.c_D * self.inv_batch_N[row], s11, s12, s22
 
     def _rows_ah(self, idx):
         return self.lr_N[idx][:, None] * self.h_D

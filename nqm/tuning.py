@@ -46,7 +46,13 @@ from nqm.problem import NQMConfig, Problem, preconditioned
 FAMILIES = ("sgd", "momentum", "ema", "schedule", "adam")
 GRID_FLOOR = 1e-5  # lowest learning rate of the seeding grid (Zhang et al.'s SGD grid starts here)
 SEED_BUDGET = 10 ** 8  # step budget of the seeding grid, whatever the caller's budget
-REL_TOL = 2e-5  # the envelope search stops when its bracket is narrower than this (relative)
+# The envelope search stops when its bracket is narrower than this (relative; the exact step
+# below 1,000 steps). Every local search's tuned steps depend on its path by more (~3% for
+# momentum), and the steps reported are the exact first crossing of the z found.
+REL_TOL = 1e-3
+# The descent's compass searches start with this step (log units): the optimum at the next T
+# tried is close to the last one.
+DESCEND_STEP = 0.1
 # Families tuned one batch size at a time (`_chained_search`), each warm-started by the ones
 # before it. Momentum's loss at fixed T ripples across z (the stiff directions' oscillations,
 # ~1e-3 of the loss), so both its searches are local and their tuned steps depend on the path
@@ -385,8 +391,7 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
     first = True
     succ = np.zeros(T_hi.size, dtype=np.int64)  # successes in a row (descend)
     while True:
-        # Bracket to the exact step below ~50,000 steps; above, to a relative 2e-5 (the tuned
-        # optimum is a local search's anyway; the steps reported are exact for its result).
+        # Bracket to the exact step below 1,000 steps; above, to a relative REL_TOL.
         open_ = np.flatnonzero(T_hi - T_lo > np.maximum(1, (T_hi * REL_TOL).astype(np.int64)))
         if open_.size == 0:
             break
@@ -421,8 +426,7 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
             cols = np.arange(fz.shape[1])
             better = fz[j, cols] < fs
             zs[better], fs[better] = seeds[j, cols][better], fz[j, cols][better]
-        # the descent's next T is close to the last (its optimum moved little): a smaller step
-        step = 0.5 if first else (0.1 if descend else 0.25)
+        step = 0.5 if first else (DESCEND_STEP if descend else 0.25)
         zs, fs = _compass(objective, zs, fs, t, bsel, step, target)
         ok = fs <= target
         if descend:

@@ -15,8 +15,11 @@ def throughput_table(record: ThroughputRecord) -> str:
         lines.append(f"{p.batch_size:>10} {p.devices:>7} {p.seconds_per_step * 1e3:>9.4g} "
                      f"{p.spread[0] * 1e3:>9.4g} {p.spread[1] * 1e3:>9.4g} {model * 1e3:>9.4g} "
                      f"{p.compile_seconds:>9.3g}")
-    lines += ["", f"{record.workload} ({record.optimizer}) on {record.platform} "
-              f"{record.device_kind}, {record.process_count} process(es)",
+    where = record.platform
+    if record.device_kind and record.device_kind.lower() != record.platform.lower():
+        where += f" ({record.device_kind})"     # jax's CPU device_kind is "cpu" again
+    lines += ["", f"{record.workload} ({record.optimizer}) on {where}, "
+              f"{record.process_count} process(es)",
               f"model: {m.formula}",
               f"  fixed {m.fixed * 1e3:.4g} ms, per_example {m.per_example * 1e6:.4g} us, "
               f"allreduce {m.allreduce * 1e3:.4g} ms; relative error RMS {m.rms_relative_error:.1%}, "

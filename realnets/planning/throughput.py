@@ -26,13 +26,16 @@ _PROBE_STEPS = 4
 
 
 def _timed(task: Task, optimizer: str, batch_size: int, devices: list, steps: int,
-           max_rows_per_device: int) -> dict:
-    # a small learning rate keeps the trial finite; the rate does not change a step's cost
+           max_rows_per_device: int, max_steps: int) -> dict:
+    # a small learning rate keeps the trial finite; the rate does not change a step's cost.
+    # One budget for every run of a pair, cut at `steps` by stop_after: the budget is part of the
+    # compiled step (its schedule's length), so the probe and the repeats share one compilation
     trial = TrialSpec(0, learning_rate=1e-4,
                       momentum=None if optimizer == "sgd" else 0.9)
-    run = RunConfig(batch_size=batch_size, max_steps=steps, goal=_NEVER, optimizer=optimizer,
-                    eval_resolution=1.0, max_rows_per_device=max_rows_per_device,
-                    stop_at_first_goal=False, noise_every=0)
+    run = RunConfig(batch_size=batch_size, max_steps=max_steps + 1, stop_after=steps,
+                    goal=_NEVER, optimizer=optimizer, eval_resolution=1.0,
+                    max_rows_per_device=max_rows_per_device, stop_at_first_goal=False,
+                    noise_every=0)
     timing: dict = {}
     run_trials(task, run, [trial], devices=devices, timing=timing)
     return timing
@@ -41,7 +44,8 @@ def _timed(task: Task, optimizer: str, batch_size: int, devices: list, steps: in
 def _probe(task: Task, optimizer: str, batch_size: int, devices: list, seconds_per_repeat: float,
            max_rows_per_device: int, max_steps: int) -> tuple[float, int]:
     """(compile seconds, steps per repeat) from a short first run."""
-    probe = _timed(task, optimizer, batch_size, devices, _PROBE_STEPS + 1, max_rows_per_device)
+    probe = _timed(task, optimizer, batch_size, devices, _PROBE_STEPS + 1, max_rows_per_device,
+                   max_steps)
     guess = probe["train_seconds"] / max(probe["train_steps"], 1)
     steps = int(min(max_steps, max(8, math.ceil(seconds_per_repeat / max(guess, 1e-6)))))
     return probe["first_step_seconds"], steps
@@ -60,7 +64,7 @@ def _measure(task: Task, optimizer: str, pairs: list[tuple[int, int]], repeats: 
     for _ in range(repeats):
         for b, n in pairs:
             t = _timed(task, optimizer, b, jax.devices()[:n], plan[b, n][1] + 1,
-                       max_rows_per_device)
+                       max_rows_per_device, max_steps)
             per_step[b, n].append(t["train_seconds"] / max(t["train_steps"], 1))
     points = []
     for b, n in pairs:

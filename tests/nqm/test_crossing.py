@@ -245,3 +245,39 @@ def test_certified_steps_equals_every_step_check(family):
     known = np.where(reference >= 0, 3 * reference + 150, crossing.NOT_REACHED)
     got = crossing.certified_steps(dyn, problem.target, known, 10 ** 6, dense_limit=100)
     np.testing.assert_array_equal(got, reference)
+
+
+@pytest.mark.parametrize("family", ["sgd", "momentum", "ema"])
+def test_jumped_recurrence_matches_the_closed_form_at_every_rung(family):
+    """Dynamics.jump_trajectory (F^k and Q_k by doubling) against the closed form at the rungs of
+    octave_jumps, out to 10^6 steps (where the slow directions have not settled and the fast
+    ones' F^k has decayed to zero); an unstable row is inf throughout."""
+    problem = NQMConfig(dim=200, target=0.01).problem()
+    lr = np.array([0.02, 0.3, 1.2, 50.0])
+    kw = ({"momentum": np.array([0.5, 0.9, 0.3, 0.0])} if family == "momentum" else
+          {"ema_decay": np.array([0.9, 0.99, 0.5, 0.0])} if family == "ema" else {})
+    dyn = moments.dynamics(problem, np.array([1.0, 16.0, 1024.0, 4.0]), lr, **kw)
+    jumps = crossing.octave_jumps(10 ** 6)
+    rungs = np.concatenate([[0], np.cumsum(2 ** jumps)])
+    assert rungs[-1] < 10 ** 6 and rungs[-1] > 0.9 * 10 ** 6
+    gaps = np.diff(rungs)[crossing.DENSE_STEPS:] / rungs[crossing.DENSE_STEPS:-1]
+    assert gaps.max() <= 1.0 / crossing.CERTIFY_PER_OCTAVE + 1e-12
+    for row in range(3):
+        assert dyn.stable_N[row]
+        got = dyn.jump_trajectory(row, jumps)
+        want = dyn.loss(rungs, np.full(rungs.size, row))
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=0)
+    assert not dyn.stable_N[3]
+    assert np.all(np.isinf(dyn.jump_trajectory(3, jumps)))
+
+
+def test_octave_jumps_stay_below_the_known_step():
+    for steps in [1, 2, 3, 63, 64, 65, 66, 129, 2049, 10 ** 5 + 7]:
+        rungs = np.cumsum(2 ** crossing.octave_jumps(steps))
+        assert np.all(rungs < steps)
+        assert np.all(np.diff(rungs) > 0)
+        # every step up to DENSE_STEPS, and the last rung within one jump of the known step
+        np.testing.assert_array_equal(rungs[:crossing.DENSE_STEPS],
+                                      np.arange(1, min(steps - 1, crossing.DENSE_STEPS) + 1))
+        if steps > crossing.DENSE_STEPS + 1:
+            assert steps - rungs[-1] <= max(1, rungs[-1] // crossing.CERTIFY_PER_OCTAVE)

@@ -90,12 +90,13 @@ def test_ladder_scan_uses_the_correction():
     unit = dynamics(problem, 1.0, grid)
     steps, _ = best_crossing_per_batch(unit.signal_noise, grid.size, batches, problem.target,
                                        10 ** 5, train_size=problem.train_size)
+    t = np.arange(3000)
     for j, b in enumerate(batches):
         dyn = dynamics(problem, b, grid)
         per_row = []
         for r in range(grid.size):
-            losses = [dyn.loss(np.array([t]), np.array([r]))[0] for t in range(0, 3000)]
-            hit = np.flatnonzero(np.array(losses) <= problem.target)
+            losses = dyn.loss(t, np.full(t.size, r))        # E[L] at every step t = 0 .. 2999
+            hit = np.flatnonzero(losses <= problem.target)
             per_row.append(hit[0] if hit.size else np.inf)
         assert steps[j] == min(per_row)
 
@@ -103,13 +104,16 @@ def test_ladder_scan_uses_the_correction():
 @pytest.mark.parametrize("name", ["sgd", "momentum"])
 def test_tuned_curve_reaches_the_full_batch_limit_at_n(name):
     """With N = 512 the tuned steps at B = N equal the noiseless limit (B -> infinity without the
-    correction), and they are fewer than the uncorrected steps at the same B."""
+    correction), and they are fewer than the uncorrected steps at the same B. (B = N and the
+    limit are tuned alone: momentum's search is local and, in a curve, starts from the batch
+    sizes before it, which differ between the two.)"""
     spec = OptimizerSpec(name)
     with_n = NQMConfig(dim=200, target=0.02, train_size=512)
     without = NQMConfig(dim=200, target=0.02)
+    assert (tune_curve(with_n, spec, [512]).points[0].steps
+            == tune_curve(without, spec, [2 ** 40]).points[0].steps)
     corrected = {p.batch_size: p.steps for p in tune_curve(with_n, spec, [16, 256, 512]).points}
-    plain = {p.batch_size: p.steps for p in tune_curve(without, spec, [16, 256, 512, 2 ** 40]).points}
-    assert corrected[512] == plain[2 ** 40]
+    plain = {p.batch_size: p.steps for p in tune_curve(without, spec, [16, 256, 512]).points}
     assert corrected[256] < plain[256]
     assert corrected[16] <= plain[16]
 

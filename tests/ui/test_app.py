@@ -446,7 +446,7 @@ def test_plan_tab_refuses_a_sweep_that_reached_nothing(tmp_path):
     assert "plan" not in at.session_state
 
 
-def test_plan_tab_measures_the_step_time_here_once(monkeypatch):
+def test_plan_tab_measures_the_step_time_here_once(monkeypatch, tmp_path):
     from ui import plan_page
 
     monkeypatch.setattr(plan_page, "MEASURE_SECONDS_PER_REPEAT", 0.02)
@@ -454,18 +454,30 @@ def test_plan_tab_measures_the_step_time_here_once(monkeypatch):
     measure = plan_page.measure_here
     monkeypatch.setattr(plan_page, "measure_here",
                         lambda *args, **kwargs: calls.append(args[2]) or measure(*args, **kwargs))
-    at = section_app("Plan")
+    # sweeps/digits_mlp at three of its eight batch sizes: each batch size measured compiles its
+    # own train step, and three show as well that the sweep's batch sizes are the ones measured
+    sweep = tmp_path / "three"
+    sweep.mkdir()
+    config = json.loads((DIGITS / "config.json").read_text())
+    config["batch_sizes"] = [8, 64, 512]
+    (sweep / "config.json").write_text(json.dumps(config))
+    lines = [l for l in (DIGITS / "trials.jsonl").read_text().splitlines()
+             if json.loads(l)["batch_size"] in config["batch_sizes"]]
+    (sweep / "trials.jsonl").write_text("\n".join(lines) + "\n")
+    at = section_app("Plan", plan_source="a sweep directory", plan_path=str(sweep))
     assert not at.exception and not errors(at) and "plan" not in at.session_state
-    assert any("at the sweep's batch sizes 8, 16, 32, 64, 128, 256, 512, 1024 on 1 device"
-               in i.value for i in at.info)
+    assert any("at the sweep's batch sizes 8, 64, 512 on 1 device" in i.value for i in at.info)
     at.button(key="plan_measure").click().run(timeout=300)
     assert not at.exception and not errors(at)
     assert calls == [(1,)]
     plan = at.session_state["plan"]
     (record,) = at.session_state["plan_measured"].values()
-    assert [(p.batch_size, p.devices) for p in record.points] == [
-        (2 ** k, 1) for k in range(3, 11)]
-    assert {p.step_time_source for p in plan.points} == {"measured"}
+    assert [(p.batch_size, p.devices) for p in record.points] == [(8, 1), (64, 1), (512, 1)]
+    # the plan takes the measured step times where there are some (its other batch sizes, up to
+    # the training set, take the model fitted to them)
+    measured_here = {p.batch_size: p.seconds_per_step for p in record.points}
+    assert {p.batch_size: p.seconds_per_step for p in plan.points
+            if p.step_time_source == "measured"} == measured_here
     # kept in the session: a new price plans again without measuring again
     at.number_input(key="plan_price").set_value(3.0).run()
     assert not at.exception and calls == [(1,)]

@@ -166,20 +166,30 @@ def app_url(tmp_path_factory):
             proc.wait()
 
 
-@pytest.fixture
-def page(app_url, tmp_path):
-    """A fresh page of the app (a new browser session), at the top of the first tab."""
+@pytest.fixture(scope="module")
+def browser():
+    """One headless Chromium for this module's tests (each test gets its own context)."""
     with sync_api.sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(
-            tmp_path / "chromium-profile", executable_path=str(CHROMIUM), headless=True,
-            args=CHROMIUM_ARGS, viewport=VIEWPORT, color_scheme="light", accept_downloads=True)
+        chromium = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                                      args=CHROMIUM_ARGS)
         try:
-            page = context.new_page()
-            page.set_default_timeout(60_000)
-            page.goto(app_url)
-            yield page
+            yield chromium
         finally:
-            context.close()
+            chromium.close()
+
+
+@pytest.fixture
+def page(app_url, browser):
+    """A fresh page of the app, at the top of the first tab, in a browser context of its own (no
+    cookies or storage from another test: a new Streamlit session)."""
+    context = browser.new_context(viewport=VIEWPORT, color_scheme="light", accept_downloads=True)
+    try:
+        page = context.new_page()
+        page.set_default_timeout(60_000)
+        page.goto(app_url)
+        yield page
+    finally:
+        context.close()
 
 
 def wait_idle(page, timeout_ms: float = 60_000) -> None:

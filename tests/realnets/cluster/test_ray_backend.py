@@ -60,17 +60,31 @@ def _keys(lines) -> list[tuple]:
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    with start_local_cluster(nodes=2, cpus_per_node=1, env=_env()) as running:
-        yield running
-        # teardown (the with) stops it whatever the tests did; check nothing of it survives
-    assert running.pids() == []
+def serial_started(tmp_path_factory):
+    """The serial reference sweep, started (not waited for): it needs no cluster, so it runs
+    while the cluster starts (`cluster` asks for it first)."""
+    out = tmp_path_factory.mktemp("serial")
+    proc = _cli([*SWEEP, "--out", str(out)], _env())
+    yield out, proc
+    if proc.poll() is None:
+        proc.kill()
+        proc.communicate()
 
 
 @pytest.fixture(scope="module")
-def serial(tmp_path_factory):
-    out = tmp_path_factory.mktemp("serial")
-    _finish(_cli([*SWEEP, "--out", str(out)], _env()))
+def cluster(serial_started):
+    with start_local_cluster(nodes=2, cpus_per_node=1, env=_env()) as running:
+        yield running
+        # stop it whatever the tests did: SIGTERM, then SIGKILL for what is left after a second
+        # (Ray's agents outlive a SIGTERM by more than the default 5 s grace)
+        running.stop(grace_seconds=1.0)
+    assert running.pids() == []         # nothing of it survives
+
+
+@pytest.fixture(scope="module")
+def serial(serial_started):
+    out, proc = serial_started
+    _finish(proc)
     lines = _lines(out)
     records = [json.loads(line) for line in lines]
     cut = [r for r in records if r["reason"] and "an earlier trial" in r["reason"]]

@@ -66,10 +66,15 @@ def test_trainer_timing_counts_every_step_once():
 
 
 def test_measure_point_on_several_devices(eight_devices):
-    task = quadratic_task(NQM_WORKLOAD.problem())
+    from realnets.training.step import compile_steps
+
+    task = quadratic_task(NQM_WORKLOAD.problem())     # a new loss function: nothing cached yet
+    before = compile_steps.cache_info().misses
     p = measure_point(task, "sgd", 16, 4, repeats=2, seconds_per_repeat=0.05, max_steps=50)
     assert (p.batch_size, p.devices, p.repeats) == (16, 4, 2)
     assert 0 < p.spread[0] <= p.spread[1] and p.compile_seconds > 0
+    # the probe and both repeats ran one compiled train step (the compile is measured once)
+    assert compile_steps.cache_info().misses - before == 1
 
 
 def test_repeats_are_interleaved_and_summarised_by_their_median(monkeypatch):
@@ -77,12 +82,13 @@ def test_repeats_are_interleaved_and_summarised_by_their_median(monkeypatch):
     turn, the steps per repeat from the probe, the median and range of each pair's repeats."""
     from realnets.planning import throughput
 
-    calls = []
+    calls, budgets = [], set()
     per_step = {(16, 1): iter([2e-3, 1e-3, 5e-3, 3e-3]),   # probe, then three repeats
                 (64, 2): iter([4e-3, 6e-3, 4e-3, 9e-3])}
 
-    def fake_timed(task, optimizer, batch_size, devices, steps, max_rows_per_device):
+    def fake_timed(task, optimizer, batch_size, devices, steps, max_rows_per_device, max_steps):
         calls.append((batch_size, len(devices), steps))
+        budgets.add(max_steps)
         t = next(per_step[batch_size, len(devices)])
         return {"first_step_seconds": 0.5, "train_seconds": t * (steps - 1),
                 "train_steps": steps - 1}
@@ -95,6 +101,8 @@ def test_repeats_are_interleaved_and_summarised_by_their_median(monkeypatch):
     # steps per repeat: ceil(0.1 s / probe's time per step), at least 8
     assert [c[2] for c in calls[:2]] == [throughput._PROBE_STEPS + 1] * 2
     assert calls[2:] == [(16, 1, 51), (64, 2, 26)] * 3
+    # one budget for the probe and the repeats (each cut at its steps): one compiled step a pair
+    assert budgets == {2000}
     a, b = points
     assert (a.steps, a.seconds_per_step, a.spread, a.compile_seconds) == (50, 3e-3, (1e-3, 5e-3), 0.5)
     assert (b.steps, b.seconds_per_step, b.spread) == (25, 6e-3, (4e-3, 9e-3))
@@ -160,3 +168,13 @@ def test_batch_sizes_that_fit_the_training_set():
     assert fitting_batch_sizes([1024, 8], None) == (8, 1024)
     with pytest.raises(ValueError, match="none of the sweep's batch sizes"):
         fitting_batch_sizes([64, 128], 32)
+
+
+def test_the_table_names_the_device_kind_once_when_it_is_the_platform():
+    from realnets.planning.render import throughput_table
+    points = tuple(_point(b, 1, 1e-3 + 1e-6 * b) for b in (8, 16, 32, 64))
+    fit = fit_step_time(list(points))
+    cpu = throughput_table(ThroughputRecord("w", "sgd", "cpu", "cpu", 1, points, fit))
+    assert "w (sgd) on cpu, 1 process(es)" in cpu
+    gpu = throughput_table(ThroughputRecord("w", "sgd", "gpu", "NVIDIA A100", 2, points, fit))
+    assert "w (sgd) on gpu (NVIDIA A100), 2 process(es)" in gpu

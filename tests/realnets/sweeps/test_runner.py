@@ -30,16 +30,37 @@ def _keys(records):
     return [(r["batch_size"], r["trial_id"]) for r in records]
 
 
+class _Started:
+    """A sweep subprocess started and not yet waited for; `finished()` waits (once) and returns
+    its directory."""
+
+    def __init__(self, out: Path):
+        self.out = out
+        self.proc = _cli([*SWEEP_ARGS, "--out", str(out)])
+
+    def finished(self) -> Path:
+        _, err = self.proc.communicate(timeout=300)
+        assert self.proc.returncode == 0, err
+        return self.out
+
+
 @pytest.fixture(scope="module")
-def uninterrupted(tmp_path_factory):
-    out = tmp_path_factory.mktemp("full")
-    proc = _cli([*SWEEP_ARGS, "--out", str(out)])
-    _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 0, err
-    return out
+def uninterrupted_started(tmp_path_factory):
+    """The sweep run straight through, the reference: started here, so that it runs beside the
+    kill test's own two runs, which wait for it only at their end."""
+    started = _Started(tmp_path_factory.mktemp("full"))
+    yield started
+    if started.proc.poll() is None:
+        started.proc.kill()
+        started.proc.communicate()
 
 
-def test_kill_then_resume_loses_nothing_and_repeats_nothing(tmp_path, uninterrupted):
+@pytest.fixture(scope="module")
+def uninterrupted(uninterrupted_started):
+    return uninterrupted_started.finished()
+
+
+def test_kill_then_resume_loses_nothing_and_repeats_nothing(tmp_path, uninterrupted_started):
     out = tmp_path / "killed"
     proc = _cli([*SWEEP_ARGS, "--out", str(out)])
     log = out / "trials.jsonl"
@@ -61,6 +82,7 @@ def test_kill_then_resume_loses_nothing_and_repeats_nothing(tmp_path, uninterrup
     assert after[:len(before)] == before            # finished trials kept, byte for byte
     keys = _keys([json.loads(line) for line in after])
     assert len(keys) == len(set(keys)) == 8         # every trial once
+    uninterrupted = uninterrupted_started.finished()
     _, full = load_sweep(uninterrupted)
     _, mine = load_sweep(out)
     by_key = {(r.batch_size, r.trial_id): r for r in full}
