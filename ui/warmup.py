@@ -41,7 +41,7 @@ MAX_ENTRIES = 256
 # Seconds to tune each optimizer at d = 10^4 over 20 batch sizes in a warm process on a 2-core
 # machine (docs/performance.md, `python benchmarks/bench_nqm.py`; schedule: `python -m nqm compare`):
 # the unit of `estimated_seconds`.
-SECONDS_AT_DEFAULT = {"sgd": 0.1, "momentum": 2.3, "ema": 1.8, "schedule": 18.0}
+SECONDS_AT_DEFAULT = {"sgd": 0.06, "momentum": 0.85, "ema": 0.72, "schedule": 9.7}
 WARM_BUDGET_SECONDS = 3.0  # warm a setting's neighbours only if one costs at most this
 _MISSING = object()
 
