@@ -288,46 +288,6 @@ def loss_rows(family: int, h_D, c_D, w_D, s11_MD, s12_MD, s22_MD, start_n, lr_n,
 
 
 @numba.njit(parallel=True, cache=True)
-def trajectory(f11_D, f12_D, f21_D, f22_D, g1_D, g2_D, sigma2_D, s11_D, s12_D, s22_D, w_D,
-               loss_index, steps):
-    """E[L](t) for t = 0..steps by iterating S <- F S F^T + sigma^2 g g^T per direction.
-
-    Used to check every step of a short stretch (certifying a first crossing): one multiply-add
-    pass per step instead of the closed form's trigonometry. Rounding grows like steps * eps.
-    The directions are split into CHUNKS interleaved pieces spread over the cores and summed in
-    one order.
-
-    Args:
-      f11_D .. f22_D: the 2x2 map F per direction; g1_D, g2_D: the noise direction; sigma2_D:
-        noise variance c / B; s11_D .. s22_D: start; w_D: loss weights; loss_index: 0 reads
-        S11, 2 reads S22.
-
-    Returns:
-      float64 (steps + 1,).
-    """
-    part = np.zeros((CHUNKS, steps + 1))
-    for j in numba.prange(CHUNKS):
-        for i in range(j, f11_D.shape[0], CHUNKS):
-            a11, a12, a21, a22 = f11_D[i], f12_D[i], f21_D[i], f22_D[i]
-            n11 = sigma2_D[i] * g1_D[i] * g1_D[i]
-            n12 = sigma2_D[i] * g1_D[i] * g2_D[i]
-            n22 = sigma2_D[i] * g2_D[i] * g2_D[i]
-            x11, x12, x22 = s11_D[i], s12_D[i], s22_D[i]
-            w = w_D[i]
-            part[j, 0] += w * (x11 if loss_index == 0 else x22)
-            for t in range(1, steps + 1):
-                y11 = a11 * a11 * x11 + 2.0 * a11 * a12 * x12 + a12 * a12 * x22 + n11
-                y12 = a11 * a21 * x11 + (a11 * a22 + a12 * a21) * x12 + a12 * a22 * x22 + n12
-                y22 = a21 * a21 * x11 + 2.0 * a21 * a22 * x12 + a22 * a22 * x22 + n22
-                x11, x12, x22 = y11, y12, y22
-                part[j, t] += w * (x11 if loss_index == 0 else x22)
-    out = np.zeros(steps + 1)
-    for j in range(CHUNKS):
-        out += part[j]
-    return out
-
-
-@numba.njit(parallel=True, cache=True)
 def jump_trajectory(f11_D, f12_D, f21_D, f22_D, g1_D, g2_D, sigma2_D, s11_D, s12_D, s22_D, w_D,
                     loss_index, log2_jump_R):
     """E[L] at rungs reached by jumps of 2^m steps, by iterating S <- F^k S F^kT + Q_k.
@@ -336,10 +296,16 @@ def jump_trajectory(f11_D, f12_D, f21_D, f22_D, g1_D, g2_D, sigma2_D, s11_D, s12
     not shrink: F^k and Q_k = sum_{j<k} F^j (sigma^2 g g^T) F^jT are carried from one jump
     length to the next by doubling, F^2k = F^k F^k and Q_2k = F^k Q_k F^kT + Q_k. A rung costs
     one multiply-add pass however far it jumps (the closed form's trigonometry avoided), so a
-    ladder of 16 rungs an octave costs less than the closed form's 8. Rounding grows like the
-    number of rungs and doublings times eps.
+    ladder of 16 rungs an octave costs less than the closed form's 8. With every jump 0 (single
+    steps) this is the one-step recurrence S <- F S F^T + sigma^2 g g^T at every step, which
+    checks every step of a short stretch when a first crossing is certified. Rounding grows
+    like the number of rungs and doublings times eps. The directions are split into CHUNKS
+    interleaved pieces spread over the cores and summed in one order.
 
-    Args: as `trajectory`, with log2_jump_R: non-decreasing int64 (R,).
+    Args:
+      f11_D .. f22_D: the 2x2 map F per direction; g1_D, g2_D: the noise direction; sigma2_D:
+        noise variance c / B; s11_D .. s22_D: start; w_D: loss weights; loss_index: 0 reads
+        S11, 2 reads S22; log2_jump_R: non-decreasing int64 (R,).
 
     Returns:
       float64 (R + 1,), E[L] at the start and at each rung.

@@ -216,8 +216,7 @@ class Dynamics:
         """
         if not self.stable_N[row]:
             return np.full(steps + 1, np.inf)
-        out = _kernels().trajectory(*self._recurrence_args(row), self.weight_D,
-                                    self._loss_index, int(steps))
+        out = self.jump_trajectory(row, np.zeros(int(steps), dtype=np.int64))
         out[0] = self.loss(np.array([0]), np.array([row]))[0]
         return out
 
