@@ -8,8 +8,9 @@ see `Dynamics.loss_parts`) exceeds the target, or when it is unstable.
 
 Exactness: a non-increasing curve (plain SGD started above its stationary moments) has one
 crossing, which ladder and bisection find exactly. A curve that can oscillate (momentum,
-averaging) is checked at every step up to `CERTIFY_DENSE`; beyond that, a dip below the target
-that comes back above it *between two rungs* can be missed, and a later crossing is returned:
+averaging) whose crossing is known to lie within `CERTIFY_DENSE` steps is checked at every step up
+to it; beyond that (every step up to `DENSE_STEPS`, then rungs), a dip below the target that
+comes back above it *between two rungs* can be missed, and a later crossing is returned:
 rungs 9% apart in `first_crossing`, 3.1-6.3% apart in `certified_steps` (the tuned curves'
 steps), whose ladder runs on the one-step recurrence with jumps of 2^m steps
 (`Dynamics.jump_trajectory`). `exhaustive_first_crossing` checks every step and is the tests'
@@ -186,7 +187,9 @@ def certified_steps(dyn, target: float, known_steps, max_steps: int,
     known step is within `dense_limit` are checked at every step up to it (the recurrence: exact
     whatever the oscillations); the others at every step up to `DENSE_STEPS`, then on a ladder
     of `CERTIFY_PER_OCTAVE` rungs an octave below their known step (`octave_jumps`, the jumped
-    recurrence), and bisected before the first rung that reaches the target.
+    recurrence), and bisected before the first rung that reaches the target. The rungs are
+    judged by the recurrence and the bisection by the closed form, which agree to ~1e-9
+    relative: a rung whose loss is that close to the target can move the answer by a step.
     """
     known = np.asarray(known_steps, dtype=np.int64)
     out = np.full(dyn.rows, NOT_REACHED, dtype=np.int64)

@@ -47,7 +47,7 @@ FAMILIES = ("sgd", "momentum", "ema", "schedule", "adam")
 GRID_FLOOR = 1e-5  # lowest learning rate of the seeding grid (Zhang et al.'s SGD grid starts here)
 SEED_BUDGET = 10 ** 8  # step budget of the seeding grid, whatever the caller's budget
 # The envelope search stops when its bracket is narrower than this (relative; the exact step
-# below 1,000 steps). Every local search's tuned steps depend on its path by more (~3% for
+# below 2,000 steps). Every local search's tuned steps depend on its path by more (~3% for
 # momentum), and the steps reported are the exact first crossing of the z found.
 REL_TOL = 1e-3
 # The descent's compass searches start with this step (log units): the optimum at the next T
@@ -391,7 +391,7 @@ def _envelope_search(objective, spec, z_start, t_start, batch, target, initial_l
     first = True
     succ = np.zeros(T_hi.size, dtype=np.int64)  # successes in a row (descend)
     while True:
-        # Bracket to the exact step below 1,000 steps; above, to a relative REL_TOL.
+        # Bracket to the exact step below 2,000 steps; above, to a relative REL_TOL.
         open_ = np.flatnonzero(T_hi - T_lo > np.maximum(1, (T_hi * REL_TOL).astype(np.int64)))
         if open_.size == 0:
             break
