@@ -305,10 +305,12 @@ def load_picked_sweep(path):
 
 
 def describe(config: dict) -> str:
+    from realnets.sweeps.report import format_goal
+
     if "workload" in config:
-        return (f"workload **{config.get('workload')}**, goal {config.get('goal')}, optimizer "
-                f"{config.get('optimizer')}, {config.get('trials')} trials per batch size, budget "
-                f"{config.get('max_steps')} steps")
+        return (f"workload **{config.get('workload')}**, goal {format_goal(config.get('goal'))}, "
+                f"optimizer {config.get('optimizer')}, {config.get('trials')} trials per batch size, "
+                f"budget {config.get('max_steps')} steps")
     return (f"batch_science **{config.get('dataset')}/{config.get('model')}/"
             f"{config.get('optimizer')}**: {config.get('metric')} <= {config.get('goal')}")
 

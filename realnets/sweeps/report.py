@@ -41,6 +41,11 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def format_goal(v) -> str:
+    """The goal as given (0.04) or as the pilot rule computed it, to 6 significant digits."""
+    return f"{v:.6g}" if isinstance(v, float) else _fmt(v)
+
+
 def _resampled_line(r: dict | None) -> str:
     if r is None or not r["available"]:
         return f"B_crit over resampled trials: not available ({r['note'] if r else 'no trials'})"
@@ -82,7 +87,7 @@ def format_table(doc: CurveDocument) -> str:
     cfg = doc.config
     fit, reg = doc.fit, doc.regimes
     lines += ["",
-              f"workload {cfg.get('workload')}  goal {cfg.get('goal')}  optimizer "
+              f"workload {cfg.get('workload')}  goal {format_goal(cfg.get('goal'))}  optimizer "
               f"{cfg.get('optimizer')}  trials/batch size {cfg.get('trials')}  budget "
               f"{cfg.get('max_steps')} steps",
               f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "

@@ -123,3 +123,19 @@ def test_report_states_the_bound_only_for_a_curve_without_a_bend():
     assert "no bend between the batch sizes: B_crit >= 272 is all they say" in text
     bent = [_record(b, 0, s) for b, s in ((8, 800), (16, 420), (32, 300), (64, 280))]
     assert "no bend" not in format_table(curve_document(build_curve(bent, config)))
+
+
+@pytest.mark.parametrize("goal, shown", [(0.12126378800000001, "goal 0.121264 "),
+                                         (0.04, "goal 0.04 "), (1.8, "goal 1.8 "),
+                                         (3, "goal 3 ")])
+def test_report_shows_a_pilot_rule_goal_to_six_digits(goal, shown):
+    """A goal from the pilot rule (a float with a long repr) is shown to 6 significant digits;
+    a goal as the user typed it is shown as typed."""
+    from realnets.sweeps.curve import curve_document
+    from realnets.sweeps.report import format_goal, format_table
+
+    config = _config(batch_sizes=(8, 16), goal=goal)
+    text = format_table(curve_document(build_curve([_record(8, 0, 100), _record(16, 0, 60)],
+                                                   config)))
+    assert shown in text
+    assert format_goal(goal) == shown.split()[1]
