@@ -73,9 +73,15 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
 
 
 def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS) -> GoalChoice:
-    """Trains the pilot for `config` (its goal is ignored) and applies the goal rule."""
+    """Trains the pilot for `config` (its goal is ignored) and applies the goal rule.
+
+    The trials run `config.vmap_trials` to a compiled program, as the sweep's blocks do (all
+    together when 0): a workload that is slower vmapped (a CNN on XLA:CPU) is piloted the way it
+    is swept. Each trial's record does not depend on the grouping (the trainer's own tests).
+    """
     sizes = (min(config.batch_sizes), max(config.batch_sizes))
     specs = trial_specs(config.search, config.optimizer, trials, config.seed)
+    chunk = config.vmap_trials or trials
     out = []
     for batch_size in sizes:
         run = RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=_NEVER,
@@ -83,7 +89,9 @@ def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS) -> GoalChoi
                         eval_resolution=config.eval_resolution,
                         max_rows_per_device=config.max_rows_per_device,
                         stop_at_first_goal=False, noise_every=0)
-        out.append([TrialRecord.from_dict(r).to_dict() for r in run_trials(task, run, specs)])
+        out.append([TrialRecord.from_dict(r).to_dict()
+                    for start in range(0, len(specs), chunk)
+                    for r in run_trials(task, run, specs[start:start + chunk])])
     return goal_from_pilot(out[0], out[1], sizes, trials)
 
 

@@ -47,3 +47,33 @@ def test_goal_auto_runs_the_pilot_records_it_and_resumes(tmp_path, capsys):
     assert main(argv + ["--trials", "2"]) == 0
     assert (out / "trials.jsonl").read_text().splitlines() == lines
     assert json.loads((out / "config.json").read_text())["goal"] == config["goal"]
+
+
+def test_the_pilot_runs_vmap_trials_to_a_program_and_chooses_the_same_goal(monkeypatch):
+    """With --vmap-trials k the pilot's 8 trials run k to a compiled program, as the sweep's
+    blocks do (a CNN is several times slower vmapped on XLA:CPU), and the goal is the one all
+    8 together give: each trial's record does not depend on its group."""
+    import dataclasses
+
+    from realnets.sweeps import pilot
+    from realnets.sweeps.records import SweepConfig
+    from realnets.workloads import catalog
+    from realnets.workloads.search_space import TrialSearchSpace
+
+    workload = catalog.get("nqm")
+    task = workload.build()
+    config = SweepConfig(workload="nqm", batch_sizes=(16, 256), trials=8, max_steps=200,
+                         goal=0.05, optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)))
+    groups = []
+    real = pilot.run_trials
+    monkeypatch.setattr(pilot, "run_trials", lambda task, run, specs, **kw: (
+        groups.append((run.batch_size, [s.trial_id for s in specs])) or real(task, run, specs,
+                                                                               **kw)))
+    together = pilot.run_pilot(task, config)
+    assert groups == [(16, list(range(8))), (256, list(range(8)))]
+    groups.clear()
+    by_three = pilot.run_pilot(task, dataclasses.replace(config, vmap_trials=3))
+    assert groups == [(b, ids) for b in (16, 256) for ids in ([0, 1, 2], [3, 4, 5], [6, 7])]
+    assert by_three.goal == pytest.approx(together.goal, rel=1e-6)
+    assert (by_three.best_small, by_three.best_large, by_three.metric_start) == pytest.approx(
+        (together.best_small, together.best_large, together.metric_start), rel=1e-6)
