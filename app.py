@@ -309,8 +309,8 @@ def describe(config: dict) -> str:
 
     if "workload" in config:
         return (f"workload **{config.get('workload')}**, goal {format_goal(config.get('goal'))}, "
-                f"optimizer {config.get('optimizer')}, {config.get('trials')} trials per batch size, "
-                f"budget {config.get('max_steps')} steps")
+                f"optimizer {config.get('optimizer')}, {config.get('trials')} trials per batch "
+                f"size, budget {config.get('max_steps')} steps")
     return (f"batch_science **{config.get('dataset')}/{config.get('model')}/"
             f"{config.get('optimizer')}**: {config.get('metric')} <= {config.get('goal')}")
 

@@ -25,7 +25,7 @@ from nqm.problem import noise_factor
 
 DENSE_STEPS = 64
 CERTIFY_DENSE = 2048
-CERTIFY_PER_OCTAVE = 16   # rungs an octave of `certified_steps` beyond CERTIFY_DENSE (6.3-3.1% apart)
+CERTIFY_PER_OCTAVE = 16   # rungs an octave on `certified_steps`' ladder (3.1-6.3% apart)
 LADDER_PER_OCTAVE = 8
 NOT_REACHED = -1
 

@@ -300,8 +300,8 @@ def jump_trajectory(f11_D, f12_D, f21_D, f22_D, g1_D, g2_D, sigma2_D, s11_D, s12
     steps) this is the one-step recurrence S <- F S F^T + sigma^2 g g^T at every step, which
     checks every step of a short stretch when a first crossing is certified. Each squaring
     doubles the relative error already in F^k, so a rung t steps out carries about t * eps,
-    as the one-step recurrence does (~1e-9 relative at 10^8 steps). The directions are split into CHUNKS
-    interleaved pieces spread over the cores and summed in one order.
+    as the one-step recurrence does (~1e-9 relative at 10^8 steps). The directions are split
+    into CHUNKS interleaved pieces spread over the cores and summed in one order.
 
     Args:
       f11_D .. f22_D: the 2x2 map F per direction; g1_D, g2_D: the noise direction; sigma2_D:
