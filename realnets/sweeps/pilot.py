@@ -6,18 +6,26 @@ smallest and largest batch size, each for the full budget. `m_best` is the best 
 reached at each end; the worse (larger) of the two is kept so that both ends can reach the goal.
 `m_start` is the metric at the trainer's first evaluation (after step 1), the median over the
 pilot's trials at the smallest batch size. Goal: `m_best + GOAL_FRACTION (m_start - m_best)`.
+
+The pilot's trial records go to `pilot.jsonl` in the sweep directory as each group finishes (its
+first line names the study the pilot belongs to), so a pilot killed part-way resumes where it
+stopped and the finished pilot stays on record beside `config.json`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import jax
 import numpy as np
 
+from nqm.curve import to_json
+from realnets import store
 from realnets.sweeps.records import SweepConfig, TrialRecord, read_config
 from realnets.training.search import trial_specs
 from realnets.training.trainer import RunConfig, run_trials
@@ -25,7 +33,11 @@ from realnets.workloads.tasks import check_batch_sizes_fit
 
 PILOT_TRIALS = 8
 GOAL_FRACTION = 0.1
+PILOT_LOG = "pilot.jsonl"
 _NEVER = -1e30   # the pilot's own goal: no trial stops early
+# What decides a pilot's records (the goal, trial count and vmap grouping of the sweep do not)
+_PILOT_KEYS = ("workload", "max_steps", "optimizer", "search", "seed", "eval_resolution",
+               "max_rows_per_device", "text_file")
 
 
 @dataclass(frozen=True)
@@ -72,27 +84,62 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
                       best_large=best_large, batch_sizes=batch_sizes, trials=trials)
 
 
-def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS) -> GoalChoice:
+def _pilot_header(config: SweepConfig, sizes: tuple[int, int], trials: int) -> dict:
+    study = {k: v for k, v in config.to_dict().items() if k in _PILOT_KEYS}
+    return _json_normal({"pilot": {**study, "batch_sizes": list(sizes), "trials": trials}})
+
+
+def _json_normal(obj):
+    """`obj` as it reads back from a JSON file (tuples as lists, ...), for comparisons."""
+    return json.loads(to_json(obj))
+
+
+def _finished_pilot_trials(log: Path, header: dict) -> dict[tuple[int, int], dict]:
+    """The records `log` already holds, by (batch size, trial id); starts the log if it has
+    none. ValueError if it holds the pilot of another study."""
+    store.repair_jsonl(log)
+    lines = store.read_jsonl(log)
+    if not lines:
+        log.parent.mkdir(parents=True, exist_ok=True)
+        store.write_json_atomic(log, header, indent=None)
+        return {}
+    if lines[0] != header:
+        raise ValueError(f"--goal auto: {log} holds the pilot of another study "
+                         f"({lines[0].get('pilot')}): use a new --out")
+    return {(int(r["batch_size"]), int(r["trial_id"])): r for r in lines[1:]}
+
+
+def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS,
+              log: Path | None = None) -> GoalChoice:
     """Trains the pilot for `config` (its goal is ignored) and applies the goal rule.
 
     The trials run `config.vmap_trials` to a compiled program, as the sweep's blocks do (all
     together when 0): a workload that is slower vmapped (a CNN on XLA:CPU) is piloted the way it
     is swept. Each trial's record does not depend on the grouping (the trainer's own tests).
+    With `log` (a JSON-lines file; one process only, since every process must run the same
+    trials), each group's records are appended as it finishes and those already there are not
+    run again.
     """
     sizes = (min(config.batch_sizes), max(config.batch_sizes))
     specs = trial_specs(config.search, config.optimizer, trials, config.seed)
     chunk = config.vmap_trials or trials
-    out = []
+    done = {} if log is None else _finished_pilot_trials(
+        Path(log), _pilot_header(config, sizes, trials))
     for batch_size in sizes:
         run = RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=_NEVER,
                         optimizer=config.optimizer, seed=config.seed,
                         eval_resolution=config.eval_resolution,
                         max_rows_per_device=config.max_rows_per_device,
                         stop_at_first_goal=False, noise_every=0)
-        out.append([TrialRecord.from_dict(r).to_dict()
-                    for start in range(0, len(specs), chunk)
-                    for r in run_trials(task, run, specs[start:start + chunk])])
-    return goal_from_pilot(out[0], out[1], sizes, trials)
+        todo = [s for s in specs if (batch_size, s.trial_id) not in done]
+        for start in range(0, len(todo), chunk):
+            records = [TrialRecord.from_dict(r).to_dict()
+                       for r in run_trials(task, run, todo[start:start + chunk])]
+            if log is not None:
+                store.append_jsonl(Path(log), records)
+            done.update({(batch_size, int(r["trial_id"])): r for r in records})
+    small, large = ([done[b, s.trial_id] for s in specs] for b in sizes)
+    return goal_from_pilot(small, large, sizes, trials)
 
 
 def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], object],
@@ -114,7 +161,9 @@ def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], objec
             f"{max(config.batch_sizes)} for {config.max_steps} steps")
     task = task_for()
     check_batch_sizes_fit(task.train_size, config.batch_sizes)
-    choice = run_pilot(task, config)
+    # the pilot's log makes it resumable; several processes (one trial's batch over hosts) must
+    # run the same trials in step, so they pilot without one
+    choice = run_pilot(task, config, log=out / PILOT_LOG if jax.process_count() == 1 else None)
     if log:
         log(f"--goal auto: goal {choice.goal:.4g} (start {choice.metric_start:.4g}, best "
             f"{choice.best_small:.4g} at the smallest and {choice.best_large:.4g} at the largest "

@@ -42,6 +42,8 @@ def test_goal_auto_runs_the_pilot_records_it_and_resumes(tmp_path, capsys):
     expected = max(choice["best_small"], choice["best_large"])
     assert choice["goal"] == pytest.approx(expected + 0.1 * (choice["metric_start"] - expected))
     assert choice["batch_sizes"] == [16, 256]
+    # the pilot's 8 trials at each end are on record beside the sweep, after its header
+    assert len((out / "pilot.jsonl").read_text().splitlines()) == 1 + 2 * 8
     lines = (out / "trials.jsonl").read_text().splitlines()
     # resuming with --goal auto reuses the recorded goal and runs nothing new
     assert main(argv + ["--trials", "2"]) == 0
@@ -77,3 +79,55 @@ def test_the_pilot_runs_vmap_trials_to_a_program_and_chooses_the_same_goal(monke
     assert by_three.goal == pytest.approx(together.goal, rel=1e-6)
     assert (by_three.best_small, by_three.best_large, by_three.metric_start) == pytest.approx(
         (together.best_small, together.best_large, together.metric_start), rel=1e-6)
+
+
+def test_a_pilot_killed_part_way_resumes_from_its_log(tmp_path, monkeypatch):
+    """The pilot's records go to pilot.jsonl group by group: killed after its first group, it
+    runs only the other groups again and chooses the goal an uninterrupted pilot chooses; a log
+    of another study's pilot is refused."""
+    import dataclasses
+
+    from realnets.sweeps import pilot
+    from realnets.sweeps.records import SweepConfig
+    from realnets.workloads import catalog
+    from realnets.workloads.search_space import TrialSearchSpace
+
+    task = catalog.get("nqm").build()
+    config = SweepConfig(workload="nqm", batch_sizes=(16, 256), trials=8, max_steps=200,
+                         goal=0.05, optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)),
+                         vmap_trials=4)
+    whole = pilot.run_pilot(task, config, log=tmp_path / "whole" / pilot.PILOT_LOG)
+    lines = (tmp_path / "whole" / pilot.PILOT_LOG).read_text().splitlines()
+    assert len(lines) == 1 + 2 * 8 and json.loads(lines[0])["pilot"]["batch_sizes"] == [16, 256]
+
+    real, groups = pilot.run_trials, []
+
+    def killed_after_one_group(task, run, specs, **kw):
+        if groups:
+            raise KeyboardInterrupt       # the process is killed during its second group
+        groups.append((run.batch_size, [s.trial_id for s in specs]))
+        return real(task, run, specs, **kw)
+
+    log = tmp_path / "killed" / pilot.PILOT_LOG
+    monkeypatch.setattr(pilot, "run_trials", killed_after_one_group)
+    with pytest.raises(KeyboardInterrupt):
+        pilot.run_pilot(task, config, log=log)
+    assert len(log.read_text().splitlines()) == 1 + 4          # the header and the first group
+    with log.open("a") as f:
+        f.write('{"batch_size": 16, "trial_id"')               # and a line cut short
+    groups.clear()
+    monkeypatch.setattr(pilot, "run_trials", lambda task, run, specs, **kw: (
+        groups.append((run.batch_size, [s.trial_id for s in specs])) or real(task, run, specs,
+                                                                               **kw)))
+    resumed = pilot.run_pilot(task, config, log=log)
+    assert groups == [(16, [4, 5, 6, 7]), (256, [0, 1, 2, 3]), (256, [4, 5, 6, 7])]
+    assert resumed.goal == pytest.approx(whole.goal, rel=1e-9)
+    keys = [(r["batch_size"], r["trial_id"])
+            for r in map(json.loads, log.read_text().splitlines()[1:])]
+    assert sorted(keys) == [(b, i) for b in (16, 256) for i in range(8)]
+    # finished: a rerun trains nothing
+    groups.clear()
+    assert pilot.run_pilot(task, config, log=log).goal == resumed.goal and groups == []
+    other = dataclasses.replace(config, max_steps=300)
+    with pytest.raises(ValueError, match="holds the pilot of another study"):
+        pilot.run_pilot(task, other, log=log)
