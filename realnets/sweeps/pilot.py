@@ -28,6 +28,7 @@ from nqm.curve import to_json
 from realnets import store
 from realnets.sweeps.records import SweepConfig, TrialRecord, read_config
 from realnets.training.search import trial_specs
+from realnets.sweeps.runner import trial_groups
 from realnets.training.trainer import RunConfig, run_trials
 from realnets.workloads.tasks import check_batch_sizes_fit
 
@@ -121,23 +122,23 @@ def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS,
     run again.
     """
     sizes = (min(config.batch_sizes), max(config.batch_sizes))
-    specs = trial_specs(config.search, config.optimizer, trials, config.seed)
-    chunk = config.vmap_trials or trials
     done = {} if log is None else _finished_pilot_trials(
         Path(log), _pilot_header(config, sizes, trials))
-    for batch_size in sizes:
+    # grouped as the sweep's blocks at the two ends, its first `trials` trials, skipping those done
+    pilot = dataclasses.replace(config, batch_sizes=sizes, trials=trials)
+    for batch_size, group in trial_groups(pilot, [TrialRecord.from_dict(r)
+                                                  for r in done.values()]):
         run = RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=_NEVER,
                         optimizer=config.optimizer, seed=config.seed,
                         eval_resolution=config.eval_resolution,
                         max_rows_per_device=config.max_rows_per_device,
                         stop_at_first_goal=False, noise_every=0)
-        todo = [s for s in specs if (batch_size, s.trial_id) not in done]
-        for start in range(0, len(todo), chunk):
-            records = [TrialRecord.from_dict(r).to_dict()
-                       for r in run_trials(task, run, todo[start:start + chunk])]
-            if log is not None:
-                store.append_jsonl(Path(log), records)
-            done.update({(batch_size, int(r["trial_id"])): r for r in records})
+        records = [TrialRecord.from_dict(r).to_dict()
+                   for r in run_trials(task, run, list(group))]
+        if log is not None:
+            store.append_jsonl(Path(log), records)
+        done.update({(batch_size, int(r["trial_id"])): r for r in records})
+    specs = trial_specs(config.search, config.optimizer, trials, config.seed)
     small, large = ([done[b, s.trial_id] for s in specs] for b in sizes)
     return goal_from_pilot(small, large, sizes, trials)
 

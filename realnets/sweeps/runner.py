@@ -25,7 +25,7 @@ from realnets import store, workloads
 from realnets.sweeps.blocks import Block, Executor, as_if_stopped_at
 from realnets.sweeps.curve import build_curve, curve_document
 from realnets.sweeps.records import IDENTITY, SweepConfig, TrialRecord, read_config, read_trials
-from realnets.training.search import trial_specs
+from realnets.training.search import TrialSpec, trial_specs
 from realnets.training.trainer import RunConfig, run_trials
 from realnets.workloads.tasks import check_batch_sizes_fit
 
@@ -38,25 +38,34 @@ def _check_same_study(old: SweepConfig, new: SweepConfig, path: Path) -> None:
                              "--out to start another sweep")
 
 
-def plan_blocks(config: SweepConfig, records: Sequence[TrialRecord]) -> list[Block]:
-    """The blocks still to run, in the serial order: batch sizes as configured, then trial ids,
-    `vmap_trials` trials a block (all of a batch size when 0), skipping the trials of `records`.
-    Each block's RunConfig has no stop_after: that is the driver's to set."""
+def trial_groups(config: SweepConfig, records: Sequence[TrialRecord]
+                 ) -> list[tuple[int, tuple[TrialSpec, ...]]]:
+    """The groups of trials still to run, (batch size, trials), in the serial order: batch sizes
+    as configured, then trial ids, `vmap_trials` trials a group (all of a batch size when 0),
+    skipping the trials of `records` (the sweep's blocks; the goal rule's pilot too)."""
     finished = {(r.batch_size, int(r.trial_id)) for r in records}
     specs = trial_specs(config.search, config.optimizer, config.trials, config.seed)
     chunk = config.vmap_trials or config.trials
-    blocks = []
+    groups = []
     for batch_size in config.batch_sizes:
-        run = RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=config.goal,
-                        optimizer=config.optimizer, seed=config.seed,
-                        eval_resolution=config.eval_resolution,
-                        max_rows_per_device=config.max_rows_per_device,
-                        stop_at_first_goal=not config.full_trials,
-                        noise_every=config.noise_every)
         todo = [s for s in specs if (batch_size, s.trial_id) not in finished]
-        blocks.extend(Block(run, tuple(todo[start:start + chunk]))
+        groups.extend((batch_size, tuple(todo[start:start + chunk]))
                       for start in range(0, len(todo), chunk))
-    return blocks
+    return groups
+
+
+def plan_blocks(config: SweepConfig, records: Sequence[TrialRecord]) -> list[Block]:
+    """The blocks still to run (`trial_groups`), each with its batch size's RunConfig. Each
+    block's RunConfig has no stop_after: that is the driver's to set."""
+    def run(batch_size: int) -> RunConfig:
+        return RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=config.goal,
+                         optimizer=config.optimizer, seed=config.seed,
+                         eval_resolution=config.eval_resolution,
+                         max_rows_per_device=config.max_rows_per_device,
+                         stop_at_first_goal=not config.full_trials,
+                         noise_every=config.noise_every)
+
+    return [Block(run(b), trials) for b, trials in trial_groups(config, records)]
 
 
 def serial_executor(task, progress: bool = False,
