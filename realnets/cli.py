@@ -135,12 +135,16 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--branch-repeats", type=int, default=3,
                    help="repeats of the local critical batch size by branching from the "
                         "reference run (settings by the rule in docs/validation.md); 0 skips it")
+    v.add_argument("--no-transfer", action="store_true",
+                   help="skip training the network with the NQM's tuned metaparameters at each "
+                        "batch size (docs/validation.md, 'Does the network follow the NQM?')")
     v.add_argument("--notes", help="markdown file: where the NQM's assumptions hold and break, "
                                    "put into the report")
     v.add_argument("--summary", help="summary file whose entry for this workload is replaced "
                                      "(default: summary.json beside the --out directory)")
     v.add_argument("--reuse", action="store_true",
-                   help="re-render OUT/validation.json if it was made with the same settings")
+                   help="re-render OUT/validation.json if it was made with the same settings; "
+                        "one made before the transfer existed gets only the transfer run")
     v.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
@@ -374,7 +378,7 @@ def validation_config(args):
         floor_ratio=args.floor_ratio, sample_rows=args.sample_rows, noise_rows=args.noise_rows,
         chunk_rows=args.chunk_rows, loss_floor=args.loss_floor, seed=args.seed,
         bootstrap=args.bootstrap, target_rule=args.target_rule,
-        branch_repeats=args.branch_repeats)
+        branch_repeats=args.branch_repeats, transfer=not args.no_transfer)
 
 
 def validate_command(args, argv) -> str:
@@ -411,6 +415,11 @@ def validate_command(args, argv) -> str:
             doc = dataclasses.replace(old, comparison=comparison(old.to_dict()))
             files.write_validation(out, doc)
             say(f"reusing {out / files.VALIDATION_FILE}")
+        elif (old.workload == workload.key and vcfg.transfer and not old.settings.transfer
+              and dataclasses.replace(old.settings, transfer=True) == vcfg):
+            say(f"reusing {out / files.VALIDATION_FILE}; running the transfer it lacks")
+            doc = _add_transfer(old, workload, sweep_dir, argv, say)
+            files.write_validation(out, doc)
     if doc is None:
         config, records = ensure_sweep(workload, sweep_dir, args.trials,
                                                 progress=not args.no_progress, log=say)
@@ -447,6 +456,39 @@ def validate_command(args, argv) -> str:
     lines.append(f"report: {report}")
     lines.append(f"summary: {summary_path}")
     return "\n".join(lines)
+
+
+def _add_transfer(old, workload, sweep_dir: Path, argv, say):
+    """A validation document made before the transfer existed, with the transfer run on its
+    stored measurements (`realnets.validation.transfer`); its sweep must be the one it names."""
+    import dataclasses
+    import shlex
+    import time
+
+    from realnets.sweeps.records import IDENTITY, load_sweep
+    from realnets.validation.comparison import comparison
+    from realnets.validation.transfer import run_transfer
+
+    start = time.perf_counter()
+    config, _ = load_sweep(sweep_dir)
+    study = config.to_dict()
+    if any(study[k] != old.sweep_config.get(k) for k in IDENTITY if k in old.sweep_config):
+        raise ValueError(f"sweep: {sweep_dir} is not the sweep this validation was made from "
+                         f"(its config differs); rerun validate without --reuse")
+    task = workload.build(text_file=config.text_file)
+    as_dict = old.to_dict()
+    as_dict["settings"] = dataclasses.replace(old.settings, transfer=True).to_dict()
+    transfer = run_transfer(task, config, as_dict, log=say)
+    seconds = time.perf_counter() - start
+    transfer["command"] = "python -m realnets " + shlex.join(argv)
+    prov = old.provenance
+    if prov is not None and prov.wall_seconds is not None:
+        prov = dataclasses.replace(prov, wall_seconds=prov.wall_seconds + seconds)
+    as_dict["transfer"] = transfer
+    return dataclasses.replace(
+        old, settings=dataclasses.replace(old.settings, transfer=True), transfer=transfer,
+        seconds={**old.seconds, "transfer": seconds}, provenance=prov,
+        comparison=comparison(as_dict))
 
 
 def _whole_list(text: str, name: str) -> tuple[int, ...]:

@@ -52,6 +52,8 @@ class ValidationDocument:
         (`realnets.sweeps.branching.BranchResult.to_dict()`, or {"skipped": reason, "local_cbs":
         []}); None in documents made before validate measured it.
       local_cbs: [{"step", "cbs"}] along the reference run (`branching`'s); None likewise.
+      transfer: the network trained with the headline NQM's metaparameters at every batch size
+        (`realnets.validation.transfer.run_transfer`); None when not run.
       provenance: the command that made it, else None.
     """
 
@@ -66,11 +68,12 @@ class ValidationDocument:
     reference: dict | None = None
     branching: dict | None = None
     local_cbs: list | None = None
+    transfer: dict | None = None
     provenance: Provenance | None = None
 
     def to_dict(self) -> dict:
-        """The file's form, in the pipeline's key order (reference, branching, local_cbs and
-        provenance only when there are some)."""
+        """The file's form, in the pipeline's key order (reference, branching, local_cbs,
+        transfer and provenance only when there are some)."""
         out = {"workload": self.workload, "settings": self.settings.to_dict(),
                "sweep_config": self.sweep_config, "measured": self.measured,
                "calibration_run": self.calibration_run, "checkpoints": self.checkpoints}
@@ -80,6 +83,8 @@ class ValidationDocument:
             out["branching"] = self.branching
         if self.local_cbs is not None:
             out["local_cbs"] = self.local_cbs
+        if self.transfer is not None:
+            out["transfer"] = self.transfer
         out["seconds"] = self.seconds
         out["comparison"] = self.comparison
         if self.provenance is not None:

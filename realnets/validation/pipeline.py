@@ -34,7 +34,9 @@ For a measured sweep (docs/design.md, 'Real nets') this module
      calibration sample at the checkpoints;
 5. measures the local critical batch size along the reference run by branching
    (`realnets.sweeps.branching.run_branching`) with settings fixed by one rule
-   (`branch_settings`): a second measurement of B_crit, from one run instead of a sweep;
+   (`branch_settings`): a second measurement of B_crit, from one run instead of a sweep; and
+   trains the network with the headline NQM's own metaparameters at every batch size
+   (`realnets.validation.transfer`): where the prediction misses, the model or the measurement?
 6. returns one JSON-ready document (`validate`), written by `files.write_validation` and read
    back by `files.read_validation`, whose `comparison` table the report
    (`realnets.validation.report`) and the app show.
@@ -66,6 +68,7 @@ from realnets.validation.rerun import (best_trial, calibration_batch_size, calib
                                        init_params_of, mean_loss, retrain)
 from realnets.validation.settings import NQM_FAMILY, TARGET_LABELS, ValidationConfig
 from realnets.validation.targets import StepMatch, nqm_search_space
+from realnets.validation.transfer import run_transfer
 from realnets.workloads.tasks import Task
 
 
@@ -153,7 +156,9 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
       dict with workload, settings, measured, calibration_run, checkpoints (per checkpoint: step,
       train loss, the fitted NQM record, B_noise, B_simple, the prediction curves), branching
       (the local CBS along the reference run, `branching`) and local_cbs ([{"step", "cbs"}]),
-      comparison (the table, see `comparison`) and seconds per phase.
+      transfer (the network run with the headline NQM's metaparameters,
+      `realnets.validation.transfer`; when vcfg.transfer), comparison (the table, see
+      `comparison`) and seconds per phase.
     """
     say = log or (lambda _: None)
     seconds = {}
@@ -241,6 +246,10 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
         seconds["reference"] = time.perf_counter() - t0
     out["branching"] = branched
     out["local_cbs"] = list(branched["local_cbs"])
+    if vcfg.transfer:
+        t0 = time.perf_counter()
+        out["transfer"] = run_transfer(task, sweep_config, out, devices, log)
+        seconds["transfer"] = time.perf_counter() - t0
     out["seconds"] = seconds
     out["comparison"] = comparison(out)
     return out

@@ -166,14 +166,23 @@ def curve_labels(doc: dict) -> tuple[str, str]:
             f"NQM predicted ({checkpoint}, {TARGET_LABELS.get(rule, rule)})")
 
 
+TRANSFER_LABEL = "network at the NQM's metaparameters"
+
+
 def reconciliation_curves(doc: dict) -> list[dict]:
-    """Measured S(B) and the headline NQM's predicted S(B) in absolute steps: rows curve,
-    batch_size, steps (reached batch sizes only; the predicted curve absent without one)."""
+    """Measured S(B), the headline NQM's predicted S(B) and, where the document has the transfer
+    (`realnets.validation.transfer`), the network's steps with the NQM's metaparameters, in
+    absolute steps: rows curve, batch_size, steps (reached batch sizes only; a curve absent
+    without any)."""
     measured_label, predicted_label = curve_labels(doc)
     rows = _points(measured_label, doc["measured"])
     tuned = headline(doc)[3].get("tuned")
     if tuned:
         rows += _points(predicted_label, tuned)
+    transfer = doc.get("transfer") or {}
+    rows += [{"curve": TRANSFER_LABEL, "batch_size": float(p["batch_size"]),
+              "steps": float(p["steps_to_goal"])}
+             for p in transfer.get("points", []) if p["steps_to_goal"] is not None]
     return rows
 
 

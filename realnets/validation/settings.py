@@ -50,6 +50,8 @@ class ValidationConfig:
       branch_repeats: data orders of the local critical batch size measured by branching from the
         reference run (settings by the rule of `realnets.validation.pipeline.branch_settings`);
         0 skips it.
+      transfer: train the network once per batch size with the headline NQM's tuned
+        metaparameters (`realnets.validation.transfer`): does the network follow the NQM?
     """
 
     batch_size: int | None = None
@@ -68,6 +70,7 @@ class ValidationConfig:
     bootstrap: int = 8
     target_rule: str = "step_matched"
     branch_repeats: int = 3
+    transfer: bool = True
 
     def __post_init__(self):
         set_ = functools.partial(object.__setattr__, self)   # normalised values on a frozen record
@@ -99,6 +102,8 @@ class ValidationConfig:
         set_("bootstrap", whole("bootstrap", self.bootstrap, 0))
         validation.check_choice("target-rule", self.target_rule, TARGET_RULES)
         set_("branch_repeats", whole("branch-repeats", self.branch_repeats, 0, 1000))
+        if not isinstance(self.transfer, bool):
+            raise ValueError(f"transfer must be true or false, got {self.transfer!r}")
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -108,11 +113,13 @@ class ValidationConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "ValidationConfig":
         """A validation document's `settings`; fields it lacks take their defaults, except
-        `branch_repeats`: a document written before branching existed ran none (0)."""
+        `branch_repeats` and `transfer`: a document written before branching (or the transfer)
+        existed ran none (0, False)."""
         if not isinstance(d, dict):
             raise ValueError(f"settings must be a JSON object, got {d!r:.80}")
         known = {f.name for f in dataclasses.fields(cls)}
-        given = {"branch_repeats": 0, **{k: v for k, v in d.items() if k in known}}
+        given = {"branch_repeats": 0, "transfer": False,
+                 **{k: v for k, v in d.items() if k in known}}
         if "checkpoints" in given:
             if not isinstance(given["checkpoints"], list):
                 raise ValueError(f"checkpoints must be a list, got {given['checkpoints']!r:.80}")

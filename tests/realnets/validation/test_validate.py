@@ -146,6 +146,13 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
     assert reference == pytest.approx(
         analyse_curve(tune_curve(SMALL, OptimizerSpec("sgd"), BATCH_SIZES)).fit.b_crit, rel=1e-6)
 
+    # the network trained with the headline NQM's metaparameters: here the network is the NQM
+    # it was fitted to, so it follows it at every batch size
+    transfer = doc["transfer"]
+    assert [p["batch_size"] for p in transfer["points"]] == list(BATCH_SIZES)
+    assert {p["verdict"] for p in transfer["points"]} == {"follows"}
+    assert transfer["trial_id"] == run["trial_id"] and "seconds" in doc["transfer"]["points"][0]
+
     # the local CBS: branched from the reference trial by the rule, one entry per branch step
     trial = next(r for r in records if r.batch_size == 2 and r.trial_id == run["trial_id"])
     settings = doc["branching"]["settings"]
@@ -195,6 +202,8 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
     assert "B_simple = tr(Sigma) / ‖G‖²" in report
     # each fitted NQM's line names its target losses (the train-loss rule's is the workload's)
     assert report.count("0.2 (target = training loss at the goal)") == 2    # goal and init
+    assert report.index("## Does the network follow the NQM?") < report.index("## Diagnostics")
+    assert back.transfer == transfer
 
 
 def _trial(batch_size=4, steps=8567, final_lr_fraction=1.0, momentum=None):
@@ -319,9 +328,10 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     status, out, _ = _run(capsys, "validate", "--workload", "nqm", "--sweep", str(sweep),
                           "--batch-size", "64", "--checkpoints", "goal", "--sample-rows", "1024",
                           "--noise-rows", "32", "--bootstrap", "0", "--branch-repeats", "1",
-                          "--out", str(tmp_path / "v"), "--no-progress")
+                          "--no-transfer", "--out", str(tmp_path / "v"), "--no-progress")
     assert status == 0, out
     doc = files.read_validation(tmp_path / "v")
+    assert doc.transfer is None and not doc.settings.transfer
     # the reconciliation is printed first, with the local CBS at the three branch steps (0.1, 0.3
     # and 1 x the B = 64 reference trial's steps to goal)
     assert out.splitlines()[0].startswith("reconciliation")
@@ -345,9 +355,24 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     assert by["NQM tuned B_crit" + label]["value"] == pytest.approx(
         by["the workload's own NQM, tuned B_crit"]["value"], rel=0.10)
     assert doc.provenance.command.startswith("python -m realnets validate --workload nqm")
-    # --reuse re-renders without recomputing
-    status, out, err = _run(capsys, "validate", "--workload", "nqm", "--sweep", str(sweep),
-                            "--batch-size", "64", "--checkpoints", "goal", "--sample-rows",
-                            "1024", "--noise-rows", "32", "--bootstrap", "0", "--branch-repeats",
-                            "1", "--out", str(tmp_path / "v"), "--reuse")
-    assert status == 0 and "reusing" in err
+    report = (tmp_path / "v" / "report.md").read_text()
+    assert "Not measured: this document was made before" in report
+    # --reuse on it (without --no-transfer) runs only the transfer: the measurements stay
+    args = ["validate", "--workload", "nqm", "--sweep", str(sweep), "--batch-size", "64",
+            "--checkpoints", "goal", "--sample-rows", "1024", "--noise-rows", "32", "--bootstrap",
+            "0", "--branch-repeats", "1", "--out", str(tmp_path / "v"), "--reuse"]
+    status, out, err = _run(capsys, *args)
+    assert status == 0 and "running the transfer it lacks" in err, err
+    added = files.read_validation(tmp_path / "v")
+    assert added.settings.transfer and added.checkpoints == doc.checkpoints
+    assert added.provenance.command == doc.provenance.command
+    assert added.transfer["command"].endswith("--reuse")
+    # the control: the network (a sampled quadratic) follows its calibrated NQM everywhere
+    assert {p["verdict"] for p in added.transfer["points"]} == {"follows"}
+    assert [p["batch_size"] for p in added.transfer["points"]] == [
+        p["batch_size"] for p in doc.measured["points"]]
+    assert "| follows |" in (tmp_path / "v" / "report.md").read_text()
+    # --reuse again re-renders without recomputing
+    status, out, err = _run(capsys, *args)
+    assert status == 0 and "reusing" in err and "transfer" not in err
+    assert files.read_validation(tmp_path / "v").transfer == added.transfer

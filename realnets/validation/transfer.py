@@ -1,0 +1,194 @@
+"""The NQM's own metaparameters run on the network: where the prediction misses, is it the model
+or the measurement?
+
+The headline prediction is the calibrated NQM's tuned curve: at every batch size B of the sweep a
+learning rate and momentum (b1 for Adam) and the steps S_nqm(B) the NQM needs with them. This
+module trains the network once per batch size with exactly those metaparameters, from the
+reference trial's initialisation and the sweep's data order, to the sweep's goal, and compares
+its steps S_net(B) with S_nqm(B) and with the sweep's measured S(B). Two failures can make the
+predicted curve differ from the measured one, and this tells them apart by a measurement:
+
+- the network follows the NQM (S_net near S_nqm) where the sweep measured more steps: the sweep's
+  search did not find what the NQM found; the measured side is what is off at that B;
+- the network does not follow (much slower, diverged, or not at the goal within the budget):
+  the fixed quadratic fitted at one checkpoint does not describe the network at those step sizes.
+
+The settings and the reading are fixed by one rule (`transfer_settings`, `reading`),
+docs/validation.md, 'Does the network follow the NQM?'. A diverging run is a result.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+from realnets.sweeps.records import SweepConfig, TrialRecord
+from realnets.training.trainer import RunConfig, TrialSpec, run_trials
+from realnets.workloads.tasks import Task
+
+# the network follows the NQM at B when it reaches the goal in at most this many times its steps
+FOLLOWS_FACTOR = 2.0
+# each run stops after this many times the larger of S_nqm(B) and the measured S(B) (within the
+# sweep's budget): a run that slow has answered the question
+BUDGET_FACTOR = 4.0
+# the NQM's curve departs from the measured one at B when one is this many times the other
+DEPARTS_FACTOR = 1.5
+# the network at the NQM's metaparameters beats the sweep at B when it needs fewer than
+# S(B) / SWEEP_MISSED_FACTOR steps
+SWEEP_MISSED_FACTOR = 1.2
+
+
+@dataclass(frozen=True)
+class TransferRun:
+    """One batch size's run: the NQM's metaparameters there and the budget they get.
+
+    Attributes:
+      batch_size: examples per step.
+      learning_rate, momentum: the tuned NQM's choice (momentum None for SGD; b1 for Adam).
+      nqm_steps: the NQM's expected steps to its target with them.
+      measured_steps: the sweep's steps to result at B (None: it did not reach the goal).
+      stop_after: the run's step limit, BUDGET_FACTOR x max(nqm_steps, measured_steps) within the
+        sweep's budget.
+    """
+
+    batch_size: int
+    learning_rate: float
+    momentum: float | None
+    nqm_steps: int
+    measured_steps: int | None
+    stop_after: int
+
+
+def transfer_settings(tuned_points: list[dict], measured_points: list[dict],
+                      sweep_config: SweepConfig) -> list[TransferRun]:
+    """One TransferRun per batch size at which the tuned NQM reached its target (points of the
+    headline prediction's `tuned` curve and of the document's `measured` curve, as dicts)."""
+    measured = {int(p["batch_size"]): p.get("steps") for p in measured_points}
+    runs = []
+    for p in tuned_points:
+        if not p.get("reached") or p.get("steps") is None:
+            continue
+        b = int(p["batch_size"])
+        s_meas = measured.get(b)
+        longest = max(int(p["steps"]), int(s_meas) if s_meas is not None else 0)
+        stop = min(sweep_config.max_steps, max(1, math.ceil(BUDGET_FACTOR * longest)))
+        momentum = None if sweep_config.optimizer == "sgd" else p.get("momentum")
+        runs.append(TransferRun(batch_size=b, learning_rate=float(p["learning_rate"]),
+                                momentum=None if momentum is None else float(momentum),
+                                nqm_steps=int(p["steps"]),
+                                measured_steps=None if s_meas is None else int(s_meas),
+                                stop_after=stop))
+    return runs
+
+
+def verdict(run: TransferRun, record: TrialRecord) -> str:
+    """One batch size's outcome: 'follows' (at the goal within FOLLOWS_FACTOR x S_nqm), 'slower'
+    (at the goal, later), 'diverged' or 'not reached' (within its step limit)."""
+    if record.status == "INFEASIBLE":
+        return "diverged"
+    if record.steps_to_goal is None:
+        return "not reached"
+    return "follows" if record.steps_to_goal <= FOLLOWS_FACTOR * run.nqm_steps else "slower"
+
+
+def headline_points(doc: dict) -> list[dict]:
+    """The tuned curve's points of a validation document's headline prediction (its first
+    checkpoint, its target rule), or [] when there is none."""
+    settings = doc["settings"]
+    record = doc["checkpoints"].get(settings["checkpoints"][0]) or {}
+    prediction = (record.get("predictions") or {}).get(settings["target_rule"]) or {}
+    return list((prediction.get("tuned") or {}).get("points") or [])
+
+
+def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, devices=None,
+                 log=None) -> dict:
+    """Trains the network at each batch size with the headline NQM's tuned metaparameters.
+
+    Args:
+      task: the workload's Task.
+      sweep_config: the sweep (goal, budget, optimizer, seed, evaluation cadence).
+      doc: the validation document so far (`realnets.validation.pipeline.validate`): its
+        calibration run's trial id gives the initialisation every run starts from, its headline
+        tuned curve the metaparameters, its measured curve the steps to compare with.
+      devices: devices to train on (default all).
+      log: optional callable(str) for progress lines.
+
+    Returns:
+      {"trial_id", "points": [per batch size: the TransferRun's fields, status, steps_to_goal
+      (None if not reached), steps_run, final_metric, verdict, seconds], "reading"}.
+    """
+    trial_id = int(doc["calibration_run"]["trial_id"])
+    say = log or (lambda _: None)
+    points = []
+    for run in transfer_settings(headline_points(doc), doc["measured"]["points"], sweep_config):
+        say(f"the NQM's metaparameters on the network at B = {run.batch_size} (lr "
+            f"{run.learning_rate:.4g}, momentum {run.momentum}, up to {run.stop_after} steps)")
+        config = RunConfig(batch_size=run.batch_size, max_steps=sweep_config.max_steps,
+                           goal=sweep_config.goal, optimizer=sweep_config.optimizer,
+                           seed=sweep_config.seed, eval_resolution=sweep_config.eval_resolution,
+                           max_rows_per_device=sweep_config.max_rows_per_device,
+                           stop_after=run.stop_after, noise_every=0)
+        spec = TrialSpec(trial_id=trial_id, learning_rate=run.learning_rate,
+                         momentum=run.momentum)
+        t0 = time.perf_counter()
+        (raw,) = run_trials(task, config, [spec], devices=devices)
+        record = TrialRecord.from_dict(raw)
+        points.append({**asdict(run), "status": record.status,
+                       "steps_to_goal": record.steps_to_goal, "steps_run": record.steps_run,
+                       "final_metric": record.eval.metric[-1] if record.eval.metric else None,
+                       "verdict": verdict(run, record),
+                       "seconds": time.perf_counter() - t0})
+    out = {"trial_id": trial_id, "points": points}
+    out["reading"] = reading(out)
+    return out
+
+
+def _ratio(a, b):
+    return None if a is None or b is None else a / b
+
+
+def reading(transfer: dict) -> str:
+    """What the runs say, by the fixed rule: at the batch sizes where the NQM's steps and the
+    measured ones differ by DEPARTS_FACTOR or more, whether the network followed the NQM's
+    metaparameters (and beat the sweep) or not."""
+    points = transfer["points"]
+    if not points:
+        return "no run: the tuned NQM reached its target at no batch size"
+    optimistic = [p for p in points if p["measured_steps"] is not None
+                  and p["measured_steps"] >= DEPARTS_FACTOR * p["nqm_steps"]]
+    pessimistic = [p for p in points if p["measured_steps"] is not None
+                   and p["nqm_steps"] >= DEPARTS_FACTOR * p["measured_steps"]]
+    beat = [p for p in points if p["steps_to_goal"] is not None and p["measured_steps"] is not None
+            and p["steps_to_goal"] * SWEEP_MISSED_FACTOR < p["measured_steps"]]
+    parts = []
+
+    def sizes(ps):
+        return ", ".join(str(p["batch_size"]) for p in ps)
+
+    if optimistic:
+        followed = [p for p in optimistic if p["verdict"] == "follows"]
+        failed = [p for p in optimistic if p["verdict"] != "follows"]
+        parts.append(f"the NQM needs {DEPARTS_FACTOR:g}x or more fewer steps than measured at "
+                     f"B = {sizes(optimistic)}")
+        if failed:
+            parts.append("with the NQM's metaparameters the network does not follow it at B = "
+                         + ", ".join(f"{p['batch_size']} ({p['verdict']}"
+                                     + (f", {p['steps_to_goal']} steps against "
+                                        f"{p['nqm_steps']}" if p["steps_to_goal"] else "") + ")"
+                                     for p in failed)
+                         + ": the quadratic fitted at one checkpoint does not hold at those "
+                           "step sizes (the model's assumption breaks)")
+        if followed:
+            parts.append(f"it follows at B = {sizes(followed)}: there the sweep's search missed "
+                         f"what the NQM found (the measurement is off)")
+    if pessimistic:
+        parts.append(f"the NQM needs {DEPARTS_FACTOR:g}x or more the measured steps at "
+                     f"B = {sizes(pessimistic)} (the network descends faster than the quadratic)")
+    if not optimistic and not pessimistic:
+        parts.append(f"the NQM's steps are within {DEPARTS_FACTOR:g}x of the measured ones at "
+                     f"every batch size")
+    if beat:
+        parts.append(f"the network at the NQM's metaparameters beats the sweep's best by more "
+                     f"than {SWEEP_MISSED_FACTOR:g}x at B = {sizes(beat)}")
+    return "; ".join(parts)

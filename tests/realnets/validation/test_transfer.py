@@ -1,0 +1,117 @@
+"""realnets.validation.transfer: the NQM's tuned metaparameters run on the network. On a quadratic
+task the network is the NQM itself, so it follows the exact NQM's tuned curve (a single run's
+first crossing within a factor of the expected steps); a learning rate past the stability edge
+diverges and one far too small does not reach the goal, each a result with its verdict; the
+settings and the reading follow the fixed rule."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+
+from nqm.problem import NQMConfig
+from nqm.tuning import OptimizerSpec, tune_curve
+from realnets.sweeps.records import SweepConfig
+from realnets.validation.transfer import (BUDGET_FACTOR, headline_points, reading, run_transfer,
+                                          transfer_settings)
+from realnets.workloads import tasks
+from realnets.workloads.search_space import TrialSearchSpace
+
+SMALL = NQMConfig(dim=100, spectrum_exponent=1.0, target=0.2)
+
+
+def _sweep(batch_sizes, optimizer="sgd", max_steps=3000):
+    return SweepConfig(workload="nqm", batch_sizes=batch_sizes, trials=4, max_steps=max_steps,
+                       goal=SMALL.target, optimizer=optimizer,
+                       search=TrialSearchSpace((0.01, 2.0)), seed=3)
+
+
+def _doc(points, measured):
+    return {"settings": {"checkpoints": ["goal"], "target_rule": "step_matched"},
+            "checkpoints": {"goal": {"predictions": {"step_matched": {"tuned": {
+                "points": points}}}}},
+            "calibration_run": {"trial_id": 5}, "measured": {"points": measured}}
+
+
+def test_settings_follow_the_fixed_rule():
+    points = [{"batch_size": 4, "steps": 100, "learning_rate": 0.1, "momentum": 0.9,
+               "reached": True},
+              {"batch_size": 8, "steps": 60, "learning_rate": 0.2, "momentum": 0.8,
+               "reached": True},
+              {"batch_size": 16, "steps": None, "learning_rate": 0.3, "momentum": 0.8,
+               "reached": False}]
+    measured = [{"batch_size": 4, "steps": 90}, {"batch_size": 8, "steps": 900},
+                {"batch_size": 16, "steps": 50}]
+    runs = transfer_settings(points, measured, _sweep((4, 8, 16), "momentum", max_steps=3000))
+    assert [r.batch_size for r in runs] == [4, 8]                  # the NQM's unreached B: none
+    assert runs[0].stop_after == BUDGET_FACTOR * 100               # 4 x max(100, 90)
+    assert runs[1].stop_after == 3000                              # 4 x 900 capped by the budget
+    assert (runs[0].momentum, runs[1].measured_steps) == (0.9, 900)
+    # SGD sweeps run without momentum whatever the point says
+    assert transfer_settings(points, measured, _sweep((4, 8)))[0].momentum is None
+    assert headline_points(_doc(points, measured)) == points
+
+
+def test_the_reading_names_where_the_network_does_and_does_not_follow():
+    def point(b, nqm, measured, got, verdict):
+        return {"batch_size": b, "nqm_steps": nqm, "measured_steps": measured,
+                "steps_to_goal": got, "verdict": verdict}
+
+    text = reading({"points": [point(16, 500, 500, 480, "follows"),
+                               point(64, 100, 300, 110, "follows"),
+                               point(256, 30, 120, None, "diverged")]})
+    assert "fewer steps than measured at B = 64, 256" in text
+    assert "does not follow it at B = 256 (diverged)" in text
+    assert "follows at B = 64: there the sweep's search missed" in text
+    assert "beats the sweep's best by more than 1.2x at B = 64" in text
+    text = reading({"points": [point(16, 500, 520, 510, "follows"),
+                               point(64, 300, 100, 320, "follows")]})
+    assert "the measured steps at B = 64 (the network descends faster" in text
+    assert "within 1.5x" not in text
+    assert "within 1.5x of the measured ones at every batch size" in reading(
+        {"points": [point(16, 500, 520, 510, "follows")]})
+    assert reading({"points": []}).startswith("no run")
+
+
+def test_on_a_quadratic_the_network_follows_the_exact_nqm_and_bad_rates_are_results():
+    task = tasks.quadratic_task(SMALL.problem())
+    batch_sizes = (4, 32)
+    tuned = tune_curve(SMALL, OptimizerSpec("sgd"), batch_sizes)
+    points = [{"batch_size": p.batch_size, "steps": p.steps, "learning_rate": p.learning_rate,
+               "momentum": None, "reached": True} for p in tuned.points]
+    h_max = float(np.max(SMALL.problem().curvature_D))
+    points += [
+        # far past the stability edge 2 / h_max: diverges
+        {"batch_size": 64, "steps": 20, "learning_rate": 20.0 / h_max, "momentum": None,
+         "reached": True},
+        # 300 times too small a rate: not at the goal within 4 x 80 steps
+        {"batch_size": 128, "steps": 20, "learning_rate": points[1]["learning_rate"] / 300,
+         "momentum": None, "reached": True}]
+    measured = [{"batch_size": b, "steps": s} for b, s in ((4, None), (32, None), (64, 80),
+                                                          (128, 80))]
+    out = run_transfer(task, _sweep((4, 32, 64, 128)), _doc(points, measured),
+                       devices=jax.devices("cpu")[:1])
+    by = {p["batch_size"]: p for p in out["points"]}
+    assert out["trial_id"] == 5
+    for b in batch_sizes:
+        # the network is the NQM: one run's first crossing of the goal, near the expected one
+        assert by[b]["verdict"] == "follows"
+        assert 0.5 <= by[b]["steps_to_goal"] / by[b]["nqm_steps"] <= 1.5, by[b]
+    assert by[64]["verdict"] == "diverged" and by[64]["status"] == "INFEASIBLE"
+    assert by[128]["verdict"] == "not reached"
+    assert by[128]["steps_run"] == BUDGET_FACTOR * 80
+    assert "does not follow it at B = 64 (diverged), 128 (not reached)" in out["reading"]
+
+
+def test_a_run_at_an_unreached_nqm_point_is_not_made():
+    assert transfer_settings([{"batch_size": 4, "steps": None, "reached": False,
+                               "learning_rate": 0.1}], [], _sweep((4,))) == []
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_the_transfer_setting_is_a_boolean(bad):
+    from realnets.validation.settings import ValidationConfig
+
+    with pytest.raises(ValueError, match="transfer must be true or false"):
+        ValidationConfig(transfer=bad)
