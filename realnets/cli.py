@@ -393,6 +393,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation.reconciliation import reconciliation
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
+    from realnets.validation.transfer import reading
     from ui.validation_charts import export_charts
 
     start = time.perf_counter()
@@ -411,8 +412,11 @@ def validate_command(args, argv) -> str:
     if args.reuse and (out / files.VALIDATION_FILE).exists():
         old = files.read_validation(out)
         if old.workload == workload.key and old.settings == vcfg:
-            # the table is a function of the rest
-            doc = dataclasses.replace(old, comparison=comparison(old.to_dict()))
+            # the table and the transfer's reading are functions of the rest
+            transfer = old.transfer and {**old.transfer,
+                                         "reading": reading(old.transfer, old.to_dict())}
+            doc = dataclasses.replace(old, comparison=comparison(old.to_dict()),
+                                      transfer=transfer)
             files.write_validation(out, doc)
             say(f"reusing {out / files.VALIDATION_FILE}")
         elif (old.workload == workload.key and vcfg.transfer and not old.settings.transfer

@@ -15,6 +15,7 @@ from realnets import store
 from realnets.sweeps.branching import BranchResult, render as render_branches
 from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
+from realnets.validation.transfer import edge_ratios, top_curvatures
 
 RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"
@@ -215,29 +216,38 @@ def branching_markdown(branching: dict | None) -> list[str]:
                   render_branches(BranchResult.from_dict(branching)), "```", ""]
 
 
-def transfer_markdown(transfer: dict | None, transfer_on: bool) -> list[str]:
+def transfer_markdown(doc: dict) -> list[str]:
     """The network trained with the headline NQM's metaparameters (`realnets.validation.transfer`):
-    one row per batch size and the fixed rule's reading; or why there is none."""
+    one row per batch size (with the step's ratio to the stability edge of each checkpoint's top
+    curvature) and the fixed rule's reading; or why there is none."""
     out = ["## Does the network follow the NQM?", ""]
+    transfer = doc.get("transfer")
     if transfer is None:
-        why = ("this document was made before validate ran it" if not transfer_on
-               else "not run")
+        why = ("not run" if doc["settings"].get("transfer", False)
+               else "this document was made before validate ran it")
         return out + [f"Not measured: {why} (`--reuse` on it runs it alone).", ""]
+    names = list(top_curvatures(doc))
     rows = []
     for p in transfer["points"]:
         got = (f"{p['steps_to_goal']}" if p["steps_to_goal"] is not None
                else f"- ({p['status'].lower()} after {p['steps_run']})")
+        edges = edge_ratios(p, doc)
         rows.append([p["batch_size"], f"{_fmt(p['learning_rate'])}, {_fmt(p['momentum'])}",
-                     p["nqm_steps"], _fmt(p["measured_steps"]), got, p["verdict"],
-                     f"{p['seconds']:.0f}"])
+                     *(_fmt(edges[n], 3) for n in names), p["nqm_steps"],
+                     _fmt(p["measured_steps"]), got, p["verdict"], f"{p['seconds']:.0f}"])
     out += ["The network trained once per batch size with the learning rate and momentum the "
             "headline NQM chose there, from the reference trial's initialisation (trial "
             f"{transfer['trial_id']}) and the sweep's data order, to the sweep's goal; each run "
             "stops after 4 times the larger of the NQM's and the measured steps "
             "(docs/validation.md, 'Does the network follow the NQM?'). 'follows': at the goal "
-            "within twice the NQM's steps.", ""]
-    out += _table(["B", "NQM's lr, momentum", "NQM's steps", "measured S(B)",
-                   "network at the NQM's metaparameters", "verdict", "s"], rows)
+            "within twice the NQM's steps. a h_1 / edge: the step over the stability edge of "
+            "the top curvature h_1 measured at a checkpoint (2 (1 + b) for heavy-ball momentum, "
+            "2 for SGD; none for Adam); above 1 the run diverges along that direction.", ""]
+    out += _table(["B", "NQM's lr, momentum",
+                   *(f"a h_1 / edge ({n}, h_1 {_fmt(h, 3)})" for n, h in
+                     top_curvatures(doc).items()),
+                   "NQM's steps", "measured S(B)", "network at the NQM's metaparameters",
+                   "verdict", "s"], rows)
     out += ["", f"Reading (the fixed rule): {transfer['reading']}.", ""]
     if transfer.get("command"):
         out += [f"Run on the stored measurements by `{transfer['command']}`.", ""]
@@ -272,7 +282,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     if RECONCILIATION_CHART in charts:
         c = charts[RECONCILIATION_CHART]
         lines += [f"![reconciliation]({c['png']}) ([SVG]({c['svg']}))", ""]
-    lines += transfer_markdown(doc.get("transfer"), doc["settings"].get("transfer", False))
+    lines += transfer_markdown(doc)
     lines += ["## Diagnostics: every estimate of B_crit", "",
               "Every target rule, checkpoint and NQM variant (docs/prediction_rule.md keeps them "
               "as diagnostics beside the headline above).", ""]

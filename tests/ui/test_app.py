@@ -246,11 +246,15 @@ def test_the_reconciliation_leads_the_tab_for_a_sweep_with_a_report(measured_app
     assert nqm["value"] == pytest.approx(validation[(validation["quantity"] == headline)
                                                     & (validation["checkpoint"] == "goal")][
         "value"].iloc[0])
-    # its chart comes first: the measured and predicted curves in absolute steps
+    # its chart comes first: the measured and predicted curves in absolute steps, and the
+    # network run with the NQM's metaparameters (where it reached the goal)
     curves = next(f for f in chart_frames(at, 0) if "curve" in f and "steps" in f)
     measured_curve = curves[curves["curve"] == "measured (mnist_mlp)"]
     assert list(measured_curve["steps"]) == list(at.session_state["measured_points"]["steps"])
-    assert curves["curve"].nunique() == 2
+    assert curves["curve"].nunique() == 3
+    transfer = curves[curves["curve"] == "network at the NQM's metaparameters"]
+    assert list(transfer["steps"]) == [p["steps_to_goal"] for p in doc.transfer["points"]
+                                       if p["steps_to_goal"] is not None]
 
 
 def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
