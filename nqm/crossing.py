@@ -179,7 +179,7 @@ def octave_jumps(steps: int, dense: int = DENSE_STEPS,
     return np.concatenate(out)
 
 
-def certified_steps(dyn, target: float, known_steps, max_steps: int,
+def certified_steps(dyn, target: float, known_steps,
                     dense_limit: int = CERTIFY_DENSE) -> np.ndarray:
     """First crossing of each row, given a step `known_steps` at which its loss is <= target.
 

@@ -593,7 +593,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     if reached.any():
         win = np.flatnonzero(reached)
         dyn = dynamics(problem, batch[win], a[win], b[win], g[win], spec.precond_power)
-        steps[win] = crossing.certified_steps(dyn, target, hi[win], seed_budget)
+        steps[win] = crossing.certified_steps(dyn, target, hi[win])
         # A larger batch only lowers E[L] at the same metaparameters and step: carry a smaller
         # batch's winner forward wherever it beats the local one.
         for j in range(1, n_b):
@@ -601,7 +601,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
             if steps[i] < 0 or (0 <= steps[j] <= steps[i]):
                 continue
             carried = dynamics(problem, batch[j], a[i], b[i], g[i], spec.precond_power)
-            s = crossing.certified_steps(carried, target, [steps[i]], seed_budget)[0]
+            s = crossing.certified_steps(carried, target, [steps[i]])[0]
             if s >= 0 and (steps[j] < 0 or s < steps[j]):
                 steps[j], a[j], b[j], g[j] = s, a[i], b[i], g[i]
     steps[steps > max_steps] = crossing.NOT_REACHED   # the budget: over it is not reached

@@ -243,7 +243,7 @@ def test_certified_steps_equals_every_step_check(family):
     assert np.any(reference > crossing.DENSE_STEPS)
     # loose upper bounds, all above dense_limit (NOT_REACHED where no step reaches)
     known = np.where(reference >= 0, 3 * reference + 150, crossing.NOT_REACHED)
-    got = crossing.certified_steps(dyn, problem.target, known, 10 ** 6, dense_limit=100)
+    got = crossing.certified_steps(dyn, problem.target, known, dense_limit=100)
     np.testing.assert_array_equal(got, reference)
 
 
