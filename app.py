@@ -441,9 +441,11 @@ def show_reconciliation(measured, where, doc) -> None:
     """The reconciliation of this sweep's validation report: every measurement of B_crit (the
     fit and its interval, leave-one-out, the local CBS), the baselines B_simple and B_noise, and
     the NQM's prediction, with the predicted S(B) against the measured one."""
+    from realnets.validation.report import TRANSFER_NOTE
     from ui import reports
     from ui import validation_charts
     st.session_state["reconciliation"] = None
+    st.session_state["transfer"] = None
     if doc is None:
         return
     st.subheader("Critical batch size: measured and predicted")
@@ -460,10 +462,18 @@ def show_reconciliation(measured, where, doc) -> None:
         st.info(f"No reconciliation chart for this report: {err}")
         return
     show_chart(figure, f"{file_stem(measured)}_reconciliation", "export_reconciliation")
-    st.caption("Steps to goal in absolute steps, log-log: measured (the sweep) and predicted (the "
-               "headline NQM, tuned per batch size). Dashed rules: each curve's B_crit (fit), "
+    st.caption("Steps to goal in absolute steps, log-log: measured (the sweep), predicted (the "
+               "headline NQM, tuned per batch size) and, where the report has it, the network "
+               "trained with the NQM's metaparameters. Dashed rules: each curve's B_crit (fit), "
                "its band the 16-84% range; the other rules: B_simple, B_noise and the local CBS "
                "at each branch step. Marks far outside the batch sizes are in the table only.")
+    transfer = reports.transfer_display(doc)
+    st.session_state["transfer"] = transfer
+    if transfer is not None:
+        st.markdown("**Does the network follow the NQM?** The network trained once per batch "
+                    "size with the headline NQM's metaparameters (docs/validation.md).")
+        st.dataframe(transfer, hide_index=True)
+        st.caption(f"{TRANSFER_NOTE} Reading: {doc['transfer']['reading']}.")
 
 
 def show_validation(measured, where, doc) -> None:

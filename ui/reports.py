@@ -11,7 +11,8 @@ import pandas as pd
 from realnets.sweeps.records import IDENTITY
 from realnets.validation.files import VALIDATION_FILE, read_validation
 from realnets.validation.reconciliation import COLUMNS, reconciliation
-from realnets.validation.report import RECONCILIATION_HEADER, reconciliation_cells
+from realnets.validation.report import (RECONCILIATION_HEADER, reconciliation_cells,
+                                       transfer_cells)
 
 
 def validation_for(config: dict, root: Path) -> Path | None:
@@ -57,3 +58,12 @@ def reconciliation_table(doc: dict) -> pd.DataFrame:
 def reconciliation_display(doc: dict) -> pd.DataFrame:
     """The reconciliation as report.md shows it (text cells: 'B ± se', 'lo .. hi', ratios)."""
     return pd.DataFrame(reconciliation_cells(doc), columns=RECONCILIATION_HEADER)
+
+
+def transfer_display(doc: dict) -> pd.DataFrame | None:
+    """The network run with the NQM's metaparameters as report.md shows it (text cells), or None
+    when the document has no transfer."""
+    if not doc.get("transfer"):
+        return None
+    header, rows = transfer_cells(doc)
+    return pd.DataFrame(rows, columns=header)

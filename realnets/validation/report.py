@@ -216,38 +216,48 @@ def branching_markdown(branching: dict | None) -> list[str]:
                   render_branches(BranchResult.from_dict(branching)), "```", ""]
 
 
+def transfer_cells(doc: dict) -> tuple[list[str], list[list]]:
+    """(header, rows) of the transfer table (`realnets.validation.transfer`): per batch size the
+    NQM's metaparameters, their step over the stability edge of each checkpoint's top curvature,
+    the NQM's and the measured steps, the network's with the NQM's metaparameters, the verdict
+    and the run's seconds. No rows without a transfer."""
+    curvatures = top_curvatures(doc)
+    header = ["B", "NQM's lr, momentum",
+              *(f"a h_1 / edge ({n}, h_1 {_fmt(h, 3)})" for n, h in curvatures.items()),
+              "NQM's steps", "measured S(B)", "network at the NQM's metaparameters", "verdict",
+              "s"]
+    rows = []
+    for p in (doc.get("transfer") or {}).get("points", []):
+        got = (f"{p['steps_to_goal']}" if p["steps_to_goal"] is not None
+               else f"- ({p['status'].lower()} after {p['steps_run']})")
+        edges = edge_ratios(p, doc)
+        rows.append([p["batch_size"], f"{_fmt(p['learning_rate'])}, {_fmt(p['momentum'])}",
+                     *(_fmt(edges[n], 3) for n in curvatures), p["nqm_steps"],
+                     _fmt(p["measured_steps"]), got, p["verdict"], f"{p['seconds']:.0f}"])
+    return header, rows
+
+
+TRANSFER_NOTE = ("'follows': at the goal within twice the NQM's steps. a h_1 / edge: the step "
+                 "over the stability edge of the top curvature h_1 measured at a checkpoint "
+                 "(2 (1 + b) for heavy-ball momentum, 2 for SGD; none for Adam); above 1 the run "
+                 "diverges along that direction.")
+
+
 def transfer_markdown(doc: dict) -> list[str]:
-    """The network trained with the headline NQM's metaparameters (`realnets.validation.transfer`):
-    one row per batch size (with the step's ratio to the stability edge of each checkpoint's top
-    curvature) and the fixed rule's reading; or why there is none."""
+    """The network trained with the headline NQM's metaparameters (`transfer_cells`) and the
+    fixed rule's reading; or why there is none."""
     out = ["## Does the network follow the NQM?", ""]
     transfer = doc.get("transfer")
     if transfer is None:
         why = ("not run" if doc["settings"].get("transfer", False)
                else "this document was made before validate ran it")
         return out + [f"Not measured: {why} (`--reuse` on it runs it alone).", ""]
-    names = list(top_curvatures(doc))
-    rows = []
-    for p in transfer["points"]:
-        got = (f"{p['steps_to_goal']}" if p["steps_to_goal"] is not None
-               else f"- ({p['status'].lower()} after {p['steps_run']})")
-        edges = edge_ratios(p, doc)
-        rows.append([p["batch_size"], f"{_fmt(p['learning_rate'])}, {_fmt(p['momentum'])}",
-                     *(_fmt(edges[n], 3) for n in names), p["nqm_steps"],
-                     _fmt(p["measured_steps"]), got, p["verdict"], f"{p['seconds']:.0f}"])
     out += ["The network trained once per batch size with the learning rate and momentum the "
             "headline NQM chose there, from the reference trial's initialisation (trial "
             f"{transfer['trial_id']}) and the sweep's data order, to the sweep's goal; each run "
             "stops after 4 times the larger of the NQM's and the measured steps "
-            "(docs/validation.md, 'Does the network follow the NQM?'). 'follows': at the goal "
-            "within twice the NQM's steps. a h_1 / edge: the step over the stability edge of "
-            "the top curvature h_1 measured at a checkpoint (2 (1 + b) for heavy-ball momentum, "
-            "2 for SGD; none for Adam); above 1 the run diverges along that direction.", ""]
-    out += _table(["B", "NQM's lr, momentum",
-                   *(f"a h_1 / edge ({n}, h_1 {_fmt(h, 3)})" for n, h in
-                     top_curvatures(doc).items()),
-                   "NQM's steps", "measured S(B)", "network at the NQM's metaparameters",
-                   "verdict", "s"], rows)
+            "(docs/validation.md, 'Does the network follow the NQM?'). " + TRANSFER_NOTE, ""]
+    out += _table(*transfer_cells(doc))
     out += ["", f"Reading (the fixed rule): {transfer['reading']}.", ""]
     if transfer.get("command"):
         out += [f"Run on the stored measurements by `{transfer['command']}`.", ""]

@@ -255,6 +255,10 @@ def test_the_reconciliation_leads_the_tab_for_a_sweep_with_a_report(measured_app
     transfer = curves[curves["curve"] == "network at the NQM's metaparameters"]
     assert list(transfer["steps"]) == [p["steps_to_goal"] for p in doc.transfer["points"]
                                        if p["steps_to_goal"] is not None]
+    # and its table, one row per batch size, the verdicts of the document
+    table = at.session_state["transfer"]
+    assert list(table["B"]) == [p["batch_size"] for p in doc.transfer["points"]]
+    assert list(table["verdict"]) == [p["verdict"] for p in doc.transfer["points"]]
 
 
 def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
