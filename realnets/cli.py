@@ -393,7 +393,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation.reconciliation import reconciliation
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
-    from realnets.validation.transfer import reading
+    from realnets.validation.transfer import is_current, reading
     from ui.validation_charts import export_charts
 
     start = time.perf_counter()
@@ -411,7 +411,8 @@ def validate_command(args, argv) -> str:
     doc = None
     if args.reuse and (out / files.VALIDATION_FILE).exists():
         old = files.read_validation(out)
-        if old.workload == workload.key and old.settings == vcfg:
+        if old.workload == workload.key and old.settings == vcfg and (
+                not vcfg.transfer or is_current(old.transfer)):
             # the table and the transfer's reading are functions of the rest
             transfer = old.transfer and {**old.transfer,
                                          "reading": reading(old.transfer, old.to_dict())}
@@ -419,8 +420,9 @@ def validate_command(args, argv) -> str:
                                       transfer=transfer)
             files.write_validation(out, doc)
             say(f"reusing {out / files.VALIDATION_FILE}")
-        elif (old.workload == workload.key and vcfg.transfer and not old.settings.transfer
+        elif (old.workload == workload.key and vcfg.transfer
               and dataclasses.replace(old.settings, transfer=True) == vcfg):
+            # made before the transfer, or before its end-of-run sharpness
             say(f"reusing {out / files.VALIDATION_FILE}; running the transfer it lacks")
             doc = _add_transfer(old, workload, sweep_dir, argv, say)
             files.write_validation(out, doc)
@@ -471,7 +473,8 @@ def _add_transfer(old, workload, sweep_dir: Path, argv, say):
 
     from realnets.sweeps.records import IDENTITY, load_sweep
     from realnets.validation.comparison import comparison
-    from realnets.validation.transfer import run_transfer
+    from realnets.validation.rerun import calibration_sample
+    from realnets.validation.transfer import run_transfer, sharpness_probe
 
     start = time.perf_counter()
     config, _ = load_sweep(sweep_dir)
@@ -482,12 +485,17 @@ def _add_transfer(old, workload, sweep_dir: Path, argv, say):
     task = workload.build(text_file=config.text_file)
     as_dict = old.to_dict()
     as_dict["settings"] = dataclasses.replace(old.settings, transfer=True).to_dict()
-    transfer = run_transfer(task, config, as_dict, log=say)
+    st = old.settings
+    sample = calibration_sample(task, st.sample_rows, st.seed)
+    transfer = run_transfer(task, config, as_dict, log=say,
+                            sharpness=sharpness_probe(task, sample, st.seed, st.chunk_rows))
     seconds = time.perf_counter() - start
     transfer["command"] = "python -m realnets " + shlex.join(argv)
     prov = old.provenance
     if prov is not None and prov.wall_seconds is not None:
-        prov = dataclasses.replace(prov, wall_seconds=prov.wall_seconds + seconds)
+        # an earlier transfer's time is replaced, not added to
+        earlier = old.seconds.get("transfer", 0.0)
+        prov = dataclasses.replace(prov, wall_seconds=prov.wall_seconds - earlier + seconds)
     as_dict["transfer"] = transfer
     return dataclasses.replace(
         old, settings=dataclasses.replace(old.settings, transfer=True), transfer=transfer,

@@ -225,20 +225,24 @@ def transfer_cells(doc: dict) -> tuple[list[str], list[list]]:
     header = ["B", "NQM's lr, momentum",
               *(f"a h_1 / edge ({n}, h_1 {_fmt(h, 3)})" for n, h in curvatures.items()),
               "NQM's steps", "measured S(B)", "network at the NQM's metaparameters", "verdict",
-              "s"]
+              "run's h_1 at its end", "a h_1 / edge (end)", "s"]
     rows = []
     for p in (doc.get("transfer") or {}).get("points", []):
         got = (f"{p['steps_to_goal']}" if p["steps_to_goal"] is not None
                else f"- ({p['status'].lower()} after {p['steps_run']})")
         edges = edge_ratios(p, doc)
+        h1 = p.get("h1_end")
         rows.append([p["batch_size"], f"{_fmt(p['learning_rate'])}, {_fmt(p['momentum'])}",
                      *(_fmt(edges[n], 3) for n in curvatures), p["nqm_steps"],
-                     _fmt(p["measured_steps"]), got, p["verdict"], f"{p['seconds']:.0f}"])
+                     _fmt(p["measured_steps"]), got, p["verdict"],
+                     "-" if h1 is None else f"{_fmt(h1, 3)} ± {_fmt(p['h1_end_residual'], 1)}",
+                     _fmt(edges.get("end"), 3), f"{p['seconds']:.0f}"])
     return header, rows
 
 
 TRANSFER_NOTE = ("'follows': at the goal within twice the NQM's steps. a h_1 / edge: the step "
-                 "over the stability edge of the top curvature h_1 measured at a checkpoint "
+                 "over the stability edge of the top curvature h_1 measured at a checkpoint, or "
+                 "at the run's own last step on the calibration sample (± its Ritz residual) "
                  "(2 (1 + b) for heavy-ball momentum, 2 for SGD; none for Adam); above 1 the run "
                  "diverges along that direction.")
 

@@ -15,6 +15,11 @@ predicted curve differ from the measured one, and this tells them apart by a mea
 
 The settings and the reading are fixed by one rule (`transfer_settings`, `reading`),
 docs/validation.md, 'Does the network follow the NQM?'. A diverging run is a result.
+
+Each run's top Hessian eigenvalue at its last step is measured too (`sharpness_probe`, on the
+calibration sample): where the network does not follow, it says whether its curvature rose to
+the stability edge of the NQM's step (the edge of stability, Cohen et al. 2021, "Gradient descent
+on neural networks typically occurs at the edge of stability"), which a fixed quadratic cannot do.
 """
 
 from __future__ import annotations
@@ -37,6 +42,11 @@ DEPARTS_FACTOR = 1.5
 # the network at the NQM's metaparameters beats the sweep at B when it needs fewer than
 # S(B) / SWEEP_MISSED_FACTOR steps
 SWEEP_MISSED_FACTOR = 1.2
+# a run ended at the edge of stability when its own h_1 at its last step puts the NQM's step at
+# this fraction of the stability edge or beyond
+AT_EDGE = 0.8
+# Lanczos steps for a run's top eigenvalue (its Ritz residual is recorded)
+SHARPNESS_LANCZOS_STEPS = 20
 
 
 @dataclass(frozen=True)
@@ -82,6 +92,12 @@ def transfer_settings(tuned_points: list[dict], measured_points: list[dict],
     return runs
 
 
+def is_current(transfer: dict | None) -> bool:
+    """Whether a stored transfer has every part this module measures (a transfer made before the
+    end-of-run sharpness existed is not, and `validate --reuse` runs it again)."""
+    return transfer is not None and all("h1_end" in p for p in transfer["points"])
+
+
 def verdict(run: TransferRun, record: TrialRecord) -> str:
     """One batch size's outcome: 'follows' (at the goal within FOLLOWS_FACTOR x S_nqm), 'slower'
     (at the goal, later), 'diverged' or 'not reached' (within its step limit)."""
@@ -90,6 +106,25 @@ def verdict(run: TransferRun, record: TrialRecord) -> str:
     if record.steps_to_goal is None:
         return "not reached"
     return "follows" if record.steps_to_goal <= FOLLOWS_FACTOR * run.nqm_steps else "slower"
+
+
+def sharpness_probe(task: Task, sample: dict, seed: int, chunk_rows: int | None = None,
+                    devices=None):
+    """params -> (h_1, its Ritz residual): the top eigenvalue of the Hessian of the mean training
+    loss over `sample` (loss / param^2), by SHARPNESS_LANCZOS_STEPS Lanczos steps from a start
+    fixed by `seed`."""
+    import jax
+
+    from realnets.calibration import hessian_products, lanczos
+
+    def probe(params) -> tuple[float, float]:
+        hessian = hessian_products.hvp(task.loss_fn, params, sample, chunk_rows=chunk_rows,
+                                       devices=devices)
+        pairs = lanczos.top_eigenpairs(hessian, hessian.dim, 1, jax.random.key(seed),
+                                       num_steps=min(SHARPNESS_LANCZOS_STEPS, hessian.dim))
+        return float(pairs.eigenvalues_K[0]), float(pairs.residuals_K[0])
+
+    return probe
 
 
 def headline_points(doc: dict) -> list[dict]:
@@ -102,7 +137,7 @@ def headline_points(doc: dict) -> list[dict]:
 
 
 def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, devices=None,
-                 log=None) -> dict:
+                 log=None, sharpness=None) -> dict:
     """Trains the network at each batch size with the headline NQM's tuned metaparameters.
 
     Args:
@@ -113,10 +148,13 @@ def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, devices=None,
         tuned curve the metaparameters, its measured curve the steps to compare with.
       devices: devices to train on (default all).
       log: optional callable(str) for progress lines.
+      sharpness: optional `sharpness_probe`: each run's h_1 at its last step is measured with it
+        (not for a diverged run).
 
     Returns:
       {"trial_id", "points": [per batch size: the TransferRun's fields, status, steps_to_goal
-      (None if not reached), steps_run, final_metric, verdict, seconds], "reading"}.
+      (None if not reached), steps_run, final_metric, verdict, h1_end and h1_end_residual (None
+      when not measured), seconds], "reading"}.
     """
     trial_id = int(doc["calibration_run"]["trial_id"])
     say = log or (lambda _: None)
@@ -132,13 +170,17 @@ def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, devices=None,
         spec = TrialSpec(trial_id=trial_id, learning_rate=run.learning_rate,
                          momentum=run.momentum)
         t0 = time.perf_counter()
-        (raw,) = run_trials(task, config, [spec], devices=devices)
+        final = []
+        (raw,) = run_trials(task, config, [spec], devices=devices, final_params=final)
         record = TrialRecord.from_dict(raw)
+        h1 = residual = None
+        if sharpness is not None and record.status != "INFEASIBLE":
+            h1, residual = sharpness(final[0])
         points.append({**asdict(run), "status": record.status,
                        "steps_to_goal": record.steps_to_goal, "steps_run": record.steps_run,
                        "final_metric": record.eval.metric[-1] if record.eval.metric else None,
-                       "verdict": verdict(run, record),
-                       "seconds": time.perf_counter() - t0})
+                       "verdict": verdict(run, record), "h1_end": h1,
+                       "h1_end_residual": residual, "seconds": time.perf_counter() - t0})
     out = {"trial_id": trial_id, "points": points}
     out["reading"] = reading(out, doc)
     return out
@@ -167,10 +209,14 @@ def edge_ratio(learning_rate: float, momentum: float | None, h_1: float,
 
 
 def edge_ratios(point: dict, doc: dict) -> dict[str, float | None]:
-    """`edge_ratio` of a transfer point's metaparameters at every checkpoint's h_1."""
+    """`edge_ratio` of a transfer point's metaparameters at every checkpoint's h_1, and at the
+    run's own h_1 at its last step ('end', when measured)."""
     optimizer = doc["calibration_run"]["optimizer"]
+    curvatures = top_curvatures(doc)
+    if point.get("h1_end") is not None:
+        curvatures["end"] = point["h1_end"]
     return {name: edge_ratio(point["learning_rate"], point["momentum"], h, optimizer)
-            for name, h in top_curvatures(doc).items()}
+            for name, h in curvatures.items()}
 
 
 def reading(transfer: dict, doc: dict) -> str:
@@ -213,6 +259,14 @@ def reading(transfer: dict, doc: dict) -> str:
                          "sweep at B = " + ", ".join(outcome(p) for p in broke)
                          + ": the quadratic fitted at one checkpoint does not hold at the step "
                            "sizes the NQM uses (the model's assumption breaks)")
+            at_edge = [p for p in broke if (edge_ratios(p, doc).get("end") or 0.0) >= AT_EDGE]
+            if at_edge:
+                parts.append(
+                    f"at B = {sizes(at_edge)} the run's own top curvature at its last step puts "
+                    f"the NQM's step at " + ", ".join(
+                        f"{edge_ratios(p, doc)['end']:.2f}" for p in at_edge)
+                    + " of its stability edge: the network's curvature rose to meet the step "
+                      "(the edge of stability), which a fixed quadratic cannot do")
             h = top_curvatures(doc)
             for name in h:
                 past = [p for p in broke if (edge_ratios(p, doc).get(name) or 0.0) > 1.0]

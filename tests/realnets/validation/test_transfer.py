@@ -13,8 +13,9 @@ import pytest
 from nqm.problem import NQMConfig
 from nqm.tuning import OptimizerSpec, tune_curve
 from realnets.sweeps.records import SweepConfig
-from realnets.validation.transfer import (BUDGET_FACTOR, edge_ratio, headline_points, reading,
-                                          run_transfer, transfer_settings)
+from realnets.validation.transfer import (BUDGET_FACTOR, edge_ratio, headline_points,
+                                          is_current, reading, run_transfer, sharpness_probe,
+                                          transfer_settings)
 from realnets.workloads import tasks
 from realnets.workloads.search_space import TrialSearchSpace
 
@@ -76,6 +77,13 @@ def test_the_reading_names_where_the_network_does_and_does_not_follow():
     assert ("at B = 256 the NQM's step is past the stability edge of the top curvature "
             "measured at the init checkpoint (h_1 10 against 1 at goal)") in text
     assert "at the goal checkpoint" not in text
+    # the run's own curvature at its end: 0.4 x 6.5 / 3 = 0.87 >= 0.8 of the edge at B = 128
+    at_edge = {**point(128, 50, 90, 80, "follows", lr=0.4), "h1_end": 6.5}
+    below = {**point(256, 30, 120, 100, "slower", lr=0.4), "h1_end": 5.0}   # 0.67
+    text = reading({"points": [at_edge, below]}, doc)
+    assert ("at B = 128 the run's own top curvature at its last step puts the NQM's step at "
+            "0.87 of its stability edge") in text
+    assert "B = 128, 256 the run's own" not in text
     text = reading({"points": [point(16, 500, 520, 510, "follows"),
                                point(64, 300, 100, 320, "follows")]}, doc)
     assert "the measured steps at B = 64 (the network descends faster" in text
@@ -121,15 +129,25 @@ def test_on_a_quadratic_the_network_follows_the_exact_nqm_and_bad_rates_are_resu
          "momentum": None, "reached": True}]
     measured = [{"batch_size": b, "steps": s} for b, s in ((4, None), (32, None), (64, 80),
                                                           (128, 80))]
+    devices = jax.devices("cpu")[:1]
+    sample = task.draw_batch(np.random.default_rng(0), 256)
     out = run_transfer(task, _sweep((4, 32, 64, 128)), _doc(points, measured, {"goal": h_max}),
-                       devices=jax.devices("cpu")[:1])
+                       devices=devices, sharpness=sharpness_probe(task, sample, 0,
+                                                                  devices=devices))
     by = {p["batch_size"]: p for p in out["points"]}
     assert out["trial_id"] == 5
     for b in batch_sizes:
         # the network is the NQM: one run's first crossing of the goal, near the expected one
         assert by[b]["verdict"] == "follows"
         assert 0.5 <= by[b]["steps_to_goal"] / by[b]["nqm_steps"] <= 1.5, by[b]
+    # the quadratic's Hessian is diag(h) wherever the run ended: its h_1 is the top curvature
+    for b in (4, 32, 128):
+        assert by[b]["h1_end"] == pytest.approx(h_max, rel=1e-4), b
+        assert by[b]["h1_end_residual"] < 1e-3 * h_max
+    assert is_current(out)
+    assert not is_current({"points": [{k: v for k, v in by[4].items() if k != "h1_end"}]})
     assert by[64]["verdict"] == "diverged" and by[64]["status"] == "INFEASIBLE"
+    assert by[64]["h1_end"] is None                     # nothing to measure on a diverged run
     assert by[128]["verdict"] == "not reached"
     assert by[128]["steps_run"] == BUDGET_FACTOR * 80
     assert "does not beat the sweep at B = 64 (diverged), 128 (not reached)" in out["reading"]

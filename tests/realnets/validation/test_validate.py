@@ -367,8 +367,11 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     assert added.settings.transfer and added.checkpoints == doc.checkpoints
     assert added.provenance.command == doc.provenance.command
     assert added.transfer["command"].endswith("--reuse")
-    # the control: the network (a sampled quadratic) follows its calibrated NQM everywhere
+    # the control: the network (a sampled quadratic) follows its calibrated NQM everywhere, and
+    # its curvature at every run's end is the workload's h_1 = 1
     assert {p["verdict"] for p in added.transfer["points"]} == {"follows"}
+    assert [p["h1_end"] for p in added.transfer["points"]] == pytest.approx(
+        [1.0] * len(added.transfer["points"]), rel=1e-3)
     assert [p["batch_size"] for p in added.transfer["points"]] == [
         p["batch_size"] for p in doc.measured["points"]]
     assert "| follows |" in (tmp_path / "v" / "report.md").read_text()
