@@ -15,7 +15,7 @@ from realnets import store
 from realnets.sweeps.branching import BranchResult, render as render_branches
 from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
-from realnets.validation.transfer import edge_ratios, top_curvatures
+from realnets.validation.transfer import edge_ratios, s_min_split, top_curvatures
 
 RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"
@@ -263,6 +263,14 @@ def transfer_markdown(doc: dict) -> list[str]:
             "(docs/validation.md, 'Does the network follow the NQM?'). " + TRANSFER_NOTE, ""]
     out += _table(*transfer_cells(doc))
     out += ["", f"Reading (the fixed rule): {transfer['reading']}.", ""]
+    split = s_min_split(doc)
+    if split:
+        out += [f"Where the error sits: S_min (the fits' steps at an unlimited batch) is "
+                f"{_fmt(split['s_min_measured'])} measured and {_fmt(split['s_min_predicted'])} "
+                f"predicted, a ratio of {_fmt(split['ratio'], 3)}. Through the reference point, "
+                f"B_crit = B_ref (S_ref / S_min - 1) gives {_fmt(split['b_crit_measured'])} and "
+                f"{_fmt(split['b_crit_predicted'])}: with the steps matched at B_ref, the "
+                "predicted B_crit is off by about the S_min ratio.", ""]
     if transfer.get("command"):
         out += [f"Run on the stored measurements by `{transfer['command']}`.", ""]
     return out

@@ -92,6 +92,28 @@ def transfer_settings(tuned_points: list[dict], measured_points: list[dict],
     return runs
 
 
+def s_min_split(doc: dict) -> dict | None:
+    """Where a step-matched prediction's error sits. With S(B) = S_min (1 + B_crit / B) through
+    the reference point (B_ref, S_ref), B_crit = B_ref (S_ref / S_min - 1): once the NQM's steps
+    are matched at B_ref, its B_crit differs from the measured one only through S_min, the steps
+    at an unlimited batch. Returns {"s_min_measured", "s_min_predicted", "ratio" (measured over
+    predicted), "b_crit_measured", "b_crit_predicted" (B_ref (S_ref / S_min - 1) of each fit)},
+    or None when a fit is missing."""
+    settings = doc["settings"]
+    record = doc["checkpoints"].get(settings["checkpoints"][0]) or {}
+    prediction = (record.get("predictions") or {}).get(settings["target_rule"]) or {}
+    measured = (doc.get("measured") or {}).get("fit") or {}
+    predicted = (prediction.get("tuned") or {}).get("fit") or {}
+    run = doc.get("calibration_run") or {}
+    s_ref, b_ref = run.get("sweep_steps_to_goal"), run.get("batch_size")
+    if not (measured.get("s_min") and predicted.get("s_min") and s_ref and b_ref):
+        return None
+    sm, sp = float(measured["s_min"]), float(predicted["s_min"])
+    return {"s_min_measured": sm, "s_min_predicted": sp, "ratio": sm / sp,
+            "b_crit_measured": b_ref * (s_ref / sm - 1.0),
+            "b_crit_predicted": b_ref * (s_ref / sp - 1.0)}
+
+
 def is_current(transfer: dict | None) -> bool:
     """Whether a stored transfer has every part this module measures (a transfer made before the
     end-of-run sharpness existed is not, and `validate --reuse` runs it again)."""

@@ -14,8 +14,8 @@ from nqm.problem import NQMConfig
 from nqm.tuning import OptimizerSpec, tune_curve
 from realnets.sweeps.records import SweepConfig
 from realnets.validation.transfer import (BUDGET_FACTOR, edge_ratio, headline_points,
-                                          is_current, reading, run_transfer, sharpness_probe,
-                                          transfer_settings)
+                                          is_current, reading, run_transfer, s_min_split,
+                                          sharpness_probe, transfer_settings)
 from realnets.workloads import tasks
 from realnets.workloads.search_space import TrialSearchSpace
 
@@ -164,3 +164,17 @@ def test_the_transfer_setting_is_a_boolean(bad):
 
     with pytest.raises(ValueError, match="transfer must be true or false"):
         ValidationConfig(transfer=bad)
+
+
+def test_the_s_min_split_is_the_fits_through_the_reference_point():
+    doc = _doc([], [])
+    doc["measured"]["fit"] = {"s_min": 20.0, "b_crit": 80.0}
+    doc["checkpoints"]["goal"]["predictions"]["step_matched"]["tuned"]["fit"] = {
+        "s_min": 4.0, "b_crit": 600.0}
+    doc["calibration_run"].update(batch_size=16, sweep_steps_to_goal=120)
+    split = s_min_split(doc)
+    assert split["ratio"] == 5.0
+    # S(B) = S_min (1 + B_crit / B) through (16, 120): B_crit = 16 (120 / S_min - 1)
+    assert (split["b_crit_measured"], split["b_crit_predicted"]) == (80.0, 464.0)
+    del doc["measured"]["fit"]
+    assert s_min_split(doc) is None
