@@ -420,6 +420,13 @@ def validate_command(args, argv) -> str:
                                       transfer=transfer)
             files.write_validation(out, doc)
             say(f"reusing {out / files.VALIDATION_FILE}")
+        elif (old.workload == workload.key and not vcfg.transfer
+              and dataclasses.replace(old.settings, transfer=False) == vcfg):
+            # --no-transfer on a document that has one: the same measurements without it
+            doc = dataclasses.replace(old, settings=vcfg, transfer=None,
+                                      comparison=comparison(old.to_dict()))
+            files.write_validation(out, doc)
+            say(f"reusing {out / files.VALIDATION_FILE} without its transfer")
         elif (old.workload == workload.key and vcfg.transfer
               and dataclasses.replace(old.settings, transfer=True) == vcfg):
             # made before the transfer, or before its end-of-run sharpness

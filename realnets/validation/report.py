@@ -243,8 +243,8 @@ def transfer_cells(doc: dict) -> tuple[list[str], list[list]]:
 TRANSFER_NOTE = ("'follows': at the goal within twice the NQM's steps. a h_1 / edge: the step "
                  "over the stability edge of the top curvature h_1 measured at a checkpoint, or "
                  "at the run's own last step on the calibration sample (± its Ritz residual) "
-                 "(2 (1 + b) for heavy-ball momentum, 2 for SGD; none for Adam); above 1 the run "
-                 "diverges along that direction.")
+                 "(2 (1 + b) for heavy-ball momentum, 2 (1 + b) / (1 + 2 b) for Nesterov, 2 for "
+                 "SGD; none for Adam); above 1 the run diverges along that direction.")
 
 
 def transfer_markdown(doc: dict) -> list[str]:
@@ -254,8 +254,8 @@ def transfer_markdown(doc: dict) -> list[str]:
     transfer = doc.get("transfer")
     if transfer is None:
         why = ("not run" if doc["settings"].get("transfer", False)
-               else "this document was made before validate ran it")
-        return out + [f"Not measured: {why} (`--reuse` on it runs it alone).", ""]
+               else "made with --no-transfer, or before validate ran it")
+        return out + [f"Not measured: {why} (`--reuse` without --no-transfer runs it alone).", ""]
     out += ["The network trained once per batch size with the learning rate and momentum the "
             "headline NQM chose there, from the reference trial's initialisation (trial "
             f"{transfer['trial_id']}) and the sweep's data order, to the sweep's goal; each run "
@@ -269,8 +269,10 @@ def transfer_markdown(doc: dict) -> list[str]:
                 f"{_fmt(split['s_min_measured'])} measured and {_fmt(split['s_min_predicted'])} "
                 f"predicted, a ratio of {_fmt(split['ratio'], 3)}. Through the reference point, "
                 f"B_crit = B_ref (S_ref / S_min - 1) gives {_fmt(split['b_crit_measured'])} and "
-                f"{_fmt(split['b_crit_predicted'])}: with the steps matched at B_ref, the "
-                "predicted B_crit is off by about the S_min ratio.", ""]
+                f"{_fmt(split['b_crit_predicted'])}: with the steps matched at B_ref, S_min alone "
+                "sets the predicted B_crit's error (about the S_min ratio itself where S_ref is "
+                "many times S_min; the fits' own B_crit differ from these by their residuals).",
+                ""]
     if transfer.get("command"):
         out += [f"Run on the stored measurements by `{transfer['command']}`.", ""]
     return out

@@ -246,7 +246,9 @@ def reading(transfer: dict, doc: dict) -> str:
     DEPARTS_FACTOR or more fewer steps than measured: if the network, run with the NQM's
     metaparameters, beat the sweep's best by more than SWEEP_MISSED_FACTOR, the sweep missed what
     the NQM found (the measurement is off there); otherwise the NQM's own choice does not give the
-    network the NQM's speed (the model's assumption breaks there). Batch sizes where the NQM needs
+    network the NQM's speed (the model's assumption breaks there); a batch size the sweep never
+    reached the goal at counts as one where the NQM is faster, and any run that reaches the goal
+    there beats the sweep. Batch sizes where the NQM needs
     DEPARTS_FACTOR or more the measured steps are named apart. Where the NQM's step is past the
     stability edge of the top curvature measured at a checkpoint (`edge_ratio` above 1), the
     reading says so: the curvature there is not the one the NQM was fitted to."""
@@ -254,12 +256,15 @@ def reading(transfer: dict, doc: dict) -> str:
     if not points:
         return "no run: the tuned NQM reached its target at no batch size"
     measured = [p for p in points if p["measured_steps"] is not None]
-    optimistic = [p for p in measured if p["measured_steps"] >= DEPARTS_FACTOR * p["nqm_steps"]]
+    # a batch size the sweep never reached the goal at, where the NQM did: the NQM is faster
+    optimistic = [p for p in points if p["measured_steps"] is None
+                  or p["measured_steps"] >= DEPARTS_FACTOR * p["nqm_steps"]]
     pessimistic = [p for p in measured if p["nqm_steps"] >= DEPARTS_FACTOR * p["measured_steps"]]
 
     def beats(p):
-        return (p["steps_to_goal"] is not None
-                and p["steps_to_goal"] * SWEEP_MISSED_FACTOR < p["measured_steps"])
+        return p["steps_to_goal"] is not None and (
+            p["measured_steps"] is None
+            or p["steps_to_goal"] * SWEEP_MISSED_FACTOR < p["measured_steps"])
 
     def sizes(ps):
         return ", ".join(str(p["batch_size"]) for p in ps)
@@ -267,15 +272,17 @@ def reading(transfer: dict, doc: dict) -> str:
     def outcome(p):
         if p["steps_to_goal"] is None:
             return f"{p['batch_size']} ({p['verdict']})"
+        measured_text = ("not reached" if p["measured_steps"] is None
+                         else p["measured_steps"])
         return (f"{p['batch_size']} ({p['steps_to_goal']} steps; NQM {p['nqm_steps']}, "
-                f"measured {p['measured_steps']})")
+                f"measured {measured_text})")
 
     parts = []
     if optimistic:
         missed = [p for p in optimistic if beats(p)]
         broke = [p for p in optimistic if not beats(p)]
-        parts.append(f"the NQM needs {DEPARTS_FACTOR:g}x or more fewer steps than measured at "
-                     f"B = {sizes(optimistic)}")
+        parts.append(f"the NQM needs {DEPARTS_FACTOR:g}x or more fewer steps than measured (or "
+                     f"the sweep never reached the goal) at B = {sizes(optimistic)}")
         if broke:
             parts.append("there the network with the NQM's metaparameters does not beat the "
                          "sweep at B = " + ", ".join(outcome(p) for p in broke)
@@ -287,8 +294,8 @@ def reading(transfer: dict, doc: dict) -> str:
                     f"at B = {sizes(at_edge)} the run's own top curvature at its last step puts "
                     f"the NQM's step at " + ", ".join(
                         f"{edge_ratios(p, doc)['end']:.2f}" for p in at_edge)
-                    + " of its stability edge: the network's curvature rose to meet the step "
-                      "(the edge of stability), which a fixed quadratic cannot do")
+                    + " of its stability edge: the network's curvature ends at the edge its step "
+                      "allows (the edge of stability), which a fixed quadratic's does not")
             h = top_curvatures(doc)
             for name in h:
                 past = [p for p in broke if (edge_ratios(p, doc).get(name) or 0.0) > 1.0]

@@ -68,7 +68,8 @@ def test_the_reading_names_where_the_network_does_and_does_not_follow():
                                point(64, 100, 300, 110, "follows"),
                                point(128, 50, 90, 80, "follows"),
                                point(256, 30, 120, None, "diverged", lr=0.4)]}, doc)
-    assert "fewer steps than measured at B = 64, 128, 256" in text
+    assert ("fewer steps than measured (or the sweep never reached the goal) at "
+            "B = 64, 128, 256") in text
     # within twice the NQM's steps, but no faster than the sweep: the NQM's speed is not there
     assert ("does not beat the sweep at B = 128 (80 steps; NQM 50, measured 90), "
             "256 (diverged)") in text
@@ -91,6 +92,14 @@ def test_the_reading_names_where_the_network_does_and_does_not_follow():
     assert "within 1.5x of the measured ones at every batch size" in reading(
         {"points": [point(16, 500, 520, 510, "follows")]}, doc)
     assert reading({"points": []}, doc).startswith("no run")
+    # a batch size the sweep never reached: the NQM is faster there, and a run that reaches the
+    # goal beats the sweep; one that does not, does not
+    text = reading({"points": [point(512, 12, None, 40, "slower"),
+                               point(1024, 10, None, None, "not reached")]}, doc)
+    assert "(or the sweep never reached the goal) at B = 512, 1024" in text
+    assert "does not beat the sweep at B = 1024 (not reached)" in text
+    assert "1.2x at B = 512 (40 steps; NQM 12, measured not reached)" in text
+    assert "every batch size" not in text
 
 
 @pytest.mark.parametrize("optimizer, nesterov", [("sgd", False), ("momentum", False),

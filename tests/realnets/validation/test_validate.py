@@ -356,7 +356,7 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
         by["the workload's own NQM, tuned B_crit"]["value"], rel=0.10)
     assert doc.provenance.command.startswith("python -m realnets validate --workload nqm")
     report = (tmp_path / "v" / "report.md").read_text()
-    assert "Not measured: this document was made before" in report
+    assert "Not measured: made with --no-transfer" in report
     # --reuse on it (without --no-transfer) runs only the transfer: the measurements stay
     args = ["validate", "--workload", "nqm", "--sweep", str(sweep), "--batch-size", "64",
             "--checkpoints", "goal", "--sample-rows", "1024", "--noise-rows", "32", "--bootstrap",
@@ -379,3 +379,8 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     status, out, err = _run(capsys, *args)
     assert status == 0 and "reusing" in err and "transfer" not in err
     assert files.read_validation(tmp_path / "v").transfer == added.transfer
+    # --reuse --no-transfer keeps the measurements and drops the transfer, running nothing
+    status, out, err = _run(capsys, *args, "--no-transfer")
+    assert status == 0 and "without its transfer" in err
+    dropped = files.read_validation(tmp_path / "v")
+    assert dropped.transfer is None and dropped.checkpoints == doc.checkpoints
