@@ -393,7 +393,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation.reconciliation import reconciliation
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
-    from realnets.validation.transfer import is_current, reading
+    from realnets.validation.transfer import reading
     from ui.validation_charts import export_charts
 
     start = time.perf_counter()
@@ -411,27 +411,22 @@ def validate_command(args, argv) -> str:
     doc = None
     if args.reuse and (out / files.VALIDATION_FILE).exists():
         old = files.read_validation(out)
-        if old.workload == workload.key and old.settings == vcfg and (
-                not vcfg.transfer or is_current(old.transfer)):
-            # the table and the transfer's reading are functions of the rest
-            transfer = old.transfer and {**old.transfer,
-                                         "reading": reading(old.transfer, old.to_dict())}
-            doc = dataclasses.replace(old, comparison=comparison(old.to_dict()),
-                                      transfer=transfer)
-            files.write_validation(out, doc)
-            say(f"reusing {out / files.VALIDATION_FILE}")
-        elif (old.workload == workload.key and not vcfg.transfer
-              and dataclasses.replace(old.settings, transfer=False) == vcfg):
-            # --no-transfer on a document that has one: the same measurements without it
-            doc = dataclasses.replace(old, settings=vcfg, transfer=None,
-                                      comparison=comparison(old.to_dict()))
-            files.write_validation(out, doc)
-            say(f"reusing {out / files.VALIDATION_FILE} without its transfer")
-        elif (old.workload == workload.key and vcfg.transfer
-              and dataclasses.replace(old.settings, transfer=True) == vcfg):
-            # made before the transfer, or before its end-of-run sharpness
-            say(f"reusing {out / files.VALIDATION_FILE}; running the transfer it lacks")
-            doc = _add_transfer(old, workload, sweep_dir, argv, say)
+        # the same measurements whether or not a transfer is asked for: reuse them
+        if (old.workload == workload.key
+                and dataclasses.replace(old.settings, transfer=vcfg.transfer) == vcfg):
+            if vcfg.transfer and old.transfer is None:
+                say(f"reusing {out / files.VALIDATION_FILE}; running the transfer it lacks")
+                doc = _add_transfer(old, workload, sweep_dir, argv, say)
+            elif vcfg.transfer:
+                # the table and the transfer's reading are functions of the rest
+                doc = dataclasses.replace(old, comparison=comparison(old.to_dict()), transfer={
+                    **old.transfer, "reading": reading(old.transfer, old.to_dict())})
+                say(f"reusing {out / files.VALIDATION_FILE}")
+            else:
+                doc = _with_transfer_time(dataclasses.replace(
+                    old, settings=vcfg, transfer=None, comparison=comparison(old.to_dict())), None)
+                say(f"reusing {out / files.VALIDATION_FILE}"
+                    + (" without its transfer" if old.transfer else ""))
             files.write_validation(out, doc)
     if doc is None:
         config, records = ensure_sweep(workload, sweep_dir, args.trials,
@@ -472,42 +467,47 @@ def validate_command(args, argv) -> str:
 
 
 def _add_transfer(old, workload, sweep_dir: Path, argv, say):
-    """A validation document made before the transfer existed, with the transfer run on its
-    stored measurements (`realnets.validation.transfer`); its sweep must be the one it names."""
+    """A validation document made without the transfer, with the transfer run on its stored
+    measurements (`realnets.validation.transfer`); its sweep must be the one it was made from."""
     import dataclasses
     import shlex
     import time
 
-    from realnets.sweeps.records import IDENTITY, load_sweep
+    from realnets.sweeps.records import load_sweep
     from realnets.validation.comparison import comparison
+    from realnets.validation.files import made_from
     from realnets.validation.rerun import calibration_sample
-    from realnets.validation.transfer import run_transfer, sharpness_probe
+    from realnets.validation.transfer import run_transfer
 
     start = time.perf_counter()
     config, _ = load_sweep(sweep_dir)
-    study = config.to_dict()
-    if any(study[k] != old.sweep_config.get(k) for k in IDENTITY if k in old.sweep_config):
+    if not made_from(old.sweep_config, config.to_dict()):
         raise ValueError(f"sweep: {sweep_dir} is not the sweep this validation was made from "
                          f"(its config differs); rerun validate without --reuse")
     task = workload.build(text_file=config.text_file)
-    as_dict = old.to_dict()
-    as_dict["settings"] = dataclasses.replace(old.settings, transfer=True).to_dict()
-    st = old.settings
-    sample = calibration_sample(task, st.sample_rows, st.seed)
-    transfer = run_transfer(task, config, as_dict, log=say,
-                            sharpness=sharpness_probe(task, sample, st.seed, st.chunk_rows))
-    seconds = time.perf_counter() - start
+    settings = dataclasses.replace(old.settings, transfer=True)
+    as_dict = {**old.to_dict(), "settings": settings.to_dict()}
+    sample = calibration_sample(task, settings.sample_rows, settings.seed)
+    transfer = run_transfer(task, config, as_dict, sample, log=say)
     transfer["command"] = "python -m realnets " + shlex.join(argv)
-    prov = old.provenance
+    doc = dataclasses.replace(old, settings=settings, transfer=transfer,
+                              comparison=comparison({**as_dict, "transfer": transfer}))
+    return _with_transfer_time(doc, time.perf_counter() - start)
+
+
+def _with_transfer_time(doc, seconds: float | None):
+    """`doc` with its transfer phase's time set to `seconds` (None: no such phase), its wall
+    time moved by the same amount."""
+    import dataclasses
+
+    phases = {k: v for k, v in doc.seconds.items() if k != "transfer"}
+    if seconds is not None:
+        phases["transfer"] = seconds
+    prov = doc.provenance
     if prov is not None and prov.wall_seconds is not None:
-        # an earlier transfer's time is replaced, not added to
-        earlier = old.seconds.get("transfer", 0.0)
-        prov = dataclasses.replace(prov, wall_seconds=prov.wall_seconds - earlier + seconds)
-    as_dict["transfer"] = transfer
-    return dataclasses.replace(
-        old, settings=dataclasses.replace(old.settings, transfer=True), transfer=transfer,
-        seconds={**old.seconds, "transfer": seconds}, provenance=prov,
-        comparison=comparison(as_dict))
+        moved = (seconds or 0.0) - doc.seconds.get("transfer", 0.0)
+        prov = dataclasses.replace(prov, wall_seconds=prov.wall_seconds + moved)
+    return dataclasses.replace(doc, seconds=phases, provenance=prov)
 
 
 def _whole_list(text: str, name: str) -> tuple[int, ...]:

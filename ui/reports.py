@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from realnets.sweeps.records import IDENTITY
-from realnets.validation.files import VALIDATION_FILE, read_validation
+from realnets.validation.files import VALIDATION_FILE, made_from, read_validation
 from realnets.validation.reconciliation import COLUMNS, reconciliation
 from realnets.validation.report import (RECONCILIATION_HEADER, reconciliation_cells,
                                        transfer_cells)
@@ -26,12 +25,10 @@ def validation_for(config: dict, root: Path) -> Path | None:
     if not (path / VALIDATION_FILE).is_file():
         return None
     try:
-        made_from = read_validation(path).sweep_config
+        recorded = read_validation(path).sweep_config
     except ValueError:
         return None
-    if any(made_from.get(k) != config.get(k) for k in (*IDENTITY, "trials")):
-        return None
-    return path
+    return path if made_from(recorded, config) else None
 
 
 def load_validation(out_dir: Path) -> pd.DataFrame:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from realnets import store
+from realnets.sweeps.records import IDENTITY
 from realnets.validation.settings import ValidationConfig
 
 VALIDATION_FILE = "validation.json"
@@ -112,6 +113,12 @@ class ValidationDocument:
         if "provenance" in given:
             given["provenance"] = Provenance.from_dict(given["provenance"])
         return cls(**given)
+
+
+def made_from(sweep_config: dict, config: dict) -> bool:
+    """Whether a validation document's `sweep_config` names the same study as a sweep's config
+    (`realnets.sweeps.records.IDENTITY` and the trials per batch size), both as JSON objects."""
+    return all(sweep_config.get(k) == config.get(k) for k in (*IDENTITY, "trials"))
 
 
 def write_validation(out_dir: Path, doc: ValidationDocument) -> Path:

@@ -68,7 +68,7 @@ from realnets.validation.rerun import (best_trial, calibration_batch_size, calib
                                        init_params_of, mean_loss, retrain)
 from realnets.validation.settings import NQM_FAMILY, TARGET_LABELS, ValidationConfig
 from realnets.validation.targets import StepMatch, nqm_search_space
-from realnets.validation.transfer import run_transfer, sharpness_probe
+from realnets.validation.transfer import run_transfer
 from realnets.workloads.tasks import Task
 
 
@@ -248,9 +248,7 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
     out["local_cbs"] = list(branched["local_cbs"])
     if vcfg.transfer:
         t0 = time.perf_counter()
-        out["transfer"] = run_transfer(
-            task, sweep_config, out, devices, log,
-            sharpness_probe(task, sample, vcfg.seed, vcfg.chunk_rows, devices))
+        out["transfer"] = run_transfer(task, sweep_config, out, sample, devices, log)
         seconds["transfer"] = time.perf_counter() - t0
     out["seconds"] = seconds
     out["comparison"] = comparison(out)

@@ -15,7 +15,8 @@ from realnets import store
 from realnets.sweeps.branching import BranchResult, render as render_branches
 from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
-from realnets.validation.transfer import edge_ratios, s_min_split, top_curvatures
+from realnets.validation.transfer import (BUDGET_FACTOR, FOLLOWS_FACTOR, edge_ratios,
+                                          s_min_split, top_curvatures)
 
 RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"
@@ -240,7 +241,8 @@ def transfer_cells(doc: dict) -> tuple[list[str], list[list]]:
     return header, rows
 
 
-TRANSFER_NOTE = ("'follows': at the goal within twice the NQM's steps. a h_1 / edge: the step "
+TRANSFER_NOTE = (f"'follows': at the goal within {FOLLOWS_FACTOR:g} times the NQM's steps. "
+                 "a h_1 / edge: the step "
                  "over the stability edge of the top curvature h_1 measured at a checkpoint, or "
                  "at the run's own last step on the calibration sample (± its Ritz residual) "
                  "(2 (1 + b) for heavy-ball momentum, 2 (1 + b) / (1 + 2 b) for Nesterov, 2 for "
@@ -259,7 +261,7 @@ def transfer_markdown(doc: dict) -> list[str]:
     out += ["The network trained once per batch size with the learning rate and momentum the "
             "headline NQM chose there, from the reference trial's initialisation (trial "
             f"{transfer['trial_id']}) and the sweep's data order, to the sweep's goal; each run "
-            "stops after 4 times the larger of the NQM's and the measured steps "
+            f"stops after {BUDGET_FACTOR:g} times the larger of the NQM's and the measured steps "
             "(docs/validation.md, 'Does the network follow the NQM?'). " + TRANSFER_NOTE, ""]
     out += _table(*transfer_cells(doc))
     out += ["", f"Reading (the fixed rule): {transfer['reading']}.", ""]

@@ -28,6 +28,9 @@ import math
 import time
 from dataclasses import asdict, dataclass
 
+import jax
+
+from realnets.calibration import hessian_products, lanczos
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.training.trainer import RunConfig, TrialSpec, run_trials
 from realnets.workloads.tasks import Task
@@ -114,12 +117,6 @@ def s_min_split(doc: dict) -> dict | None:
             "b_crit_predicted": b_ref * (s_ref / sp - 1.0)}
 
 
-def is_current(transfer: dict | None) -> bool:
-    """Whether a stored transfer has every part this module measures (a transfer made before the
-    end-of-run sharpness existed is not, and `validate --reuse` runs it again)."""
-    return transfer is not None and all("h1_end" in p for p in transfer["points"])
-
-
 def verdict(run: TransferRun, record: TrialRecord) -> str:
     """One batch size's outcome: 'follows' (at the goal within FOLLOWS_FACTOR x S_nqm), 'slower'
     (at the goal, later), 'diverged' or 'not reached' (within its step limit)."""
@@ -135,10 +132,6 @@ def sharpness_probe(task: Task, sample: dict, seed: int, chunk_rows: int | None 
     """params -> (h_1, its Ritz residual): the top eigenvalue of the Hessian of the mean training
     loss over `sample` (loss / param^2), by SHARPNESS_LANCZOS_STEPS Lanczos steps from a start
     fixed by `seed`."""
-    import jax
-
-    from realnets.calibration import hessian_products, lanczos
-
     def probe(params) -> tuple[float, float]:
         hessian = hessian_products.hvp(task.loss_fn, params, sample, chunk_rows=chunk_rows,
                                        devices=devices)
@@ -158,8 +151,8 @@ def headline_points(doc: dict) -> list[dict]:
     return list((prediction.get("tuned") or {}).get("points") or [])
 
 
-def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, devices=None,
-                 log=None, sharpness=None) -> dict:
+def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, sample: dict | None = None,
+                 devices=None, log=None) -> dict:
     """Trains the network at each batch size with the headline NQM's tuned metaparameters.
 
     Args:
@@ -168,10 +161,12 @@ def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, devices=None,
       doc: the validation document so far (`realnets.validation.pipeline.validate`): its
         calibration run's trial id gives the initialisation every run starts from, its headline
         tuned curve the metaparameters, its measured curve the steps to compare with.
+      sample: the calibration sample (`realnets.validation.rerun.calibration_sample` with the
+        document's settings): each run's h_1 at its last step is measured on it
+        (`sharpness_probe`, the settings' seed and chunk rows; not for a diverged run). None:
+        not measured.
       devices: devices to train on (default all).
       log: optional callable(str) for progress lines.
-      sharpness: optional `sharpness_probe`: each run's h_1 at its last step is measured with it
-        (not for a diverged run).
 
     Returns:
       {"trial_id", "points": [per batch size: the TransferRun's fields, status, steps_to_goal
@@ -179,6 +174,9 @@ def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, devices=None,
       when not measured), seconds], "reading"}.
     """
     trial_id = int(doc["calibration_run"]["trial_id"])
+    settings = doc["settings"]
+    sharpness = None if sample is None else sharpness_probe(
+        task, sample, settings["seed"], settings["chunk_rows"], devices)
     say = log or (lambda _: None)
     points = []
     for run in transfer_settings(headline_points(doc), doc["measured"]["points"], sweep_config):

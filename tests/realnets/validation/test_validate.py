@@ -366,6 +366,9 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     added = files.read_validation(tmp_path / "v")
     assert added.settings.transfer and added.checkpoints == doc.checkpoints
     assert added.provenance.command == doc.provenance.command
+    # its time is a phase of its own, and in the wall time
+    assert added.provenance.wall_seconds == pytest.approx(
+        doc.provenance.wall_seconds + added.seconds["transfer"])
     assert added.transfer["command"].endswith("--reuse")
     # the control: the network (a sampled quadratic) follows its calibrated NQM everywhere, and
     # its curvature at every run's end is the workload's h_1 = 1
@@ -384,3 +387,5 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     assert status == 0 and "without its transfer" in err
     dropped = files.read_validation(tmp_path / "v")
     assert dropped.transfer is None and dropped.checkpoints == doc.checkpoints
+    assert dropped.seconds == doc.seconds and not dropped.settings.transfer
+    assert dropped.provenance.wall_seconds == pytest.approx(doc.provenance.wall_seconds)
