@@ -393,6 +393,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation.reconciliation import reconciliation
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
+    from realnets.validation.quadratic_path import path_reading
     from realnets.validation.transfer import reading
     from ui.validation_charts import export_charts
 
@@ -414,13 +415,17 @@ def validate_command(args, argv) -> str:
         # the same measurements whether or not a transfer is asked for: reuse them
         if (old.workload == workload.key
                 and dataclasses.replace(old.settings, transfer=vcfg.transfer) == vcfg):
-            if vcfg.transfer and old.transfer is None:
-                say(f"reusing {out / files.VALIDATION_FILE}; running the transfer it lacks")
+            if vcfg.transfer and (old.transfer is None or "quadratic_path" not in old.transfer):
+                say(f"reusing {out / files.VALIDATION_FILE}; running the "
+                    + ("transfer" if old.transfer is None else "quadratic path") + " it lacks")
                 doc = _add_transfer(old, workload, sweep_dir, argv, say)
             elif vcfg.transfer:
                 # the table and the transfer's reading are functions of the rest
-                doc = dataclasses.replace(old, comparison=comparison(old.to_dict()), transfer={
-                    **old.transfer, "reading": reading(old.transfer, old.to_dict())})
+                transfer = {**old.transfer, "reading": reading(old.transfer, old.to_dict())}
+                transfer["quadratic_path"] = {**transfer["quadratic_path"], "reading": path_reading(
+                    transfer["quadratic_path"])}
+                doc = dataclasses.replace(old, comparison=comparison(old.to_dict()),
+                                          transfer=transfer)
                 say(f"reusing {out / files.VALIDATION_FILE}")
             else:
                 doc = _with_transfer_time(dataclasses.replace(
@@ -467,8 +472,10 @@ def validate_command(args, argv) -> str:
 
 
 def _add_transfer(old, workload, sweep_dir: Path, argv, say):
-    """A validation document made without the transfer, with the transfer run on its stored
-    measurements (`realnets.validation.transfer`); its sweep must be the one it was made from."""
+    """A validation document made without the transfer, or with a transfer but without its
+    quadratic path, with what it lacks run on its stored measurements
+    (`realnets.validation.transfer`, `realnets.validation.quadratic_path`: the reference trial
+    is retrained to its goal for the latter); its sweep must be the one it was made from."""
     import dataclasses
     import shlex
     import time
@@ -476,11 +483,13 @@ def _add_transfer(old, workload, sweep_dir: Path, argv, say):
     from realnets.sweeps.records import load_sweep
     from realnets.validation.comparison import comparison
     from realnets.validation.files import made_from
-    from realnets.validation.rerun import calibration_sample
+    from realnets.validation.quadratic_path import run_quadratic_path
+    from realnets.validation.rerun import (best_trial, calibration_sample, init_params_of,
+                                           retrain)
     from realnets.validation.transfer import run_transfer
 
     start = time.perf_counter()
-    config, _ = load_sweep(sweep_dir)
+    config, records = load_sweep(sweep_dir)
     if not made_from(old.sweep_config, config.to_dict()):
         raise ValueError(f"sweep: {sweep_dir} is not the sweep this validation was made from "
                          f"(its config differs); rerun validate without --reuse")
@@ -488,11 +497,21 @@ def _add_transfer(old, workload, sweep_dir: Path, argv, say):
     settings = dataclasses.replace(old.settings, transfer=True)
     as_dict = {**old.to_dict(), "settings": settings.to_dict()}
     sample = calibration_sample(task, settings.sample_rows, settings.seed)
-    transfer = run_transfer(task, config, as_dict, sample, log=say)
-    transfer["command"] = "python -m realnets " + shlex.join(argv)
+    command = "python -m realnets " + shlex.join(argv)
+    transfer = old.transfer
+    if transfer is None:
+        transfer = {**run_transfer(task, config, as_dict, sample, log=say), "command": command}
+    run = as_dict["calibration_run"]
+    trial = best_trial(records, int(run["batch_size"]))
+    _, goal_params = retrain(task, config, trial)
+    path = run_quadratic_path(task, config, {**as_dict, "transfer": transfer},
+                              init_params_of(task, config.seed, int(trial.trial_id)),
+                              goal_params, sample, log=say)
+    transfer = {**transfer, "quadratic_path": {**path, "command": command}}
     doc = dataclasses.replace(old, settings=settings, transfer=transfer,
                               comparison=comparison({**as_dict, "transfer": transfer}))
-    return _with_transfer_time(doc, time.perf_counter() - start)
+    before = old.seconds.get("transfer", 0.0) if old.transfer is not None else 0.0
+    return _with_transfer_time(doc, before + time.perf_counter() - start)
 
 
 def _with_transfer_time(doc, seconds: float | None):

@@ -64,6 +64,7 @@ from realnets.validation.checkpoint import fit_checkpoint
 from realnets.validation.comparison import comparison, measured_summary
 from realnets.validation.bootstrap import bootstrap_b_crit
 from realnets.validation.predictions import predict
+from realnets.validation.quadratic_path import run_quadratic_path
 from realnets.validation.rerun import (best_trial, calibration_batch_size, calibration_sample,
                                        init_params_of, mean_loss, retrain)
 from realnets.validation.settings import NQM_FAMILY, TARGET_LABELS, ValidationConfig
@@ -157,7 +158,8 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
       train loss, the fitted NQM record, B_noise, B_simple, the prediction curves), branching
       (the local CBS along the reference run, `branching`) and local_cbs ([{"step", "cbs"}]),
       transfer (the network run with the headline NQM's metaparameters,
-      `realnets.validation.transfer`; when vcfg.transfer), comparison (the table, see
+      `realnets.validation.transfer`, and under "quadratic_path" the network against its own
+      quadratic at the goal, `realnets.validation.quadratic_path`; when vcfg.transfer), comparison (the table, see
       `comparison`) and seconds per phase.
     """
     say = log or (lambda _: None)
@@ -249,6 +251,8 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
     if vcfg.transfer:
         t0 = time.perf_counter()
         out["transfer"] = run_transfer(task, sweep_config, out, sample, devices, log)
+        out["transfer"]["quadratic_path"] = run_quadratic_path(
+            task, sweep_config, out, init, goal_params, sample, devices, log)
         seconds["transfer"] = time.perf_counter() - t0
     out["seconds"] = seconds
     out["comparison"] = comparison(out)

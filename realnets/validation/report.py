@@ -15,8 +15,8 @@ from realnets import store
 from realnets.sweeps.branching import BranchResult, render as render_branches
 from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
-from realnets.validation.transfer import (BUDGET_FACTOR, FOLLOWS_FACTOR, edge_ratios,
-                                          s_min_split, top_curvatures)
+from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, FOLLOWS_FACTOR,
+                                          edge_ratios, s_min_split, top_curvatures)
 
 RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"
@@ -280,6 +280,52 @@ def transfer_markdown(doc: dict) -> list[str]:
     return out
 
 
+def path_cells(path: dict) -> tuple[list[str], list[list]]:
+    """(header, rows) of the quadratic-path table (`realnets.validation.quadratic_path`): per
+    batch size the NQM's, the measured and the transfer's steps, the full-batch steps of the
+    network and of its own quadratic at the goal, and the three ratios."""
+    header = ["B", "NQM's steps", "measured S(B)", "network at B (transfer)",
+              "network, full batch", "its quadratic, full batch", "fit", "path", "noise", "s"]
+
+    def steps(d, limit):
+        if d["status"] == "reached":
+            return str(d["steps_to_target"])
+        return f"- ({d['status']}" + (f" in {limit})" if d["status"] == "not reached" else ")")
+
+    rows = [[p["batch_size"], p["nqm_steps"], _fmt(p["measured_steps"]),
+             _fmt(p["transfer_steps"]), steps(p["network"], p["step_limit"]),
+             steps(p["quadratic"], p["step_limit"]),
+             _fmt(p["fit"], 3), _fmt(p["path"], 3), _fmt(p["noise"], 3),
+             f"{p['seconds']:.0f}"] for p in path["points"]]
+    return header, rows
+
+
+def path_markdown(doc: dict) -> list[str]:
+    """The network against its own quadratic at the goal (`path_cells`) and the fixed rule's
+    reading; nothing for a document without it."""
+    path = (doc.get("transfer") or {}).get("quadratic_path")
+    if path is None:
+        return []
+    out = ["## Is the loss quadratic along the way?", "",
+           "At each batch size where the NQM needs "
+           f"{DEPARTS_FACTOR:g}x or more fewer steps than measured: the network and the "
+           "second-order Taylor expansion of its loss at the goal checkpoint, each run full batch "
+           f"on the calibration sample ({path['sample_rows']} rows) from the reference trial's "
+           "initialisation with the NQM's optimizer and metaparameters at that batch size, until "
+           f"the loss is at most {_fmt(path['target'])} (the reference run's at its goal), within "
+           f"{BUDGET_FACTOR:g} times the larger of the NQM's and the measured steps. At the "
+           f"start the loss is {_fmt(path['loss_init'])} and the quadratic's "
+           f"{_fmt(path['quadratic_init'])}. fit = quadratic / NQM, path = network / quadratic, "
+           "noise = transfer / network (docs/validation.md, 'Is the loss quadratic along the "
+           "way?').", ""]
+    if path["points"]:
+        out += _table(*path_cells(path)) + [""]
+    out += [f"Reading (the fixed rule): {path['reading']}", ""]
+    if path.get("command"):
+        out += [f"Run on the stored measurements by `{path['command']}`.", ""]
+    return out
+
+
 def render_markdown(doc: dict, charts: dict, notes: str | None = None,
                     command: str | None = None, wall_seconds: float | None = None) -> str:
     """report.md: the reconciliation table and chart, the diagnostic comparison table, the charts,
@@ -309,6 +355,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
         c = charts[RECONCILIATION_CHART]
         lines += [f"![reconciliation]({c['png']}) ([SVG]({c['svg']}))", ""]
     lines += transfer_markdown(doc)
+    lines += path_markdown(doc)
     lines += ["## Diagnostics: every estimate of B_crit", "",
               "Every target rule, checkpoint and NQM variant (docs/prediction_rule.md keeps them "
               "as diagnostics beside the headline above).", ""]

@@ -378,6 +378,22 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path):
     assert [p["batch_size"] for p in added.transfer["points"]] == [
         p["batch_size"] for p in doc.measured["points"]]
     assert "| follows |" in (tmp_path / "v" / "report.md").read_text()
+    # the NQM is nowhere 1.5x faster than measured on the control: no quadratic path to run
+    path = added.transfer["quadratic_path"]
+    assert path["points"] == [] and "no batch size to take apart" in path["reading"]
+    assert path["loss_init"] == pytest.approx(path["quadratic_init"], rel=1e-4)
+    # a transfer stored without its quadratic path: --reuse runs the path alone
+    files.write_validation(tmp_path / "v", dataclasses.replace(added, transfer={
+        k: v for k, v in added.transfer.items() if k != "quadratic_path"}))
+    status, out, err = _run(capsys, *args)
+    assert status == 0 and "running the quadratic path it lacks" in err, err
+    again = files.read_validation(tmp_path / "v")
+    assert again.transfer["points"] == added.transfer["points"]
+    assert again.transfer["quadratic_path"]["points"] == []
+    assert again.seconds["transfer"] > added.seconds["transfer"]
+    assert again.provenance.wall_seconds == pytest.approx(
+        added.provenance.wall_seconds + again.seconds["transfer"] - added.seconds["transfer"])
+    added = again
     # --reuse again re-renders without recomputing
     status, out, err = _run(capsys, *args)
     assert status == 0 and "reusing" in err and "transfer" not in err
