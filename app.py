@@ -474,6 +474,16 @@ def show_reconciliation(measured, where, doc) -> None:
                     "size with the headline NQM's metaparameters (docs/validation.md).")
         st.dataframe(transfer, hide_index=True)
         st.caption(f"{TRANSFER_NOTE} Reading: {doc['transfer']['reading']}.")
+    path = reports.path_display(doc)
+    st.session_state["quadratic_path"] = path
+    if path is not None:
+        st.markdown("**Is the loss quadratic along the way?** Where the NQM is 1.5x or more "
+                    "faster than measured: the network and the Taylor quadratic of its loss at "
+                    "the goal, full batch from the same start with the NQM's metaparameters "
+                    "(docs/validation.md).")
+        st.dataframe(path, hide_index=True)
+        st.caption("fit = quadratic / NQM, path = network / quadratic, noise = transfer / "
+                   f"network. Reading: {doc['transfer']['quadratic_path']['reading']}")
 
 
 def show_validation(measured, where, doc) -> None:

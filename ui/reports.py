@@ -10,8 +10,8 @@ import pandas as pd
 
 from realnets.validation.files import VALIDATION_FILE, made_from, read_validation
 from realnets.validation.reconciliation import COLUMNS, reconciliation
-from realnets.validation.report import (RECONCILIATION_HEADER, reconciliation_cells,
-                                       transfer_cells)
+from realnets.validation.report import (RECONCILIATION_HEADER, path_cells,
+                                       reconciliation_cells, transfer_cells)
 
 
 def validation_for(config: dict, root: Path) -> Path | None:
@@ -63,4 +63,14 @@ def transfer_display(doc: dict) -> pd.DataFrame | None:
     if not doc.get("transfer"):
         return None
     header, rows = transfer_cells(doc)
+    return pd.DataFrame(rows, columns=header)
+
+
+def path_display(doc: dict) -> pd.DataFrame | None:
+    """The network against its own quadratic at the goal as report.md shows it (text cells), or
+    None when the document has no such measurement or no batch size to take apart."""
+    path = (doc.get("transfer") or {}).get("quadratic_path")
+    if not path or not path["points"]:
+        return None
+    header, rows = path_cells(path)
     return pd.DataFrame(rows, columns=header)

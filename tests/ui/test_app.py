@@ -259,6 +259,13 @@ def test_the_reconciliation_leads_the_tab_for_a_sweep_with_a_report(measured_app
     table = at.session_state["transfer"]
     assert list(table["B"]) == [p["batch_size"] for p in doc.transfer["points"]]
     assert list(table["verdict"]) == [p["verdict"] for p in doc.transfer["points"]]
+    # and the network against its own quadratic, where the NQM is faster than measured
+    path = at.session_state["quadratic_path"]
+    points = doc.transfer["quadratic_path"]["points"]
+    assert list(path["B"]) == [p["batch_size"] for p in points]
+    assert list(path["NQM's steps"]) == [p["nqm_steps"] for p in points]
+    assert list(path["its quadratic, full batch"]) == [str(p["quadratic"]["steps_to_target"])
+                                                       for p in points]
 
 
 def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
