@@ -442,10 +442,12 @@ def show_reconciliation(measured, where, doc) -> None:
     fit and its interval, leave-one-out, the local CBS), the baselines B_simple and B_noise, and
     the NQM's prediction, with the predicted S(B) against the measured one."""
     from realnets.validation.report import TRANSFER_NOTE
+    from realnets.validation.transfer import DEPARTS_FACTOR
     from ui import reports
     from ui import validation_charts
     st.session_state["reconciliation"] = None
     st.session_state["transfer"] = None
+    st.session_state["quadratic_path"] = None
     if doc is None:
         return
     st.subheader("Critical batch size: measured and predicted")
@@ -477,9 +479,9 @@ def show_reconciliation(measured, where, doc) -> None:
     path = reports.path_display(doc)
     st.session_state["quadratic_path"] = path
     if path is not None:
-        st.markdown("**Is the loss quadratic along the way?** Where the NQM is 1.5x or more "
-                    "faster than measured: the network and the Taylor quadratic of its loss at "
-                    "the goal, full batch from the same start with the NQM's metaparameters "
+        st.markdown("**Is the loss quadratic along the way?** Where the NQM is "
+                    f"{DEPARTS_FACTOR:g}x or more faster than measured: the network and the "
+                    "Taylor quadratic of its loss at the goal, full batch from the same start with the NQM's metaparameters "
                     "(docs/validation.md).")
         st.dataframe(path, hide_index=True)
         st.caption("fit = quadratic / NQM, path = network / quadratic, noise = transfer / "

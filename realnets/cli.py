@@ -390,10 +390,10 @@ def validate_command(args, argv) -> str:
     from realnets.validation import files, pipeline, report as validation_report
     from realnets.validation.comparison import comparison
     from realnets.validation.predictions import reference_nqm
+    from realnets.validation.quadratic_path import path_reading
     from realnets.validation.reconciliation import reconciliation
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
-    from realnets.validation.quadratic_path import path_reading
     from realnets.validation.transfer import reading
     from ui.validation_charts import export_charts
 
@@ -421,9 +421,9 @@ def validate_command(args, argv) -> str:
                 doc = _add_transfer(old, workload, sweep_dir, argv, say)
             elif vcfg.transfer:
                 # the table and the transfer's reading are functions of the rest
-                transfer = {**old.transfer, "reading": reading(old.transfer, old.to_dict())}
-                transfer["quadratic_path"] = {**transfer["quadratic_path"], "reading": path_reading(
-                    transfer["quadratic_path"])}
+                path = old.transfer["quadratic_path"]
+                transfer = {**old.transfer, "reading": reading(old.transfer, old.to_dict()),
+                            "quadratic_path": {**path, "reading": path_reading(path)}}
                 doc = dataclasses.replace(old, comparison=comparison(old.to_dict()),
                                           transfer=transfer)
                 say(f"reusing {out / files.VALIDATION_FILE}")
@@ -483,10 +483,10 @@ def _add_transfer(old, workload, sweep_dir: Path, argv, say):
     from realnets.sweeps.records import load_sweep
     from realnets.validation.comparison import comparison
     from realnets.validation.files import made_from
-    from realnets.validation.quadratic_path import run_quadratic_path
+    from realnets.validation.quadratic_path import path_settings, run_quadratic_path
     from realnets.validation.rerun import (best_trial, calibration_sample, init_params_of,
                                            retrain)
-    from realnets.validation.transfer import run_transfer
+    from realnets.validation.transfer import reading, run_transfer
 
     start = time.perf_counter()
     config, records = load_sweep(sweep_dir)
@@ -498,15 +498,24 @@ def _add_transfer(old, workload, sweep_dir: Path, argv, say):
     as_dict = {**old.to_dict(), "settings": settings.to_dict()}
     sample = calibration_sample(task, settings.sample_rows, settings.seed)
     command = "python -m realnets " + shlex.join(argv)
-    transfer = old.transfer
-    if transfer is None:
+    if old.transfer is None:
         transfer = {**run_transfer(task, config, as_dict, sample, log=say), "command": command}
-    run = as_dict["calibration_run"]
-    trial = best_trial(records, int(run["batch_size"]))
-    _, goal_params = retrain(task, config, trial)
-    path = run_quadratic_path(task, config, {**as_dict, "transfer": transfer},
-                              init_params_of(task, config.seed, int(trial.trial_id)),
-                              goal_params, sample, log=say)
+    else:
+        transfer = {**old.transfer, "reading": reading(old.transfer, as_dict)}
+    with_transfer = {**as_dict, "transfer": transfer}
+    init = goal_params = None
+    if path_settings(with_transfer, config):
+        # the reference trial again, to its goal (validate's own rerun counts as its "rerun"
+        # phase; here it is part of the transfer's time)
+        run = as_dict["calibration_run"]
+        trial = best_trial(records, int(run["batch_size"]))
+        if int(trial.trial_id) != int(run["trial_id"]):
+            raise ValueError(f"sweep: {sweep_dir}'s best trial at B = {run['batch_size']} is "
+                             f"{trial.trial_id}, not the validation's {run['trial_id']}; rerun "
+                             "validate without --reuse")
+        init = init_params_of(task, config.seed, int(trial.trial_id))
+        _, goal_params = retrain(task, config, trial)
+    path = run_quadratic_path(task, config, with_transfer, init, goal_params, sample, log=say)
     transfer = {**transfer, "quadratic_path": {**path, "command": command}}
     doc = dataclasses.replace(old, settings=settings, transfer=transfer,
                               comparison=comparison({**as_dict, "transfer": transfer}))

@@ -159,8 +159,8 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
       (the local CBS along the reference run, `branching`) and local_cbs ([{"step", "cbs"}]),
       transfer (the network run with the headline NQM's metaparameters,
       `realnets.validation.transfer`, and under "quadratic_path" the network against its own
-      quadratic at the goal, `realnets.validation.quadratic_path`; when vcfg.transfer), comparison (the table, see
-      `comparison`) and seconds per phase.
+      quadratic at the goal, `realnets.validation.quadratic_path`; when vcfg.transfer),
+      comparison (the table, see `comparison`) and seconds per phase.
     """
     say = log or (lambda _: None)
     seconds = {}

@@ -2,9 +2,9 @@
 apart the three things it assumes between the initialisation and the goal.
 
 The calibrated NQM is a quadratic fitted at the reference run's goal checkpoint theta_g. At each
-batch size where its tuned curve needs DEPARTS_FACTOR or more fewer steps than measured (the batch
-sizes the transfer's reading asks about), two deterministic runs start from the reference trial's
-initialisation theta_0 with the headline NQM's optimizer and metaparameters there (a constant
+batch size where its tuned curve needs DEPARTS_FACTOR or more fewer steps than measured, or where
+the sweep never reached the goal (the batch sizes the transfer's reading asks about), two
+deterministic runs start from the reference trial's initialisation theta_0 with the headline NQM's optimizer and metaparameters there (a constant
 rate), on the calibration sample (the rows the NQM was measured on), full batch:
 
 - **the network**: the mean loss of the sample, L(theta);
@@ -17,8 +17,9 @@ within the transfer's step limit. The steps factor the transfer's miss at B, S_t
 into three measured ratios:
 
 - **fit** = S_quadratic / S_nqm: the fitted NQM (top-k spectrum, power-law tail, start from the
-  gradient at init) against the quadratic it was fitted to (not exact: the NQM has noise at B and
-  a step-matched target; the quadratic runs without noise to L(theta_g));
+  gradient at init) against the quadratic it was fitted to (loosely: the NQM has noise at B, its
+  own start E theta_i^2 = g_i^2 / h_i^2 and a step-matched target, and no linear term; the
+  quadratic runs without noise from theta_0 to L(theta_g));
 - **path** = S_network / S_quadratic: the network against its own quadratic, same start, same
   steps, same target, no noise: 1 when the loss is quadratic between theta_0 and theta_g;
 - **noise** = S_transfer / S_network: the network with the gradient noise of batch size B (the
@@ -111,15 +112,16 @@ class Descent:
 
     Attributes:
       status: 'reached' (loss at or below the target), 'not reached' (within the step limit) or
-        'diverged' (a loss not finite or above DIVERGED_FACTOR x the first).
+        'diverged' (a loss not finite, or above DIVERGED_FACTOR x |the first|).
       steps_to_target: the first step count t with loss(theta_t) <= target (0: at the start),
         None unless reached.
-      losses: loss(theta_t) for t = 0, 1, ... (at most KEPT_LOSSES of them).
+      losses: loss(theta_t) for t = 0, 1, ... (at most KEPT_LOSSES of them; None where not
+        finite).
     """
 
     status: str
     steps_to_target: int | None
-    losses: tuple[float, ...]
+    losses: tuple[float | None, ...]
 
 
 def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: float,
@@ -137,10 +139,12 @@ def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: fl
         if len(losses) < KEPT_LOSSES:
             losses.append(loss if math.isfinite(loss) else None)
         first = loss if first is None else first
-        if not math.isfinite(loss) or abs(loss) > DIVERGED_FACTOR * max(abs(first), 1e-30):
+        if not math.isfinite(loss):
             return Descent("diverged", None, tuple(losses))
-        if loss <= target:
+        if loss <= target:            # a quadratic unbounded below reaches any target
             return Descent("reached", t, tuple(losses))
+        if loss > DIVERGED_FACTOR * max(abs(first), 1e-30):
+            return Descent("diverged", None, tuple(losses))
         if t == step_limit:
             break
         updates, state = optimizer.update(np.asarray(grad, np.float32), state,
@@ -165,8 +169,9 @@ def taylor_quadratic(hessian: hessian_products.HessianOperator, loss_at: float) 
 
 def sample_loss(task: Task, params, sample: dict, chunk_rows: int | None = None,
                 devices=None) -> Callable:
-    """theta (P,) -> (L(theta), grad L(theta)), float64: the task's mean loss over `sample` (in
-    chunks of `chunk_rows`, sharded over `devices`), parameters flattened as `params`."""
+    """theta (P,) -> (L(theta), grad L(theta) (P,)): the task's mean loss over `sample` (in
+    chunks of `chunk_rows`, sharded over `devices`), parameters flattened as `params`; computed
+    in the parameters' dtype (float32), the chunks averaged in float64."""
     flat, unravel = ravel_pytree(params)
     dtype = flat.dtype
     placed = sharded_sample.ShardedSample(sample, chunk_rows=chunk_rows, devices=devices)
@@ -204,29 +209,37 @@ def run_quadratic_path(task: Task, sweep_config: SweepConfig, doc: dict, init_pa
       doc: the validation document so far: its headline tuned curve, measured curve, transfer
         (optional), calibration run (the target: its `train_loss_goal`) and settings
         (chunk_rows).
-      init_params, goal_params: the reference trial's initialisation and goal checkpoint.
+      init_params, goal_params: the reference trial's initialisation and goal checkpoint (not
+        used, and may be None, when `path_settings` is empty).
       sample: the calibration sample the NQM was measured on.
       devices: devices for the sample's chunks (default all).
       log: optional callable(str) for progress lines.
 
     Returns:
-      {"target", "loss_init", "quadratic_init" (q(theta_0)), "sample_rows", "points": [per
+      {"target", "points", "reading"} when `path_settings` is empty; else also "loss_goal"
+      (L(theta_g) on the sample, recomputed: the target when the goal
+      checkpoint is the one the document was measured at), "loss_init", "quadratic_init"
+      (q(theta_0)), "sample_rows", "points": [per
       batch size: the PathRun's fields, "network" and "quadratic" (Descent's fields), the
       ratios "fit", "path", "noise" (None where a side is missing), "seconds"], "reading"}.
     """
     say = log or (lambda _: None)
     chunk_rows = doc["settings"].get("chunk_rows")
     target = float(doc["calibration_run"]["train_loss_goal"])
+    runs = path_settings(doc, sweep_config)
+    if not runs:            # nothing to take apart: nothing measured (the parameters unused)
+        return {"target": target, "points": [], "reading": path_reading({"points": []})}
     theta_0, _ = ravel_pytree(init_params)
     theta_0 = np.asarray(theta_0, np.float64)
     network = sample_loss(task, goal_params, sample, chunk_rows, devices)
     hessian = hessian_products.hvp(task.loss_fn, goal_params, sample, chunk_rows=chunk_rows,
                                    devices=devices)
-    quadratic = taylor_quadratic(hessian, network(hessian.params_P)[0])
-    out = {"target": target, "loss_init": network(theta_0)[0],
+    loss_goal = network(hessian.params_P)[0]
+    quadratic = taylor_quadratic(hessian, loss_goal)
+    out = {"target": target, "loss_goal": loss_goal, "loss_init": network(theta_0)[0],
            "quadratic_init": quadratic(theta_0)[0],
            "sample_rows": int(hessian.num_rows), "points": []}
-    for run in path_settings(doc, sweep_config):
+    for run in runs:
         say(f"the network and its quadratic at the goal, full batch, with the NQM's "
             f"metaparameters at B = {run.batch_size} (up to {run.step_limit} steps)")
         t0 = time.perf_counter()
@@ -287,6 +300,6 @@ def path_reading(path: dict) -> str:
     if missed:
         parts.append(
             f"At B = {listed(missed)} the quadratic itself does not reach the target: the "
-            "NQM's step does not suit the quadratic it was fitted to (a negative or larger "
-            "curvature than the NQM kept).")
+            "NQM's step does not suit the quadratic it was fitted to (a curvature past the "
+            "step's edge that the NQM did not keep, or directions too flat for the limit).")
     return " ".join(parts)

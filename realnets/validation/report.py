@@ -306,19 +306,19 @@ def path_markdown(doc: dict) -> list[str]:
     path = (doc.get("transfer") or {}).get("quadratic_path")
     if path is None:
         return []
-    out = ["## Is the loss quadratic along the way?", "",
-           "At each batch size where the NQM needs "
-           f"{DEPARTS_FACTOR:g}x or more fewer steps than measured: the network and the "
-           "second-order Taylor expansion of its loss at the goal checkpoint, each run full batch "
-           f"on the calibration sample ({path['sample_rows']} rows) from the reference trial's "
-           "initialisation with the NQM's optimizer and metaparameters at that batch size, until "
-           f"the loss is at most {_fmt(path['target'])} (the reference run's at its goal), within "
-           f"{BUDGET_FACTOR:g} times the larger of the NQM's and the measured steps. At the "
-           f"start the loss is {_fmt(path['loss_init'])} and the quadratic's "
-           f"{_fmt(path['quadratic_init'])}. fit = quadratic / NQM, path = network / quadratic, "
-           "noise = transfer / network (docs/validation.md, 'Is the loss quadratic along the "
-           "way?').", ""]
+    out = ["## Is the loss quadratic along the way?", ""]
     if path["points"]:
+        out += ["At each batch size where the NQM needs "
+                f"{DEPARTS_FACTOR:g}x or more fewer steps than measured: the network and the "
+                "second-order Taylor expansion of its loss at the goal checkpoint, each run full "
+                f"batch on the calibration sample ({path['sample_rows']} rows) from the reference "
+                "trial's initialisation with the NQM's optimizer and metaparameters at that batch "
+                f"size, until the loss is at most {_fmt(path['target'])} (the reference run's at "
+                f"its goal), within {BUDGET_FACTOR:g} times the larger of the NQM's and the "
+                f"measured steps. At the start the loss is {_fmt(path['loss_init'])} and the "
+                f"quadratic's {_fmt(path['quadratic_init'])}. fit = quadratic / NQM, path = "
+                "network / quadratic, noise = transfer / network (docs/validation.md, 'Is the "
+                "loss quadratic along the way?').", ""]
         out += _table(*path_cells(path)) + [""]
     out += [f"Reading (the fixed rule): {path['reading']}", ""]
     if path.get("command"):

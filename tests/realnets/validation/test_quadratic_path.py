@@ -18,9 +18,10 @@ import pytest
 from nqm.problem import NQMConfig
 from realnets.calibration import hessian_products
 from realnets.sweeps.records import SweepConfig
-from realnets.validation.quadratic_path import (BUDGET_FACTOR, PATH_FACTOR, descend,
-                                                path_reading, path_settings,
+from realnets.validation.quadratic_path import (BUDGET_FACTOR, PATH_FACTOR, PathRun, descend,
+                                                path_optimizer, path_reading, path_settings,
                                                 run_quadratic_path, taylor_quadratic)
+from realnets.validation.report import path_markdown
 from realnets.workloads import tasks
 from realnets.workloads.search_space import TrialSearchSpace
 
@@ -132,9 +133,13 @@ def test_on_a_quadratic_task_the_network_descends_as_its_own_quadratic():
     assert p["network"]["status"] == p["quadratic"]["status"] == "reached"
     assert p["network"]["steps_to_target"] == p["quadratic"]["steps_to_target"]
     np.testing.assert_allclose(p["network"]["losses"], p["quadratic"]["losses"], rtol=1e-4)
-    assert p["path"] == 1.0 and p["fit"] == p["quadratic"]["steps_to_target"] / 5
-    assert p["noise"] == 40 / p["network"]["steps_to_target"]
+    assert p["path"] == 1.0
+    assert out["loss_goal"] == pytest.approx(loss_goal, rel=1e-6)
     assert "descends within 2x of its own quadratic" in out["reading"]
+    # the report's table: one row, the steps of both descents
+    text = "\n".join(path_markdown({"transfer": {"quadratic_path": out}}))
+    steps = p["network"]["steps_to_target"]
+    assert f"| 4 | 5 | 50 | 40 | {steps} | {steps} |" in text
 
 
 def test_on_a_quartic_past_the_edge_at_the_start_the_network_diverges_and_its_quadratic_does_not():
@@ -149,6 +154,8 @@ def test_on_a_quartic_past_the_edge_at_the_start_the_network_diverges_and_its_qu
     assert p["path"] is None
     assert ("not quadratic between the initialisation and the goal" in out["reading"]
             and "B = 4 (network diverged, quadratic" in out["reading"])
+    assert "| 4 | 3 | 30 | - | - (diverged) |" in "\n".join(
+        path_markdown({"transfer": {"quadratic_path": out}}))
 
 
 def test_the_reading_follows_the_path_factor():
@@ -165,3 +172,31 @@ def test_the_reading_follows_the_path_factor():
     assert f"At B = 16 (network {n - 1}, quadratic 10) the network descends within" in text
     assert "At B = 64 (network 9, quadratic diverged) the quadratic itself does not" in text
     assert "no batch size to take apart" in path_reading({"points": []})
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "nesterov"])
+def test_the_optimizer_is_the_sweeps_with_the_nqms_momentum(optimizer):
+    # heavy ball on L = h theta^2 / 2, by hand: v <- b v + g, theta <- theta - a v (Nesterov:
+    # theta <- theta - a (g + b v)), with the NQM's momentum b, not 1 - b
+    a, b, h = 0.1, 0.9, 2.0
+    run = PathRun(batch_size=4, learning_rate=a, momentum=b, nqm_steps=3, measured_steps=9,
+                  transfer_steps=None, step_limit=36)
+    got = descend(lambda t: (0.5 * h * float(t @ t), h * t), np.array([1.0]),
+                  path_optimizer(_sweep(optimizer), run), target=-1.0, step_limit=6)
+    theta, v, want = 1.0, 0.0, []
+    for _ in range(7):
+        want.append(0.5 * h * theta ** 2)
+        g = h * theta
+        v = b * v + g
+        theta -= a * (g + b * v if optimizer == "nesterov" else v)
+    np.testing.assert_allclose(got.losses, want, rtol=1e-5)
+    assert got.status == "not reached" and len(got.losses) == 7
+
+
+def test_without_a_batch_size_to_take_apart_nothing_is_measured():
+    doc = _doc([_point(4, 10, 0.1)], [{"batch_size": 4, "steps": 12}], 0.5)
+    out = run_quadratic_path(None, _sweep(), doc, None, None, None)
+    assert out == {"target": 0.5, "points": [],
+                   "reading": path_reading({"points": []})}
+    text = "\n".join(path_markdown({"transfer": {"quadratic_path": out}}))
+    assert "no batch size to take apart" in text and "|" not in text
