@@ -14,7 +14,8 @@ from nqm.scaling import Fit
 from realnets.calibration.power_tail import tail_curvature
 from realnets.validation.comparison import target_rules
 from realnets.validation.reconciliation import reconciliation_curves, reconciliation_marks
-from realnets.validation.report import RECONCILIATION_CHART, SPECTRUM_CHART, STEPS_CHART
+from realnets.validation.report import (PATH_CHART, RECONCILIATION_CHART, SPECTRUM_CHART,
+                                        STEPS_CHART)
 from realnets.validation.settings import TARGET_LABELS
 from ui.charts import LOG2, LOG10, chart_bytes, series_colours, steps_chart
 
@@ -228,6 +229,43 @@ def spectrum_figure(record: dict, title: str):
     return alt.layer(*layers).properties(height=360, title=title)
 
 
+def path_table(path: dict) -> pd.DataFrame:
+    """The quadratic path's descents as rows {B, run ('network' | 'its quadratic'), step, loss}
+    (the kept losses; a non-finite loss left out)."""
+    rows = []
+    for p in path["points"]:
+        for key, run in (("network", "network"), ("quadratic", "its quadratic")):
+            rows += [{"B": p["batch_size"], "run": run, "step": t, "loss": loss}
+                     for t, loss in enumerate(p[key]["losses"]) if loss is not None]
+    return pd.DataFrame(rows, columns=["B", "run", "step", "loss"])
+
+
+def path_figure(doc: dict):
+    """Loss against step of the network (solid) and its quadratic at the goal (dashed), one
+    colour per batch size whose NQM metaparameters they use, with the target as a rule;
+    the loss axis clipped to [min(0, lowest), the network's first loss x 1.5] so that a
+    spike does not flatten the rest."""
+    path = doc["transfer"]["quadratic_path"]
+    data = path_table(path)
+    top = 1.5 * float(path["loss_init"])
+    data = data.assign(loss=data["loss"].clip(upper=top))
+    y = alt.Y("loss:Q", title="training loss on the calibration sample",
+              scale=alt.Scale(domain=[min(0.0, float(data["loss"].min())), top]))
+    lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
+        x=alt.X("step:Q", title="step (full batch)"), y=y,
+        color=alt.Color("B:O", title="NQM's metaparameters at B",
+                        scale=alt.Scale(scheme="tableau10"),
+                        legend=alt.Legend(symbolType="stroke")),
+        strokeDash=alt.StrokeDash("run:N", sort=["network", "its quadratic"], legend=None),
+        tooltip=["B", "run", "step", "loss"])
+    rule = alt.Chart(pd.DataFrame({"loss": [path["target"]]})).mark_rule(
+        color="#666666").encode(y="loss:Q")
+    return alt.layer(lines, rule).properties(
+        height=320, title=alt.Title(
+            f"{doc['workload']}: the network (solid) and its quadratic at the goal (dashed)",
+            subtitle="from the same start, full batch; grey rule: the target"))
+
+
 def export(chart, out_dir: Path, stem: str) -> dict:
     """Writes stem.png and stem.svg; returns {"png": name, "svg": name}."""
     names = {}
@@ -239,7 +277,8 @@ def export(chart, out_dir: Path, stem: str) -> dict:
 
 
 def export_charts(out_dir: Path, doc: dict) -> dict:
-    """The report's charts (reconciliation, steps, and the spectrum at each fitted checkpoint) as PNG + SVG into
+    """The report's charts (reconciliation, steps, the spectrum at each fitted checkpoint, and the
+    quadratic path where it took a batch size apart) as PNG + SVG into
     `out_dir`; returns {stem: {"png": name, "svg": name}} for `report.write_report`."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -253,4 +292,6 @@ def export_charts(out_dir: Path, doc: dict) -> dict:
             charts[stem] = export(spectrum_figure(
                 record, f"{doc['workload']}: Hessian spectrum and gradient noise at {name}"),
                 out_dir, stem)
+    if ((doc.get("transfer") or {}).get("quadratic_path") or {}).get("points"):
+        charts[PATH_CHART] = export(path_figure(doc), out_dir, PATH_CHART)
     return charts

@@ -21,6 +21,7 @@ from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, FOLLOWS
 RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"
 SPECTRUM_CHART = "spectrum_{}"
+PATH_CHART = "quadratic_path"
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -300,9 +301,10 @@ def path_cells(path: dict) -> tuple[list[str], list[list]]:
     return header, rows
 
 
-def path_markdown(doc: dict) -> list[str]:
-    """The network against its own quadratic at the goal (`path_cells`) and the fixed rule's
-    reading; nothing for a document without it."""
+def path_markdown(doc: dict, chart: dict | None = None) -> list[str]:
+    """The network against its own quadratic at the goal (`path_cells`), its chart (`chart`:
+    {"png", "svg"} file names, or None) and the fixed rule's reading; nothing for a document
+    without it."""
     path = (doc.get("transfer") or {}).get("quadratic_path")
     if path is None:
         return []
@@ -320,6 +322,8 @@ def path_markdown(doc: dict) -> list[str]:
                 "network / quadratic, noise = transfer / network (docs/validation.md, 'Is the "
                 "loss quadratic along the way?').", ""]
         out += _table(*path_cells(path)) + [""]
+    if chart:
+        out += [f"![the network and its quadratic]({chart['png']}) ([SVG]({chart['svg']}))", ""]
     out += [f"Reading (the fixed rule): {path['reading']}", ""]
     if path.get("command"):
         out += [f"Run on the stored measurements by `{path['command']}`.", ""]
@@ -355,7 +359,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
         c = charts[RECONCILIATION_CHART]
         lines += [f"![reconciliation]({c['png']}) ([SVG]({c['svg']}))", ""]
     lines += transfer_markdown(doc)
-    lines += path_markdown(doc)
+    lines += path_markdown(doc, charts.get(PATH_CHART))
     lines += ["## Diagnostics: every estimate of B_crit", "",
               "Every target rule, checkpoint and NQM variant (docs/prediction_rule.md keeps them "
               "as diagnostics beside the headline above).", ""]

@@ -63,3 +63,32 @@ def test_reconciliation_figure_exports(tmp_path):
     assert (tmp_path / names["png"]).stat().st_size > 1000
     text = (tmp_path / names["svg"]).read_text()
     assert text.startswith("<svg") and "every estimate of B_crit" in text
+
+
+def _path_doc():
+    def side(losses):
+        return {"status": "reached", "steps_to_target": len(losses) - 1, "losses": losses}
+
+    points = [{"batch_size": 8, "network": side([2.0, 9.0, None, 1.0, 0.5]),
+               "quadratic": side([1.5, 0.8, -0.2])},
+              {"batch_size": 16, "network": side([2.0, 0.4]), "quadratic": side([1.5, 0.3])}]
+    return {"workload": "toy", "transfer": {"quadratic_path": {
+        "target": 0.5, "loss_init": 2.0, "points": points}}}
+
+
+def test_path_table_has_every_kept_loss_and_drops_what_is_not_finite():
+    table = vc.path_table(_path_doc()["transfer"]["quadratic_path"])
+    assert len(table) == 4 + 3 + 2 + 2
+    net8 = table[(table["B"] == 8) & (table["run"] == "network")]
+    assert list(net8["step"]) == [0, 1, 3, 4] and list(net8["loss"]) == [2.0, 9.0, 1.0, 0.5]
+
+
+def test_path_figure_clips_spikes_and_draws_the_target():
+    spec = vc.path_figure(_path_doc()).to_dict()
+    lines, rule = spec["layer"]
+    # y from min(0, lowest) = -0.2 to 1.5 x the network's first loss; the spike of 9 clipped there
+    assert lines["encoding"]["y"]["scale"]["domain"] == [-0.2, 3.0]
+    values = spec["datasets"][lines["data"]["name"]]
+    assert max(v["loss"] for v in values) == 3.0
+    assert spec["datasets"][rule["data"]["name"]] == [{"loss": 0.5}]
+    assert lines["encoding"]["strokeDash"]["field"] == "run"
