@@ -271,6 +271,15 @@ def not_quadratic(point: dict) -> bool:
     return net["steps_to_target"] >= PATH_FACTOR * max(quad["steps_to_target"], 1)
 
 
+def network_shape(point: dict) -> dict:
+    """How the network's full-batch loss moved (its kept losses): "peak" (the highest loss over
+    the first), "rises" (steps at which the loss went up) and "steps" (steps seen)."""
+    losses = [x for x in point["network"]["losses"] if x is not None]
+    return {"peak": max(losses) / losses[0] if losses and losses[0] > 0 else None,
+            "rises": sum(1 for a, b in zip(losses, losses[1:]) if b > a),
+            "steps": max(len(losses) - 1, 0)}
+
+
 def path_reading(path: dict) -> str:
     """The fixed rule's reading of a `run_quadratic_path` record."""
     points = path["points"]
@@ -293,6 +302,22 @@ def path_reading(path: dict) -> str:
             f"not reach the target, at B = {listed(bad)}: the loss is not quadratic between the "
             "initialisation and the goal, and a quadratic fitted at the goal descends faster "
             "than the network there (measured).")
+        rising = [p for p in bad if network_shape(p)["rises"] > 0]
+        falling = [p for p in bad if p not in rising]
+        if rising:
+            parts.append(
+                "The network's loss goes up along the way at B = " + ", ".join(
+                    f"{p['batch_size']} (at {network_shape(p)['rises']} of "
+                    f"{network_shape(p)['steps']} steps, up to {network_shape(p)['peak']:.3g}x "
+                    "its start)" for p in rising)
+                + ", where the goal's quadratic falls to the target with the same steps: "
+                "the network meets a steeper or rougher loss on the way (the curvature along "
+                "the path is not measured).")
+        if falling:
+            parts.append(
+                "At B = " + ", ".join(str(p["batch_size"]) for p in falling)
+                + " it falls at every step, only slower: the loss on the way is flatter than "
+                "the goal's quadratic.")
     if good:
         parts.append(
             f"At B = {listed(good)} the network descends within {PATH_FACTOR:g}x of its own "

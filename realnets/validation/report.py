@@ -13,6 +13,7 @@ import numpy as np
 
 from realnets import store
 from realnets.sweeps.branching import BranchResult, render as render_branches
+from realnets.validation.quadratic_path import network_shape
 from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
 from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, FOLLOWS_FACTOR,
@@ -286,7 +287,8 @@ def path_cells(path: dict) -> tuple[list[str], list[list]]:
     batch size the NQM's, the measured and the transfer's steps, the full-batch steps of the
     network and of its own quadratic at the goal, and the three ratios."""
     header = ["B", "NQM's steps", "measured S(B)", "network at B (transfer)",
-              "network, full batch", "its quadratic, full batch", "fit", "path", "noise", "s"]
+              "network, full batch", "its quadratic, full batch", "fit", "path", "noise",
+              "network's loss: rises, peak / start", "s"]
 
     def steps(d, limit):
         if d["status"] == "reached":
@@ -297,6 +299,8 @@ def path_cells(path: dict) -> tuple[list[str], list[list]]:
              _fmt(p["transfer_steps"]), steps(p["network"], p["step_limit"]),
              steps(p["quadratic"], p["step_limit"]),
              _fmt(p["fit"], 3), _fmt(p["path"], 3), _fmt(p["noise"], 3),
+             "{rises} of {steps}, {peak}".format(**{**network_shape(p),
+                                                   "peak": _fmt(network_shape(p)["peak"], 3)}),
              f"{p['seconds']:.0f}"] for p in path["points"]]
     return header, rows
 

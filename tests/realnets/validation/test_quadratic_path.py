@@ -159,16 +159,21 @@ def test_on_a_quartic_past_the_edge_at_the_start_the_network_diverges_and_its_qu
 
 
 def test_the_reading_follows_the_path_factor():
-    def point(b, net, quad):
+    def point(b, net, quad, losses=(2.0, 1.0)):
         def side(s):
             return ({"status": "reached", "steps_to_target": s} if isinstance(s, int)
                     else {"status": s, "steps_to_target": None})
-        return {"batch_size": b, "network": side(net), "quadratic": side(quad)}
+        return {"batch_size": b, "network": {**side(net), "losses": list(losses)},
+                "quadratic": side(quad)}
 
     n = int(PATH_FACTOR * 10)
     text = path_reading({"points": [point(8, n, 10), point(16, n - 1, 10),
-                                    point(32, "not reached", 4), point(64, 9, "diverged")]})
+                                    point(32, "not reached", 4, (2.0, 5.0, None, 1.0, 3.0)),
+                                    point(64, 9, "diverged")]})
     assert f"B = 8 (network {n}, quadratic 10), 32 (network not reached, quadratic 4)" in text
+    # the non-finite loss left out: 2, 5, 1, 3 rises twice in 3 steps, to 2.5x its start
+    assert "goes up along the way at B = 32 (at 2 of 3 steps, up to 2.5x its start)" in text
+    assert "At B = 8 it falls at every step, only slower" in text
     assert f"At B = 16 (network {n - 1}, quadratic 10) the network descends within" in text
     assert "At B = 64 (network 9, quadratic diverged) the quadratic itself does not" in text
     assert "no batch size to take apart" in path_reading({"points": []})
