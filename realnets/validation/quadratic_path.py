@@ -46,7 +46,8 @@ from jax.flatten_util import ravel_pytree
 from realnets.calibration import hessian_products, sharded_sample
 from realnets.sweeps.records import SweepConfig
 from realnets.training.step import Metaparameters, StepConfig, make_optimizer
-from realnets.validation.transfer import BUDGET_FACTOR, DEPARTS_FACTOR, headline_points
+from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, edge_ratio,
+                                          headline_points, sharpness_probe)
 from realnets.workloads.tasks import Task
 
 # the loss is not quadratic along the way at B when the network needs at least this many times
@@ -124,15 +125,30 @@ class Descent:
     losses: tuple[float | None, ...]
 
 
+@dataclass(frozen=True)
+class LargestRise:
+    """Where a descent's loss went up the most in one step: from step `step` (parameters
+    `theta_P`, (P,) float64) to step + 1, by `rise` (loss units)."""
+
+    step: int
+    rise: float
+    theta_P: np.ndarray
+
+
 def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: float,
-            step_limit: int) -> Descent:
+            step_limit: int) -> tuple[Descent, LargestRise | None]:
     """Runs `optimizer` (an optax transformation) on `value_and_grad`: theta (P,) float64 ->
     (loss, gradient (P,)) from `theta_P` until the loss is at or below `target`, diverges, or
-    `step_limit` updates are made."""
+    `step_limit` updates are made. Returns the Descent and its LargestRise (None if the loss
+    never went up between two finite values)."""
     theta = np.asarray(theta_P, np.float64)
     # the optimizer in single precision, as in training; the parameters are kept in double
     state = optimizer.init(theta.astype(np.float32))
-    losses, first = [], None
+    losses, first, previous, largest = [], None, None, None
+
+    def done(status, steps):
+        return Descent(status, steps, tuple(losses)), largest
+
     for t in range(step_limit + 1):
         loss, grad = value_and_grad(theta)
         loss = float(loss)
@@ -140,17 +156,20 @@ def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: fl
             losses.append(loss if math.isfinite(loss) else None)
         first = loss if first is None else first
         if not math.isfinite(loss):
-            return Descent("diverged", None, tuple(losses))
+            return done("diverged", None)
+        if previous is not None and loss - previous[1] > (largest.rise if largest else 0.0):
+            largest = LargestRise(t - 1, loss - previous[1], previous[0])
         if loss <= target:            # a quadratic unbounded below reaches any target
-            return Descent("reached", t, tuple(losses))
+            return done("reached", t)
         if loss > DIVERGED_FACTOR * max(abs(first), 1e-30):
-            return Descent("diverged", None, tuple(losses))
+            return done("diverged", None)
         if t == step_limit:
             break
+        previous = (theta, loss)
         updates, state = optimizer.update(np.asarray(grad, np.float32), state,
                                           theta.astype(np.float32))
         theta = theta + np.asarray(updates, np.float64)
-    return Descent("not reached", None, tuple(losses))
+    return done("not reached", None)
 
 
 def taylor_quadratic(hessian: hessian_products.HessianOperator, loss_at: float) -> Callable:
@@ -194,6 +213,16 @@ def path_optimizer(sweep_config: SweepConfig, run: PathRun):
     return make_optimizer(StepConfig(optimizer=sweep_config.optimizer), hp)
 
 
+def rise_record(rise: LargestRise, run: PathRun, optimizer: str,
+                h1: tuple[float, float]) -> dict:
+    """The network's largest one-step rise with the top Hessian eigenvalue h_1 of the sample's
+    loss where it started (and its Ritz residual) and the step's `edge_ratio` there (a h_1 over
+    the quadratic stability edge; >= 1: the step is past the edge of that curvature; None for
+    Adam)."""
+    return {"step": rise.step, "rise": rise.rise, "h1": h1[0], "h1_residual": h1[1],
+            "edge_ratio": edge_ratio(run.learning_rate, run.momentum, h1[0], optimizer)}
+
+
 def _ratio(a, b):
     return None if a is None or b is None or b == 0 else a / b
 
@@ -220,8 +249,10 @@ def run_quadratic_path(task: Task, sweep_config: SweepConfig, doc: dict, init_pa
       (L(theta_g) on the sample, recomputed: the target when the goal
       checkpoint is the one the document was measured at), "loss_init", "quadratic_init"
       (q(theta_0)), "sample_rows", "points": [per
-      batch size: the PathRun's fields, "network" and "quadratic" (Descent's fields), the
-      ratios "fit", "path", "noise" (None where a side is missing), "seconds"], "reading"}.
+      batch size: the PathRun's fields, "network" and "quadratic" (Descent's fields),
+      "largest_rise" (`rise_record` of the network's largest one-step rise, None if its loss
+      never went up), the ratios "fit", "path", "noise" (None where a side is missing),
+      "seconds"], "reading"}.
     """
     say = log or (lambda _: None)
     chunk_rows = doc["settings"].get("chunk_rows")
@@ -229,8 +260,9 @@ def run_quadratic_path(task: Task, sweep_config: SweepConfig, doc: dict, init_pa
     runs = path_settings(doc, sweep_config)
     if not runs:            # nothing to take apart: nothing measured (the parameters unused)
         return {"target": target, "points": [], "reading": path_reading({"points": []})}
-    theta_0, _ = ravel_pytree(init_params)
+    theta_0, unravel = ravel_pytree(init_params)
     theta_0 = np.asarray(theta_0, np.float64)
+    sharpness = sharpness_probe(task, sample, doc["settings"]["seed"], chunk_rows, devices)
     network = sample_loss(task, goal_params, sample, chunk_rows, devices)
     hessian = hessian_products.hvp(task.loss_fn, goal_params, sample, chunk_rows=chunk_rows,
                                    devices=devices)
@@ -246,9 +278,13 @@ def run_quadratic_path(task: Task, sweep_config: SweepConfig, doc: dict, init_pa
         got = {name: descend(fn, theta_0, path_optimizer(sweep_config, run), target,
                              run.step_limit)
                for name, fn in (("network", network), ("quadratic", quadratic))}
+        rise = got["network"][1]
+        got = {name: descent for name, (descent, _) in got.items()}
         s_net, s_quad = got["network"].steps_to_target, got["quadratic"].steps_to_target
         out["points"].append({
             **asdict(run), **{k: asdict(v) for k, v in got.items()},
+            "largest_rise": None if rise is None else rise_record(
+                rise, run, sweep_config.optimizer, sharpness(unravel(rise.theta_P))),
             "fit": _ratio(s_quad, run.nqm_steps), "path": _ratio(s_net, s_quad),
             "noise": _ratio(run.transfer_steps, s_net),
             "seconds": time.perf_counter() - t0})
@@ -278,6 +314,28 @@ def network_shape(point: dict) -> dict:
     return {"peak": max(losses) / losses[0] if losses and losses[0] > 0 else None,
             "rises": sum(1 for a, b in zip(losses, losses[1:]) if b > a),
             "steps": max(len(losses) - 1, 0)}
+
+
+def _edge_sentences(rising: list[dict]) -> list[str]:
+    """What the curvature where each run's loss rose most says (`rise_record`)."""
+    def ratio(p):
+        return (p.get("largest_rise") or {}).get("edge_ratio")
+
+    def listed(ps):
+        return ", ".join(f"{p['batch_size']} ({ratio(p):.3g} at step "
+                         f"{p['largest_rise']['step']})" for p in ps)
+
+    past = [p for p in rising if ratio(p) is not None and ratio(p) >= 1.0]
+    within = [p for p in rising if ratio(p) is not None and ratio(p) < 1.0]
+    out = []
+    if past:
+        out.append("Where it rose most, the NQM's step is past the stability edge of the top "
+                   f"curvature there (a h_1 / edge) at B = {listed(past)}: the curvature on the "
+                   "way exceeds what the step can take (measured).")
+    if within:
+        out.append(f"At B = {listed(within)} the step is within that edge: the rise is not an "
+                   "instability of the top direction (momentum's ripple, or a rougher loss).")
+    return out
 
 
 def path_reading(path: dict) -> str:
@@ -310,9 +368,8 @@ def path_reading(path: dict) -> str:
                     f"{p['batch_size']} (at {network_shape(p)['rises']} of "
                     f"{network_shape(p)['steps']} steps, up to {network_shape(p)['peak']:.3g}x "
                     "its start)" for p in rising)
-                + ", where the goal's quadratic falls to the target with the same steps: "
-                "the network meets a steeper or rougher loss on the way (the curvature along "
-                "the path is not measured).")
+                + ", where the goal's quadratic falls to the target with the same steps.")
+            parts += _edge_sentences(rising)
         if falling:
             parts.append(
                 "At B = " + ", ".join(str(p["batch_size"]) for p in falling)

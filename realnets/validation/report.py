@@ -288,7 +288,15 @@ def path_cells(path: dict) -> tuple[list[str], list[list]]:
     network and of its own quadratic at the goal, and the three ratios."""
     header = ["B", "NQM's steps", "measured S(B)", "network at B (transfer)",
               "network, full batch", "its quadratic, full batch", "fit", "path", "noise",
-              "network's loss: rises, peak / start", "s"]
+              "network's loss: rises, peak / start",
+              "where it rose most: step, h_1, a h_1 / edge", "s"]
+
+    def rose(p):
+        r = p.get("largest_rise")
+        if not r:
+            return "-"
+        return f"{r['step']}, {_fmt(r['h1'], 3)}, {_fmt(r['edge_ratio'], 3)}"
+
 
     def steps(d, limit):
         if d["status"] == "reached":
@@ -301,7 +309,7 @@ def path_cells(path: dict) -> tuple[list[str], list[list]]:
              _fmt(p["fit"], 3), _fmt(p["path"], 3), _fmt(p["noise"], 3),
              "{rises} of {steps}, {peak}".format(**{**network_shape(p),
                                                    "peak": _fmt(network_shape(p)["peak"], 3)}),
-             f"{p['seconds']:.0f}"] for p in path["points"]]
+             rose(p), f"{p['seconds']:.0f}"] for p in path["points"]]
     return header, rows
 
 

@@ -36,7 +36,7 @@ def _sweep(optimizer="sgd", max_steps=3000):
 
 def _doc(points, measured, loss_goal=1.0, transfer=None):
     doc = {"settings": {"checkpoints": ["goal"], "target_rule": "step_matched",
-                        "chunk_rows": None},
+                        "chunk_rows": None, "seed": 0},
            "checkpoints": {"goal": {"predictions": {"step_matched": {"tuned": {
                "points": points}}}}},
            "calibration_run": {"train_loss_goal": loss_goal},
@@ -75,8 +75,14 @@ def test_a_descent_on_a_1d_quadratic_takes_the_closed_form_steps(lr, status):
     def value_and_grad(theta):
         return 0.5 * h * float(theta @ theta), h * theta
 
-    got = descend(value_and_grad, np.array([theta0]), optax.sgd(lr), target, step_limit=60)
+    got, rise = descend(value_and_grad, np.array([theta0]), optax.sgd(lr), target,
+                        step_limit=60)
     assert got.status == status
+    if status == "diverged":          # the loss rises at every step, most at the last
+        assert rise.step == 4 and rise.rise == pytest.approx(got.losses[5] - got.losses[4])
+        assert rise.theta_P[0] == pytest.approx(theta0 * (1 - lr * h) ** 4)
+    else:
+        assert rise is None
     loss0 = 0.5 * h * theta0 ** 2
     # L_t = L_0 (1 - a h)^(2t): the first t with L_t <= target
     factor = (1.0 - lr * h) ** 2
@@ -152,10 +158,21 @@ def test_on_a_quartic_past_the_edge_at_the_start_the_network_diverges_and_its_qu
     (p,) = out["points"]
     assert p["network"]["status"] == "diverged" and p["quadratic"]["status"] == "reached"
     assert p["path"] is None
+    # it rose most from its last finite step: curvature 3 theta^2 there, far past the edge 2
+    rise = p["largest_rise"]
+    theta = 2.0
+    for _ in range(rise["step"]):
+        theta -= theta ** 3
+    assert rise["h1"] == pytest.approx(3 * theta ** 2, rel=1e-4)
+    assert rise["edge_ratio"] == pytest.approx(3 * theta ** 2 / 2, rel=1e-4)
+    assert "past the stability edge of the top curvature there (a h_1 / edge) at B = 4" in \
+        out["reading"]
     assert ("not quadratic between the initialisation and the goal" in out["reading"]
             and "B = 4 (network diverged, quadratic" in out["reading"])
-    assert "| 4 | 3 | 30 | - | - (diverged) |" in "\n".join(
-        path_markdown({"transfer": {"quadratic_path": out}}))
+    row = [line for line in path_markdown({"transfer": {"quadratic_path": out}})
+           if line.startswith("| 4 |")][0]
+    assert row.startswith("| 4 | 3 | 30 | - | - (diverged) |")
+    assert f"| {rise['step']}, {rise['h1']:.3g}, {rise['edge_ratio']:.3g} |" in row
 
 
 def test_the_reading_follows_the_path_factor():
@@ -173,6 +190,14 @@ def test_the_reading_follows_the_path_factor():
     assert f"B = 8 (network {n}, quadratic 10), 32 (network not reached, quadratic 4)" in text
     # the non-finite loss left out: 2, 5, 1, 3 rises twice in 3 steps, to 2.5x its start
     assert "goes up along the way at B = 32 (at 2 of 3 steps, up to 2.5x its start)" in text
+    with_edge = {"points": [{**point(8, "not reached", 4, (2.0, 3.0)),
+                             "largest_rise": {"step": 0, "edge_ratio": 1.5}},
+                            {**point(16, "not reached", 4, (2.0, 3.0)),
+                             "largest_rise": {"step": 3, "edge_ratio": 0.5}}]}
+    edges = path_reading(with_edge)
+    assert "past the stability edge of the top curvature there (a h_1 / edge) at B = 8 (1.5 at " \
+        "step 0)" in edges
+    assert "At B = 16 (0.5 at step 3) the step is within that edge" in edges
     assert "At B = 8 it falls at every step, only slower" in text
     assert f"At B = 16 (network {n - 1}, quadratic 10) the network descends within" in text
     assert "At B = 64 (network 9, quadratic diverged) the quadratic itself does not" in text
@@ -186,8 +211,8 @@ def test_the_optimizer_is_the_sweeps_with_the_nqms_momentum(optimizer):
     a, b, h = 0.1, 0.9, 2.0
     run = PathRun(batch_size=4, learning_rate=a, momentum=b, nqm_steps=3, measured_steps=9,
                   transfer_steps=None, step_limit=36)
-    got = descend(lambda t: (0.5 * h * float(t @ t), h * t), np.array([1.0]),
-                  path_optimizer(_sweep(optimizer), run), target=-1.0, step_limit=6)
+    got, _ = descend(lambda t: (0.5 * h * float(t @ t), h * t), np.array([1.0]),
+                     path_optimizer(_sweep(optimizer), run), target=-1.0, step_limit=6)
     theta, v, want = 1.0, 0.0, []
     for _ in range(7):
         want.append(0.5 * h * theta ** 2)
