@@ -481,9 +481,11 @@ def show_reconciliation(measured, where, doc) -> None:
     if path is not None:
         st.markdown("**Is the loss quadratic along the way?** Where the NQM is "
                     f"{DEPARTS_FACTOR:g}x or more faster than measured: the network and the "
-                    "Taylor quadratic of its loss at the goal, full batch from the same start with the NQM's metaparameters "
-                    "(docs/validation.md).")
+                    "Taylor quadratic of its loss at the goal, full batch from the same start "
+                    "with the NQM's metaparameters (docs/validation.md).")
         st.dataframe(path, hide_index=True)
+        show_chart(validation_charts.path_figure(doc), f"{file_stem(measured)}_quadratic_path",
+                   "export_quadratic_path")
         st.caption("fit = quadratic / NQM, path = network / quadratic, noise = transfer / "
                    f"network. Reading: {doc['transfer']['quadratic_path']['reading']}")
 

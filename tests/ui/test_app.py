@@ -176,9 +176,9 @@ def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
                for m in at.markdown)
     points = at.session_state["measured_points"]
     assert list(points["batch_size"]) == [2 ** k for k in range(4, 13)]
-    # the steps chart (after the reconciliation's) holds the 9 measured batch sizes and the NQM
-    # at the same ones
-    curves = next(f for f in chart_frames(at, 1) if "steps" in f)
+    # the steps chart (after the reconciliation's and the quadratic path's) holds the 9 measured
+    # batch sizes and the NQM at the same ones
+    curves = next(f for f in chart_frames(at, 2) if "steps" in f)
     measured = curves[curves["curve"] == "measured: mnist_mlp"]
     assert list(measured["batch_size"]) == [2 ** k for k in range(4, 13)]
     assert list(measured["steps"]) == list(points["steps"])
@@ -186,11 +186,11 @@ def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
     assert nqm["curve"].iloc[0].endswith("(scaled to measured S_min)")
     assert list(nqm["batch_size"]) == [2 ** k for k in range(4, 13)]
     # markers: B_crit (fit), cbs20 and maximal from, for both curves
-    rules = next(f for f in chart_frames(at, 1) if "marker" in f)
+    rules = next(f for f in chart_frames(at, 2) if "marker" in f)
     assert sorted(rules["marker"]) == sorted(["B_crit (fit)", "cbs20", "maximal from"] * 2)
-    # the reconciliation and the calibrated NQM's report (reports/validation/mnist_mlp), trials
-    # scatter and noise-scale charts are drawn too
-    assert len(at.get("vega_lite_chart")) == 5
+    # the reconciliation, the quadratic path and the calibrated NQM's report
+    # (reports/validation/mnist_mlp), trials scatter and noise-scale charts are drawn too
+    assert len(at.get("vega_lite_chart")) == 6
     trials = at.session_state["measured_trials"]
     assert len(trials) == 9 * 32
     assert set(trials["status"]) == {"reached", "not reached", "infeasible"}
@@ -266,6 +266,12 @@ def test_the_reconciliation_leads_the_tab_for_a_sweep_with_a_report(measured_app
     assert list(path["NQM's steps"]) == [p["nqm_steps"] for p in points]
     assert list(path["its quadratic, full batch"]) == [str(p["quadratic"]["steps_to_target"])
                                                        for p in points]
+    # and its chart: both descents at every batch size taken apart, every kept loss
+    descents = next(f for i in range(len(at.get("vega_lite_chart")))
+                    for f in chart_frames(at, i) if "run" in f and "loss" in f)
+    assert sorted(set(descents["B"])) == [p["batch_size"] for p in points]
+    net = descents[(descents["B"] == points[0]["batch_size"]) & (descents["run"] == "network")]
+    assert len(net) == len(points[0]["network"]["losses"])
 
 
 def test_side_by_side_table_has_the_b_crit_ratio(measured_app):
@@ -630,12 +636,12 @@ def test_every_measured_chart_exports_png_and_svg(deferred_downloads):
     at = section_app("Measured curves")
     assert not at.exception and not errors(at)
     buttons = export_buttons(at)
-    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 10
+    assert len(buttons) == 2 * len(at.get("vega_lite_chart")) == 12
     assert all(b.proto.ignore_rerun for b in at.get("download_button"))
     names = sorted(deferred_downloads)
     assert names == sorted(f"mnist_mlp_{kind}.{fmt}" for kind in
-                           ("reconciliation", "vs_nqm", "calibrated_nqm", "trials",
-                                        "noise_scale")
+                           ("reconciliation", "quadratic_path", "vs_nqm", "calibrated_nqm",
+                            "trials", "noise_scale")
                            for fmt in ("png", "svg"))
     # the faceted trials chart keeps its panel size: one panel per batch size, 3 across
     width, height = png_size(deferred_downloads["mnist_mlp_trials.png"][0]())

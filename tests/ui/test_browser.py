@@ -331,11 +331,13 @@ def test_explorer_redraws_when_a_slider_moves(page, tmp_path):
 def test_measured_curves_are_drawn_apart_from_the_nqm(page, tmp_path):
     page.locator(STEPS_LINE).wait_for()       # the explorer first, as a visitor sees it
     open_tab(page, "Measured curves")
-    # The shipped mnist_mlp sweep (the default): the reconciliation of its validation report, the
-    # sweep beside the NQM, the NQM calibrated on it, the trials behind each point, the measured
-    # noise scale.
-    reconciliation, steps, calibrated, trials, noise = wait_charts(page, 5)
+    # The shipped mnist_mlp sweep (the default): the reconciliation of its validation report and
+    # its quadratic path, the sweep beside the NQM, the NQM calibrated on it, the trials behind
+    # each point, the measured noise scale.
+    reconciliation, path, steps, calibrated, trials, noise = wait_charts(page, 6)
     assert "every estimate of B_crit" in chart_text(reconciliation)
+    assert "its quadratic at the goal (dashed)" in chart_text(path)
+    assert_chart_drawn(path, "measured curves, quadratic path")
     assert "measured: mnist_mlp" in chart_text(steps)
     assert "measured and predicted" in chart_text(calibrated)
     for chart, name in ((reconciliation, "reconciliation"), (steps, "measured vs NQM"),
