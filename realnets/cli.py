@@ -390,7 +390,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation import files, pipeline, report as validation_report
     from realnets.validation.comparison import comparison
     from realnets.validation.predictions import reference_nqm
-    from realnets.validation.quadratic_path import path_reading
+    from realnets.validation.quadratic_path import complete, path_reading
     from realnets.validation.reconciliation import reconciliation
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
@@ -415,7 +415,8 @@ def validate_command(args, argv) -> str:
         # the same measurements whether or not a transfer is asked for: reuse them
         if (old.workload == workload.key
                 and dataclasses.replace(old.settings, transfer=vcfg.transfer) == vcfg):
-            if vcfg.transfer and (old.transfer is None or "quadratic_path" not in old.transfer):
+            if vcfg.transfer and (old.transfer is None or "quadratic_path" not in old.transfer
+                                  or not complete(old.transfer["quadratic_path"])):
                 say(f"reusing {out / files.VALIDATION_FILE}; running the "
                     + ("transfer" if old.transfer is None else "quadratic path") + " it lacks")
                 doc = _add_transfer(old, workload, sweep_dir, argv, say)
@@ -472,8 +473,9 @@ def validate_command(args, argv) -> str:
 
 
 def _add_transfer(old, workload, sweep_dir: Path, argv, say):
-    """A validation document made without the transfer, or with a transfer but without its
-    quadratic path, with what it lacks run on its stored measurements
+    """A validation document made without the transfer, or with a transfer whose quadratic path
+    is missing or incomplete (`quadratic_path.complete`), with what it lacks run on its stored
+    measurements
     (`realnets.validation.transfer`, `realnets.validation.quadratic_path`: the reference trial
     is retrained to its goal for the latter); its sweep must be the one it was made from."""
     import dataclasses
@@ -503,6 +505,7 @@ def _add_transfer(old, workload, sweep_dir: Path, argv, say):
     else:
         transfer = {**old.transfer, "reading": reading(old.transfer, as_dict)}
     with_transfer = {**as_dict, "transfer": transfer}
+    path_start = time.perf_counter()
     init = goal_params = None
     if path_settings(with_transfer, config):
         # the reference trial again, to its goal (validate's own rerun counts as its "rerun"
@@ -516,10 +519,13 @@ def _add_transfer(old, workload, sweep_dir: Path, argv, say):
         init = init_params_of(task, config.seed, int(trial.trial_id))
         _, goal_params = retrain(task, config, trial)
     path = run_quadratic_path(task, config, with_transfer, init, goal_params, sample, log=say)
-    transfer = {**transfer, "quadratic_path": {**path, "command": command}}
+    transfer = {**transfer, "quadratic_path": {
+        **path, "seconds": time.perf_counter() - path_start, "command": command}}
     doc = dataclasses.replace(old, settings=settings, transfer=transfer,
                               comparison=comparison({**as_dict, "transfer": transfer}))
-    before = old.seconds.get("transfer", 0.0) if old.transfer is not None else 0.0
+    # a stored path this one replaces leaves the transfer's time (when it recorded its own)
+    before = 0.0 if old.transfer is None else old.seconds.get("transfer", 0.0) - (
+        (old.transfer.get("quadratic_path") or {}).get("seconds") or 0.0)
     return _with_transfer_time(doc, before + time.perf_counter() - start)
 
 

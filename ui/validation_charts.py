@@ -248,7 +248,7 @@ def path_figure(doc: dict):
     path = doc["transfer"]["quadratic_path"]
     data = path_table(path)
     top = 1.5 * float(path["loss_init"])
-    data = data.assign(loss=data["loss"].clip(upper=top))
+    data = data.assign(measured=data["loss"], loss=data["loss"].clip(upper=top))
     y = alt.Y("loss:Q", title="training loss on the calibration sample",
               scale=alt.Scale(domain=[min(0.0, float(data["loss"].min())), top]))
     lines = alt.Chart(data).mark_line(point=alt.OverlayMarkDef(size=12)).encode(
@@ -257,13 +257,14 @@ def path_figure(doc: dict):
                         scale=alt.Scale(scheme="tableau10"),
                         legend=alt.Legend(symbolType="stroke")),
         strokeDash=alt.StrokeDash("run:N", sort=["network", "its quadratic"], legend=None),
-        tooltip=["B", "run", "step", "loss"])
+        tooltip=["B", "run", "step", alt.Tooltip("measured:Q", title="loss")])
     rule = alt.Chart(pd.DataFrame({"loss": [path["target"]]})).mark_rule(
         color="#666666").encode(y="loss:Q")
     return alt.layer(lines, rule).properties(
         height=320, title=alt.Title(
             f"{doc['workload']}: the network (solid) and its quadratic at the goal (dashed)",
-            subtitle="from the same start, full batch; grey rule: the target"))
+            subtitle="from the same start, full batch; grey rule: the target; losses above "
+                     "1.5x the first drawn at that height"))
 
 
 def export(chart, out_dir: Path, stem: str) -> dict:

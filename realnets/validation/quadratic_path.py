@@ -57,6 +57,8 @@ PATH_FACTOR = 2.0
 DIVERGED_FACTOR = 1e6
 # losses kept per run in the record (the first ones; a run ends at its target or its limit)
 KEPT_LOSSES = 400
+# a loss that goes up by more than this fraction of itself in one step has risen
+RISE_TOLERANCE = 1e-6
 
 
 @dataclass(frozen=True)
@@ -126,28 +128,30 @@ class Descent:
 
 
 @dataclass(frozen=True)
-class LargestRise:
-    """Where a descent's loss went up the most in one step: from step `step` (parameters
-    `theta_P`, (P,) float64) to step + 1, by `rise` (loss units)."""
+class FirstRise:
+    """Where a descent's loss first went up: from step `step` (parameters `theta_P`, (P,)
+    float64) to step + 1, by `rise` (loss units; None when the loss there was not finite). A
+    rise counts when it exceeds RISE_TOLERANCE x |the loss before it| (float32 rounding does
+    not)."""
 
     step: int
-    rise: float
+    rise: float | None
     theta_P: np.ndarray
 
 
 def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: float,
-            step_limit: int) -> tuple[Descent, LargestRise | None]:
+            step_limit: int) -> tuple[Descent, FirstRise | None]:
     """Runs `optimizer` (an optax transformation) on `value_and_grad`: theta (P,) float64 ->
     (loss, gradient (P,)) from `theta_P` until the loss is at or below `target`, diverges, or
-    `step_limit` updates are made. Returns the Descent and its LargestRise (None if the loss
-    never went up between two finite values)."""
+    `step_limit` updates are made. Returns the Descent and its FirstRise (None if the loss
+    never went up)."""
     theta = np.asarray(theta_P, np.float64)
     # the optimizer in single precision, as in training; the parameters are kept in double
     state = optimizer.init(theta.astype(np.float32))
-    losses, first, previous, largest = [], None, None, None
+    losses, first, previous, rise = [], None, None, None
 
     def done(status, steps):
-        return Descent(status, steps, tuple(losses)), largest
+        return Descent(status, steps, tuple(losses)), rise
 
     for t in range(step_limit + 1):
         loss, grad = value_and_grad(theta)
@@ -155,10 +159,13 @@ def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: fl
         if len(losses) < KEPT_LOSSES:
             losses.append(loss if math.isfinite(loss) else None)
         first = loss if first is None else first
+        if rise is None and previous is not None and (
+                not math.isfinite(loss)
+                or loss - previous[1] > RISE_TOLERANCE * abs(previous[1])):
+            rise = FirstRise(t - 1, loss - previous[1] if math.isfinite(loss) else None,
+                             previous[0])
         if not math.isfinite(loss):
             return done("diverged", None)
-        if previous is not None and loss - previous[1] > (largest.rise if largest else 0.0):
-            largest = LargestRise(t - 1, loss - previous[1], previous[0])
         if loss <= target:            # a quadratic unbounded below reaches any target
             return done("reached", t)
         if loss > DIVERGED_FACTOR * max(abs(first), 1e-30):
@@ -213,14 +220,20 @@ def path_optimizer(sweep_config: SweepConfig, run: PathRun):
     return make_optimizer(StepConfig(optimizer=sweep_config.optimizer), hp)
 
 
-def rise_record(rise: LargestRise, run: PathRun, optimizer: str,
+def rise_record(rise: FirstRise, run: PathRun, optimizer: str,
                 h1: tuple[float, float]) -> dict:
-    """The network's largest one-step rise with the top Hessian eigenvalue h_1 of the sample's
-    loss where it started (and its Ritz residual) and the step's `edge_ratio` there (a h_1 over
-    the quadratic stability edge; >= 1: the step is past the edge of that curvature; None for
-    Adam)."""
+    """The network's first rise with the top Hessian eigenvalue h_1 (loss / param^2) of the
+    sample's loss where it started, its Ritz residual, and the step's `edge_ratio` there (a h_1
+    over the quadratic stability edge, dimensionless; >= 1: the step is past the edge of that
+    curvature; None for Adam)."""
     return {"step": rise.step, "rise": rise.rise, "h1": h1[0], "h1_residual": h1[1],
             "edge_ratio": edge_ratio(run.learning_rate, run.momentum, h1[0], optimizer)}
+
+
+def complete(path: dict) -> bool:
+    """Whether a stored quadratic-path record has everything this module now records (a record
+    from before the first rise was measured has not)."""
+    return all("first_rise" in p for p in path["points"])
 
 
 def _ratio(a, b):
@@ -245,21 +258,23 @@ def run_quadratic_path(task: Task, sweep_config: SweepConfig, doc: dict, init_pa
       log: optional callable(str) for progress lines.
 
     Returns:
-      {"target", "points", "reading"} when `path_settings` is empty; else also "loss_goal"
+      {"target", "points", "reading", "seconds"} when `path_settings` is empty; else also "loss_goal"
       (L(theta_g) on the sample, recomputed: the target when the goal
       checkpoint is the one the document was measured at), "loss_init", "quadratic_init"
       (q(theta_0)), "sample_rows", "points": [per
       batch size: the PathRun's fields, "network" and "quadratic" (Descent's fields),
-      "largest_rise" (`rise_record` of the network's largest one-step rise, None if its loss
-      never went up), the ratios "fit", "path", "noise" (None where a side is missing),
-      "seconds"], "reading"}.
+      "first_rise" (`rise_record` where the network's loss first went up, None if it never
+      did), the ratios "fit", "path", "noise" (None where a side is missing), "seconds" (0 for
+      a batch size that shared another's descents)], "reading", "seconds" (the whole call)}.
     """
+    start = time.perf_counter()
     say = log or (lambda _: None)
     chunk_rows = doc["settings"].get("chunk_rows")
     target = float(doc["calibration_run"]["train_loss_goal"])
     runs = path_settings(doc, sweep_config)
     if not runs:            # nothing to take apart: nothing measured (the parameters unused)
-        return {"target": target, "points": [], "reading": path_reading({"points": []})}
+        return {"target": target, "points": [], "reading": path_reading({"points": []}),
+                "seconds": time.perf_counter() - start}
     theta_0, unravel = ravel_pytree(init_params)
     theta_0 = np.asarray(theta_0, np.float64)
     sharpness = sharpness_probe(task, sample, doc["settings"]["seed"], chunk_rows, devices)
@@ -271,24 +286,31 @@ def run_quadratic_path(task: Task, sweep_config: SweepConfig, doc: dict, init_pa
     out = {"target": target, "loss_goal": loss_goal, "loss_init": network(theta_0)[0],
            "quadratic_init": quadratic(theta_0)[0],
            "sample_rows": int(hessian.num_rows), "points": []}
+    done = {}
     for run in runs:
         say(f"the network and its quadratic at the goal, full batch, with the NQM's "
             f"metaparameters at B = {run.batch_size} (up to {run.step_limit} steps)")
         t0 = time.perf_counter()
-        got = {name: descend(fn, theta_0, path_optimizer(sweep_config, run), target,
-                             run.step_limit)
-               for name, fn in (("network", network), ("quadratic", quadratic))}
-        rise = got["network"][1]
-        got = {name: descent for name, (descent, _) in got.items()}
-        s_net, s_quad = got["network"].steps_to_target, got["quadratic"].steps_to_target
+        # batch sizes where the NQM chose the same step share their descents
+        same = (run.learning_rate, run.momentum, run.step_limit)
+        if same not in done:
+            got = {name: descend(fn, theta_0, path_optimizer(sweep_config, run), target,
+                                 run.step_limit)
+                   for name, fn in (("network", network), ("quadratic", quadratic))}
+            rise = got["network"][1]
+            done[same] = ({name: asdict(descent) for name, (descent, _) in got.items()},
+                          None if rise is None else rise_record(
+                              rise, run, sweep_config.optimizer,
+                              sharpness(unravel(rise.theta_P))))
+        got, rise = done[same]
+        s_net, s_quad = got["network"]["steps_to_target"], got["quadratic"]["steps_to_target"]
         out["points"].append({
-            **asdict(run), **{k: asdict(v) for k, v in got.items()},
-            "largest_rise": None if rise is None else rise_record(
-                rise, run, sweep_config.optimizer, sharpness(unravel(rise.theta_P))),
+            **asdict(run), **got, "first_rise": rise,
             "fit": _ratio(s_quad, run.nqm_steps), "path": _ratio(s_net, s_quad),
             "noise": _ratio(run.transfer_steps, s_net),
             "seconds": time.perf_counter() - t0})
     out["reading"] = path_reading(out)
+    out["seconds"] = time.perf_counter() - start
     return out
 
 
@@ -317,24 +339,25 @@ def network_shape(point: dict) -> dict:
 
 
 def _edge_sentences(rising: list[dict]) -> list[str]:
-    """What the curvature where each run's loss rose most says (`rise_record`)."""
+    """What the curvature where each run's loss first went up says (`rise_record`)."""
     def ratio(p):
-        return (p.get("largest_rise") or {}).get("edge_ratio")
+        return (p.get("first_rise") or {}).get("edge_ratio")
 
     def listed(ps):
         return ", ".join(f"{p['batch_size']} ({ratio(p):.3g} at step "
-                         f"{p['largest_rise']['step']})" for p in ps)
+                         f"{p['first_rise']['step']})" for p in ps)
 
     past = [p for p in rising if ratio(p) is not None and ratio(p) >= 1.0]
     within = [p for p in rising if ratio(p) is not None and ratio(p) < 1.0]
     out = []
     if past:
-        out.append("Where it rose most, the NQM's step is past the stability edge of the top "
-                   f"curvature there (a h_1 / edge) at B = {listed(past)}: the curvature on the "
-                   "way exceeds what the step can take (measured).")
+        out.append("Where it first went up, the NQM's step is past the stability edge of the top "
+                   f"curvature there (a h_1 / edge) at B = {listed(past)}: the curvature the "
+                   "network has reached by then is more than the step can take (measured).")
     if within:
-        out.append(f"At B = {listed(within)} the step is within that edge: the rise is not an "
-                   "instability of the top direction (momentum's ripple, or a rougher loss).")
+        out.append(f"At B = {listed(within)} the step is within that edge where the loss first "
+                   "went up: the rise is not an instability of the top direction (what it is "
+                   "is not measured).")
     return out
 
 
@@ -360,7 +383,8 @@ def path_reading(path: dict) -> str:
             f"not reach the target, at B = {listed(bad)}: the loss is not quadratic between the "
             "initialisation and the goal, and a quadratic fitted at the goal descends faster "
             "than the network there (measured).")
-        rising = [p for p in bad if network_shape(p)["rises"] > 0]
+        rising = [p for p in bad if (p["first_rise"] is not None if "first_rise" in p
+                                     else network_shape(p)["rises"] > 0)]
         falling = [p for p in bad if p not in rising]
         if rising:
             parts.append(

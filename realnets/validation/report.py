@@ -285,18 +285,20 @@ def transfer_markdown(doc: dict) -> list[str]:
 def path_cells(path: dict) -> tuple[list[str], list[list]]:
     """(header, rows) of the quadratic-path table (`realnets.validation.quadratic_path`): per
     batch size the NQM's, the measured and the transfer's steps, the full-batch steps of the
-    network and of its own quadratic at the goal, and the three ratios."""
+    network and of its own quadratic at the goal, the three ratios, how the network's loss moved
+    (`network_shape`) and the curvature where it first went up ('-': it never did)."""
     header = ["B", "NQM's steps", "measured S(B)", "network at B (transfer)",
               "network, full batch", "its quadratic, full batch", "fit", "path", "noise",
               "network's loss: rises, peak / start",
-              "where it rose most: step, h_1, a h_1 / edge", "s"]
+              "where it first went up: step, h_1, a h_1 / edge", "s"]
 
     def rose(p):
-        r = p.get("largest_rise")
+        if "first_rise" not in p:
+            return "not measured"
+        r = p["first_rise"]
         if not r:
             return "-"
         return f"{r['step']}, {_fmt(r['h1'], 3)}, {_fmt(r['edge_ratio'], 3)}"
-
 
     def steps(d, limit):
         if d["status"] == "reached":

@@ -78,9 +78,9 @@ def test_a_descent_on_a_1d_quadratic_takes_the_closed_form_steps(lr, status):
     got, rise = descend(value_and_grad, np.array([theta0]), optax.sgd(lr), target,
                         step_limit=60)
     assert got.status == status
-    if status == "diverged":          # the loss rises at every step, most at the last
-        assert rise.step == 4 and rise.rise == pytest.approx(got.losses[5] - got.losses[4])
-        assert rise.theta_P[0] == pytest.approx(theta0 * (1 - lr * h) ** 4)
+    if status == "diverged":          # the loss rises from the start: 9 -> 16 x 9
+        assert rise.step == 0 and rise.rise == pytest.approx(15 * 9.0)
+        assert rise.theta_P[0] == theta0
     else:
         assert rise is None
     loss0 = 0.5 * h * theta0 ** 2
@@ -148,31 +148,55 @@ def test_on_a_quadratic_task_the_network_descends_as_its_own_quadratic():
     assert f"| 4 | 5 | 50 | 40 | {steps} | {steps} |" in text
 
 
-def test_on_a_quartic_past_the_edge_at_the_start_the_network_diverges_and_its_quadratic_does_not():
+@pytest.mark.parametrize("optimizer,momentum,edge", [("sgd", None, 2.0),
+                                                     ("momentum", 0.5, 3.0)])
+def test_on_a_quartic_past_the_edge_at_the_start_the_network_diverges_and_its_quadratic_does_not(
+        optimizer, momentum, edge):
     task = _quartic_task(1)
     sample = {"x": np.zeros((4, 1), np.float32)}
     init, goal = {"theta": np.array([2.0], np.float32)}, {"theta": np.array([0.5], np.float32)}
-    # curvature 3 theta^2: 12 at the start (a h = 12 > 2), 0.75 at the goal (a h = 0.75 < 2)
-    doc = _doc([_point(4, 3, 1.0)], [{"batch_size": 4, "steps": 30}], 0.25 * 0.5 ** 4)
-    out = run_quadratic_path(task, _sweep("sgd"), doc, init, goal, sample, devices=CPU)
+    # curvature 3 theta^2: 12 at the start, 0.75 at the goal; the edge of a h: 2 for SGD,
+    # 2 (1 + b) = 3 for heavy ball with b = 0.5
+    doc = _doc([_point(4, 3, 1.0, momentum)], [{"batch_size": 4, "steps": 30}], 0.25 * 0.5 ** 4)
+    out = run_quadratic_path(task, _sweep(optimizer), doc, init, goal, sample, devices=CPU)
     (p,) = out["points"]
     assert p["network"]["status"] == "diverged" and p["quadratic"]["status"] == "reached"
     assert p["path"] is None
-    # it rose most from its last finite step: curvature 3 theta^2 there, far past the edge 2
-    rise = p["largest_rise"]
-    theta = 2.0
-    for _ in range(rise["step"]):
-        theta -= theta ** 3
-    assert rise["h1"] == pytest.approx(3 * theta ** 2, rel=1e-4)
-    assert rise["edge_ratio"] == pytest.approx(3 * theta ** 2 / 2, rel=1e-4)
-    assert "past the stability edge of the top curvature there (a h_1 / edge) at B = 4" in \
-        out["reading"]
+    # the first step (the same for both: v_0 = g) takes theta from 2 to -6: the loss goes from
+    # 4 to 324 at step 0, where h_1 = 12
+    rise = p["first_rise"]
+    assert rise["step"] == 0 and rise["rise"] == pytest.approx(0.25 * 6 ** 4 - 4.0)
+    assert rise["h1"] == pytest.approx(12.0, rel=1e-4)
+    assert rise["edge_ratio"] == pytest.approx(12.0 / edge, rel=1e-4)
+    assert ("past the stability edge of the top curvature there (a h_1 / edge) at B = 4 "
+            f"({12 / edge:.3g} at step 0)") in out["reading"]
     assert ("not quadratic between the initialisation and the goal" in out["reading"]
             and "B = 4 (network diverged, quadratic" in out["reading"])
     row = [line for line in path_markdown({"transfer": {"quadratic_path": out}})
            if line.startswith("| 4 |")][0]
     assert row.startswith("| 4 | 3 | 30 | - | - (diverged) |")
-    assert f"| {rise['step']}, {rise['h1']:.3g}, {rise['edge_ratio']:.3g} |" in row
+    assert f"| 0, 12, {12 / edge:.3g} |" in row
+
+
+def test_batch_sizes_with_the_same_step_share_their_descents():
+    task = _quartic_task(1)
+    sample = {"x": np.zeros((4, 1), np.float32)}
+    init, goal = {"theta": np.array([1.0], np.float32)}, {"theta": np.array([0.5], np.float32)}
+    doc = _doc([_point(4, 3, 0.1), _point(8, 3, 0.1)],
+               [{"batch_size": 4, "steps": 30}, {"batch_size": 8, "steps": 30}],
+               0.25 * 0.5 ** 4)
+    out = run_quadratic_path(task, _sweep("sgd"), doc, init, goal, sample, devices=CPU)
+    first, second = out["points"]
+    assert second["network"] == first["network"] and second["quadratic"] == first["quadratic"]
+    assert first["network"]["status"] == "reached" and first["first_rise"] is None
+    # L = theta^4 / 4 by GD from 1 with a = 0.1 (theta <- theta - a theta^3), to theta <= 0.5
+    theta, steps = 1.0, 0
+    while theta > 0.5:
+        theta, steps = theta - 0.1 * theta ** 3, steps + 1
+    assert first["network"]["steps_to_target"] == steps
+    row = [line for line in path_markdown({"transfer": {"quadratic_path": out}})
+           if line.startswith("| 8 |")][0]
+    assert "| 0 of " in row and row.count("| - |") >= 1     # never went up: no curvature
 
 
 def test_the_reading_follows_the_path_factor():
@@ -191,13 +215,19 @@ def test_the_reading_follows_the_path_factor():
     # the non-finite loss left out: 2, 5, 1, 3 rises twice in 3 steps, to 2.5x its start
     assert "goes up along the way at B = 32 (at 2 of 3 steps, up to 2.5x its start)" in text
     with_edge = {"points": [{**point(8, "not reached", 4, (2.0, 3.0)),
-                             "largest_rise": {"step": 0, "edge_ratio": 1.5}},
+                             "first_rise": {"step": 0, "edge_ratio": 1.5}},
                             {**point(16, "not reached", 4, (2.0, 3.0)),
-                             "largest_rise": {"step": 3, "edge_ratio": 0.5}}]}
+                             "first_rise": {"step": 3, "edge_ratio": 0.5}},
+                            {**point(32, "not reached", 4, (2.0, 3.0)),     # Adam: no edge
+                             "first_rise": {"step": 1, "edge_ratio": None}},
+                            {**point(64, "not reached", 4, (2.0, 3.0)),     # rose after the
+                             "first_rise": {"step": 500, "edge_ratio": 2.0}}]}  # kept losses
     edges = path_reading(with_edge)
+    assert "goes up along the way at B = 8 (" in edges and ", 64 (at 1 of 1 steps" in edges
     assert "past the stability edge of the top curvature there (a h_1 / edge) at B = 8 (1.5 at " \
-        "step 0)" in edges
+        "step 0), 64 (2 at step 500)" in edges
     assert "At B = 16 (0.5 at step 3) the step is within that edge" in edges
+    assert "32 (" not in edges.split("Where it first went up")[1]
     assert "At B = 8 it falls at every step, only slower" in text
     assert f"At B = 16 (network {n - 1}, quadratic 10) the network descends within" in text
     assert "At B = 64 (network 9, quadratic diverged) the quadratic itself does not" in text
@@ -226,6 +256,7 @@ def test_the_optimizer_is_the_sweeps_with_the_nqms_momentum(optimizer):
 def test_without_a_batch_size_to_take_apart_nothing_is_measured():
     doc = _doc([_point(4, 10, 0.1)], [{"batch_size": 4, "steps": 12}], 0.5)
     out = run_quadratic_path(None, _sweep(), doc, None, None, None)
+    assert out.pop("seconds") >= 0
     assert out == {"target": 0.5, "points": [],
                    "reading": path_reading({"points": []})}
     text = "\n".join(path_markdown({"transfer": {"quadratic_path": out}}))
