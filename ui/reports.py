@@ -15,20 +15,28 @@ from realnets.validation.report import (RECONCILIATION_HEADER, path_cells,
 
 
 def validation_for(config: dict, root: Path) -> Path | None:
-    """The directory of the validation report made from a sweep of the same study as this config
-    (`realnets.sweeps.records.IDENTITY` and the trials per batch size), or None: a report of
-    another study of the same workload would compare the wrong curve."""
+    """The directory under `root` of the validation report made from a sweep of the same study as
+    this config (`realnets.sweeps.records.IDENTITY` and the trials per batch size), or None: a
+    report of another study of the same workload would compare the wrong curve.
+
+    Every report directory is a candidate, `root/WORKLOAD` first: a report is found by what it
+    was made from, not by its name (an own workload's report, or one of a workload swept with
+    another optimizer, `root/WORKLOAD_OPTIMIZER`). A report that does not read is skipped."""
     workload = config.get("workload")
-    if not workload:
+    root = Path(root)
+    if not workload or not root.is_dir():
         return None
-    path = Path(root) / str(workload)
-    if not (path / VALIDATION_FILE).is_file():
-        return None
-    try:
-        recorded = read_validation(path).sweep_config
-    except ValueError:
-        return None
-    return path if made_from(recorded, config) else None
+    named = root / str(workload)
+    candidates = sorted((d for d in root.iterdir() if (d / VALIDATION_FILE).is_file()),
+                        key=lambda d: (d != named, d.name))
+    for path in candidates:
+        try:
+            recorded = read_validation(path).sweep_config
+        except ValueError:
+            continue
+        if made_from(recorded, config):
+            return path
+    return None
 
 
 def load_validation(out_dir: Path) -> pd.DataFrame:

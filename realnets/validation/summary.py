@@ -11,8 +11,9 @@ Each entry (`summary_entry`, from a validation document):
    "b_noise": {"value", "se"}, "b_simple": {"value", "se"},   # per example, headline checkpoint
    "local_cbs": [{"step", "cbs"}],              # branching (empty when not measured)
    "ratio"}                                     # predicted / measured B_crit
-Unknown numbers are null. `python -m realnets validate` replaces its workload's entry and keeps
-the others (`update_summary`); the file is written atomically.
+Unknown numbers are null. An entry is keyed by its workload and optimizer (the same network and
+data may be swept with momentum and with Adam: two entries). `python -m realnets validate` replaces
+its key's entry and keeps the others (`update_summary`); the file is written atomically.
 """
 
 from __future__ import annotations
@@ -81,11 +82,17 @@ def read_summary(path: Path) -> list[dict]:
     return entries
 
 
+def entry_key(entry: dict) -> tuple[str, str]:
+    """What identifies a summary entry: (workload, optimizer)."""
+    return entry["workload"], entry.get("optimizer") or ""
+
+
 def update_summary(path: Path, entry: dict) -> None:
-    """Replaces `entry`'s workload in the summary at `path` (or adds it), sorted by workload."""
-    entries = [e for e in read_summary(path) if e["workload"] != entry["workload"]]
+    """Replaces the entry with `entry`'s workload and optimizer in the summary at `path` (or adds
+    it), sorted by workload, then optimizer."""
+    entries = [e for e in read_summary(path) if entry_key(e) != entry_key(entry)]
     entries.append(entry)
-    store.write_json_atomic(Path(path), sorted(entries, key=lambda e: e["workload"]))
+    store.write_json_atomic(Path(path), sorted(entries, key=entry_key))
 
 
 def rebuild_summary(path: Path) -> list[dict]:
@@ -99,7 +106,7 @@ def rebuild_summary(path: Path) -> list[dict]:
     if not dirs:
         raise ValueError(f"no validation documents beside {path} (DIR/{VALIDATION_FILE})")
     entries = [summary_entry(read_validation(d).to_dict()) for d in dirs]
-    store.write_json_atomic(path, sorted(entries, key=lambda e: e["workload"]))
+    store.write_json_atomic(path, sorted(entries, key=entry_key))
     return read_summary(path)
 
 

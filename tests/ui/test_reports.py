@@ -21,6 +21,17 @@ def test_no_validation_report_for_a_sweep_it_was_not_made_from(tmp_path):
     shutil.copytree(REPO / "reports" / "validation" / "mnist_mlp", tmp_path / "mnist_mlp")
     (tmp_path / "mnist_mlp" / "validation.json").write_text("{broken")
     assert reports.validation_for(config, root=tmp_path) is None
+    # found by what it was made from, whatever its directory is called
+    shutil.copytree(REPO / "reports" / "validation" / "mnist_mlp", tmp_path / "renamed")
+    assert reports.validation_for(config, root=tmp_path) == tmp_path / "renamed"
+    assert reports.validation_for(config, root=tmp_path / "absent") is None
+
+
+def test_the_own_workloads_report_is_found_beside_its_sweep():
+    """Its workload is 'examples/own_workload.py:make_workload', its report own_mnist1d_cnn."""
+    config = json.loads((REPO / "sweeps" / "own_mnist1d_cnn" / "config.json").read_text())
+    shipped = REPO / "reports" / "validation"
+    assert reports.validation_for(config, shipped) == shipped / "own_mnist1d_cnn"
 
 
 def test_reconciliation_table_of_a_committed_report():

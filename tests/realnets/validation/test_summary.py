@@ -9,15 +9,16 @@ from realnets.validation.files import read_validation
 from realnets.cli import main as realnets_main
 from realnets.validation.files import write_validation
 from realnets.validation.summary import (SUMMARY_FILE, read_summary, rebuild_summary,
-                                         summary_entry, summary_table, update_summary)
+                                         entry_key, summary_entry, summary_table,
+                                         update_summary)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
 
 
-def _doc(workload="w", measured=100.0, predicted=150.0):
+def _doc(workload="w", measured=100.0, predicted=150.0, optimizer="sgd"):
     return {"workload": workload,
             "settings": {"target_rule": "step_matched", "checkpoints": ["goal", "init"]},
-            "sweep_config": {"optimizer": "sgd"},
+            "sweep_config": {"optimizer": optimizer},
             "measured": {"fit": {"b_crit": measured},
                          "interval": {"available": True, "p16": 80.0, "p84": 130.0}},
             "checkpoints": {"goal": {
@@ -59,22 +60,32 @@ def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
     entries = read_summary(path)
     assert [e["workload"] for e in entries] == ["a", "b"]
     assert entries[1]["ratio"] == pytest.approx(3.0)
+    # the same workload with another optimizer is another entry, and replaces only its own
+    update_summary(path, summary_entry(_doc("a", optimizer="adam", predicted=50.0)))
+    update_summary(path, summary_entry(_doc("a", optimizer="adam", predicted=70.0)))
+    entries = read_summary(path)
+    assert [(e["workload"], e["optimizer"]) for e in entries] == [("a", "adam"), ("a", "sgd"),
+                                                                  ("b", "sgd")]
+    assert [e["ratio"] for e in entries] == pytest.approx([0.7, 1.5, 3.0])
     path.write_text("{}")
     with pytest.raises(ValueError, match="list"):
         read_summary(path)
 
 
 def test_committed_summary_matches_every_committed_report():
-    entries = {e["workload"]: e for e in read_summary(REPORTS / SUMMARY_FILE)}
+    entries = {entry_key(e): e for e in read_summary(REPORTS / SUMMARY_FILE)}
     docs = sorted(p.parent for p in REPORTS.glob("*/validation.json"))
     assert docs, "no committed validation reports"
     made = {d: read_validation(d).to_dict() for d in docs}
     # one entry per report, keyed by its workload (a name, or an own workload's FILE.py:FUNCTION)
-    assert set(entries) == {doc["workload"] for doc in made.values()}
+    # and optimizer; a report's directory is named for its workload, or WORKLOAD_OPTIMIZER when
+    # the workload's default optimizer was replaced
+    keys = {d: (doc["workload"], doc["sweep_config"]["optimizer"]) for d, doc in made.items()}
+    assert set(entries) == set(keys.values())
     assert len(entries) == len(docs)
     for d, doc in made.items():
-        assert d.name == doc["workload"] or ":" in doc["workload"]
-        assert json.loads(json.dumps(summary_entry(doc))) == entries[doc["workload"]]
+        assert (d.name in (doc["workload"], "_".join(keys[d])) or ":" in doc["workload"])
+        assert json.loads(json.dumps(summary_entry(doc))) == entries[keys[d]]
 
 
 def _points(steps, batch_sizes=(16, 32, 64, 128, 256, 512, 1024)):
