@@ -344,6 +344,18 @@ def path_markdown(doc: dict, chart: dict | None = None) -> list[str]:
     return out
 
 
+def title(doc: dict) -> str:
+    """The workload's name, and the optimizer when the sweep replaced a shipped workload's own
+    ('digits_mlp, trained with adam'); an own workload's name alone."""
+    from realnets.workloads.catalog import WORKLOADS
+
+    w, optimizer = doc["workload"], doc["sweep_config"].get("optimizer")
+    shipped = WORKLOADS.get(w)
+    if shipped is None or optimizer in (None, shipped.optimizer):
+        return w
+    return f"{w}, trained with {optimizer}"
+
+
 def render_markdown(doc: dict, charts: dict, notes: str | None = None,
                     command: str | None = None, wall_seconds: float | None = None) -> str:
     """report.md: the reconciliation table and chart, the diagnostic comparison table, the charts,
@@ -351,7 +363,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     w = doc["workload"]
     sc = doc["sweep_config"]
     run = doc["calibration_run"]
-    lines = [f"# Validation: {w}", ""]
+    lines = [f"# Validation: {title(doc)}", ""]
     if command:
         lines += ["Made by", "", "```", command, "```", ""]
     if wall_seconds is not None:
