@@ -1,5 +1,5 @@
-"""`python -m realnets {sweep, workloads, report, import-batch-science, validate, branch,
-throughput, plan}`.
+"""`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
+swap-optimizer, branch, throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -146,6 +146,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-render OUT/validation.json if it was made with the same settings; "
                         "one made before the transfer existed gets only the transfer run")
     v.add_argument("--no-progress", action="store_true")
+    w = sub.add_parser("swap-optimizer",
+                       help="a report's calibrated NQM tuned as another optimizer (a diagnostic: "
+                            "is the miss the quadratic's or the optimizer model's?)")
+    w.add_argument("dir", help="validation report directory (holding validation.json)")
+    w.add_argument("--optimizer", required=True, choices=("sgd", "momentum", "adam"))
+    w.add_argument("--lr-range", required=True, help="LO,HI of the learning rate")
+    w.add_argument("--one-minus-momentum-range",
+                   help="LO,HI of 1 - momentum (1 - b1 for adam); required but for sgd")
+    w.add_argument("--format", choices=("table", "json"), default="table")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
     return parser
@@ -628,6 +637,62 @@ def plan_command(args) -> str:
     return to_json(plan.to_dict(), indent=1) if args.format == "json" else plan_table(plan)
 
 
+def swap_command(args) -> str:
+    """`python -m realnets swap-optimizer DIR`: the report's headline NQM and the same NQM tuned
+    as `--optimizer` (`realnets.validation.optimizer_swap`)."""
+    import json
+
+    from nqm.tuning import SearchSpace
+    from realnets.validation.files import read_validation
+    from realnets.validation.optimizer_swap import headline, swapped_prediction
+
+    lr = _range(args.lr_range, "--lr-range")
+    if args.optimizer == "sgd":
+        if args.one_minus_momentum_range:
+            raise ValueError("--one-minus-momentum-range does not apply to --optimizer sgd")
+        space = SearchSpace(learning_rate=lr)
+    else:
+        if not args.one_minus_momentum_range:
+            raise ValueError(f"--one-minus-momentum-range is required for --optimizer "
+                             f"{args.optimizer} (LO,HI within (0, 1])")
+        space = SearchSpace(learning_rate=lr, one_minus_momentum=_range(
+            args.one_minus_momentum_range, "--one-minus-momentum-range"))
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise ValueError(f"dir {args.dir!r} is not a directory (a validation report's)")
+    doc = read_validation(directory).to_dict()
+    own = headline(doc)
+    swapped = swapped_prediction(doc, args.optimizer, space)
+    measured = doc["measured"]["fit"]["b_crit"]
+    fit = own["tuned"]["fit"]
+    rows = [{"optimizer": f"{own['match']['family']} (the rule's)",
+             "target": own["match"]["target"], "b_crit": fit["b_crit"], "s_min": fit["s_min"],
+             "steps": [p["steps"] for p in own["tuned"]["points"]]},
+            {"optimizer": f"{swapped.family} (swapped in)", "target": swapped.target,
+             "b_crit": swapped.b_crit, "s_min": swapped.s_min, "steps": list(swapped.steps)}]
+    for r in rows:
+        r["ratio"] = r["b_crit"] / measured if r["b_crit"] is not None and measured else None
+    if args.format == "json":
+        return json.dumps({"workload": doc["workload"], "measured_b_crit": measured,
+                           "reference": {"batch_size": own["match"]["batch_size"],
+                                         "steps": own["match"]["steps"]},
+                           "rows": rows, "swapped": swapped.to_dict()}, indent=1)
+
+    def num(x):
+        return "-" if x is None else f"{x:.4g}"
+
+    lines = [f"{doc['workload']} ({directory}): measured B_crit {num(measured)}; reference "
+             f"B_ref {own['match']['batch_size']}, S_ref {own['match']['steps']}; checkpoint "
+             f"{own['checkpoint']}",
+             "steps at B = " + " ".join(str(b) for b in swapped.batch_sizes),
+             f"{'optimizer':<22} {'target':>9} {'B_crit':>9} {'ratio':>7} {'S_min':>7}  steps"]
+    for r in rows:
+        lines.append(f"{r['optimizer']:<22} {num(r['target']):>9} {num(r['b_crit']):>9} "
+                     f"{num(r['ratio']):>7} {num(r['s_min']):>7}  "
+                     + " ".join("-" if s is None else str(s) for s in r["steps"]))
+    return "\n".join(lines)
+
+
 def summary_text(path: str, rebuild: bool = False) -> str:
     """`python -m realnets summary`: the summary file as the docs' Markdown table (rebuilt first
     from the validation documents beside it with `rebuild`)."""
@@ -670,6 +735,8 @@ def main(argv=None) -> int:
             text = validate_command(args, list(sys.argv[1:] if argv is None else argv))
         elif args.command == "summary":
             text = summary_text(args.file, args.rebuild)
+        elif args.command == "swap-optimizer":
+            text = swap_command(args)
         else:
             text = import_text(args)
     except ValueError as err:

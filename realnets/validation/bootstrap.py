@@ -18,21 +18,30 @@ from realnets.validation.targets import (StepMatch, nqm_optimizer, nqm_search_sp
                                         step_matched_target)
 
 
-def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMConfig:
+def fitted_nqm(fitted: dict, target: float) -> NQMConfig:
+    """The NQM of a `nqm_fit.fit_nqm` record at its fitted values (no draw), with `target`: the
+    calibrated NQM a validation document stores under `checkpoints.<name>.nqm`."""
+    return resampled_nqm(fitted, target, rng=None)
+
+
+def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator | None) -> NQMConfig:
     """One NQM drawn from a `nqm_fit.fit_nqm` record's values and uncertainties (independent
     normals; positive quantities clipped at a tenth of their value): the top-k h, c and g, the
     tail's exponent, dimension, noise ratio and start. A parametric bootstrap for the spread of a
     prediction. The dimension's draw uses its standard error over SLQ probes only, not the
     quadrature's resolution (`dim_resolution`, reported beside it): where the SLQ density is not
     resolved at the floor that resolution can exceed d itself, and it bounds a discretisation
-    error rather than giving a spread."""
+    error rather than giving a spread. With `rng` None nothing is drawn (`fitted_nqm`)."""
     top = fitted["top"]
+
+    def normal(shape=()):
+        return np.zeros(shape) if rng is None else rng.standard_normal(shape)
 
     def draw(m, positive=True):
         value = np.asarray(m["value"], float)
         err = np.nan_to_num(np.asarray(m["uncertainty"] if m["uncertainty"] is not None
                                        else np.zeros_like(value), float))
-        x = value + err * rng.standard_normal(value.shape)
+        x = value + err * normal(value.shape)
         return np.maximum(x, 0.1 * value) if positive else x
 
     h = draw(top["curvature"])
@@ -44,7 +53,7 @@ def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator) -> NQMC
         k = tail["anchor_index"]
         a = float(draw(tail["exponent"]))
         sd = tail["dim"]["uncertainty"] or 0.0
-        d = max(k + 1, int(round(tail["dim"]["value"] + sd * rng.standard_normal())))
+        d = max(k + 1, int(round(tail["dim"]["value"] + sd * float(normal()))))
         rho = float(draw(tail["noise_ratio"]))
         m = float(draw(tail["init_second_moment"], positive=False))
         h_tail = power_tail.tail_curvature(np.arange(k + 1, d + 1), k, float(h.min()), a)

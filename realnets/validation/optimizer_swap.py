@@ -1,0 +1,93 @@
+"""The calibrated NQM of a validation report, tuned as another optimizer family.
+
+A prediction that misses has two suspects: the quadratic fitted to the network (curvature, noise,
+start) and the optimizer model the rule puts on it (heavy-ball momentum for momentum sweeps,
+mean-field Adam for Adam sweeps). Keeping the quadratic and changing the optimizer separates
+them: the rule's step-matched target is recomputed for the new family at the same reference
+point (B_ref, S_ref), then the NQM is tuned per batch size in the given search space and fitted
+as the headline curve is. A diagnostic, not the rule: the new family's search space is the
+caller's choice, since the sweep only searched its own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from nqm.scaling import analyse_curve
+from nqm.tuning import SearchSpace, tune_curve
+from realnets.validation.bootstrap import fitted_nqm
+from realnets.validation.settings import NQM_FAMILY
+from realnets.validation.targets import StepMatch, nqm_optimizer, step_matched_target
+
+
+@dataclass(frozen=True)
+class SwappedPrediction:
+    """The calibrated NQM of one report tuned as `family`.
+
+    Attributes:
+      family: NQM optimizer family ('sgd', 'momentum' or 'adam').
+      space: its search space (learning rate; 1 - momentum or 1 - b1).
+      target: the step-matched target for this family (NQM loss above its minimum).
+      batch_sizes, steps: the tuned curve, steps to target per batch size (None: not reached).
+      b_crit, s_min: the fit S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018, eq. 2.11);
+        None when it could not be fitted.
+    """
+
+    family: str
+    space: SearchSpace
+    target: float
+    batch_sizes: tuple[int, ...]
+    steps: tuple[int | None, ...]
+    b_crit: float | None
+    s_min: float | None
+
+    def to_dict(self) -> dict:
+        return {"family": self.family, "target": self.target,
+                "space": {"learning_rate": list(self.space.learning_rate),
+                          "one_minus_momentum": list(self.space.one_minus_momentum)},
+                "points": [{"batch_size": b, "steps": s}
+                           for b, s in zip(self.batch_sizes, self.steps)],
+                "b_crit": self.b_crit, "s_min": self.s_min}
+
+
+def headline(doc: dict) -> dict:
+    """The report's own headline prediction at its headline checkpoint: its step match and tuned
+    curve (`validation.json`'s `checkpoints.<goal>.step_match` and `predictions.step_matched`)."""
+    checkpoint = doc["settings"]["checkpoints"][0]
+    c = doc["checkpoints"].get(checkpoint) or {}
+    match = c.get("step_match")
+    tuned = ((c.get("predictions") or {}).get("step_matched") or {}).get("tuned")
+    if not match or not tuned or not c.get("nqm"):
+        raise ValueError(f"report of {doc.get('workload')!r}: no step-matched prediction at its "
+                         f"{checkpoint!r} checkpoint to swap the optimizer of")
+    return {"checkpoint": checkpoint, "nqm": c["nqm"], "match": match, "tuned": tuned}
+
+
+def swapped_prediction(doc: dict, family: str, space: SearchSpace) -> SwappedPrediction:
+    """The report's calibrated NQM (headline checkpoint) tuned as `family` in `space`, with its
+    target matched in steps at the report's reference point, over the headline curve's batch
+    sizes and step budget.
+
+    Args:
+      doc: a validation document (`ValidationDocument.to_dict()`).
+      family: 'sgd', 'momentum' or 'adam' (the NQM families of `settings.NQM_FAMILY`).
+      space: the search space of that family's metaparameters.
+    """
+    families = sorted(set(NQM_FAMILY.values()))
+    if family not in families:
+        raise ValueError(f"optimizer must be one of {', '.join(families)}, got {family!r}")
+    h = headline(doc)
+    match = StepMatch(family=family, batch_size=int(h["match"]["batch_size"]),
+                      steps=int(h["match"]["steps"]), space=space)
+    config = fitted_nqm(h["nqm"], target=1.0)
+    target, _ = step_matched_target(config, match)
+    batch_sizes = tuple(int(p["batch_size"]) for p in h["tuned"]["points"])
+    curve = tune_curve(dataclasses.replace(config, target=target), nqm_optimizer(family, space),
+                       batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space)
+    fit = analyse_curve(curve).fit
+    return SwappedPrediction(family=family, space=space, target=float(target),
+                             batch_sizes=batch_sizes,
+                             steps=tuple(p.steps for p in curve.points),
+                             b_crit=None if fit.b_crit is None else float(fit.b_crit),
+                             s_min=None if fit.s_min is None else float(fit.s_min))

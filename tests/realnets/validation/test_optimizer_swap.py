@@ -1,0 +1,87 @@
+"""realnets.validation.optimizer_swap: a report's calibrated NQM tuned as another optimizer.
+
+Swapped back to the report's own family and its sweep's own search space, the NQM rebuilt from
+validation.json, its target rematched and its curve retuned must give the committed headline
+curve: an independent path through fitted_nqm, step_matched_target and tune_curve to the numbers
+the pipeline stored."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nqm.tuning import SearchSpace
+from realnets.cli import main as realnets_main
+from realnets.validation.bootstrap import fitted_nqm
+from realnets.validation.optimizer_swap import headline, swapped_prediction
+
+REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
+
+
+def _doc(name):
+    return json.loads((REPORTS / name / "validation.json").read_text())
+
+
+def _sweep_space(doc):
+    search = doc["sweep_config"]["search"]
+    return SearchSpace(learning_rate=tuple(search["learning_rate"]),
+                       one_minus_momentum=tuple(search["one_minus_momentum"]))
+
+
+@pytest.mark.parametrize("name,family", [("digits_mlp", "momentum"),
+                                         ("digits_mlp_adam", "adam")])
+def test_the_own_family_gives_the_committed_headline_back(name, family):
+    doc = _doc(name)
+    own = headline(doc)
+    swapped = swapped_prediction(doc, family, _sweep_space(doc))
+    assert swapped.target == pytest.approx(own["match"]["target"], rel=1e-6)
+    assert list(swapped.steps) == [p["steps"] for p in own["tuned"]["points"]]
+    assert swapped.b_crit == pytest.approx(own["tuned"]["fit"]["b_crit"], rel=1e-6)
+
+
+def test_fitted_nqm_holds_the_stored_numbers():
+    fitted = _doc("digits_mlp")["checkpoints"]["goal"]["nqm"]
+    config = fitted_nqm(fitted, target=0.1)
+    k = fitted["top_k"]
+    assert config.dim == int(round(fitted["tail"]["dim"]["value"]))
+    assert np.allclose(config.curvature[:k], fitted["top"]["curvature"]["value"])
+    assert np.allclose(config.noise_variance[:k], fitted["top"]["noise_variance"]["value"])
+    g = np.asarray(fitted["top"]["grad_components"]["value"])
+    assert np.allclose(config.init_second_moments[:k], g ** 2 / np.asarray(config.curvature[:k]) ** 2)
+    # the tail's noise is its fitted ratio times its curvature
+    ratio = fitted["tail"]["noise_ratio"]["value"]
+    assert np.allclose(np.asarray(config.noise_variance[k:]), ratio * np.asarray(config.curvature[k:]))
+
+
+def test_another_family_is_matched_at_the_reference_point():
+    """Adam on the momentum report's quadratic: its own target, reached at B_ref in S_ref steps
+    (to one step: the curve's segments), and a curve that still falls with B."""
+    doc = _doc("digits_mlp")
+    own = headline(doc)
+    swapped = swapped_prediction(doc, "adam", SearchSpace(learning_rate=(1e-4, 1e-1),
+                                                          one_minus_momentum=(0.05, 0.5)))
+    assert swapped.family == "adam" and swapped.target != pytest.approx(own["match"]["target"])
+    at_ref = swapped.steps[swapped.batch_sizes.index(own["match"]["batch_size"])]
+    assert abs(at_ref - own["match"]["steps"]) <= 1
+    assert all(a >= b for a, b in zip(swapped.steps, swapped.steps[1:]))
+    assert swapped.b_crit is not None and swapped.b_crit > 0
+
+
+def test_cli_prints_both_rows_and_refuses_bad_input(capsys, tmp_path):
+    assert realnets_main(["swap-optimizer", str(REPORTS / "digits_mlp"), "--optimizer", "momentum",
+                          "--lr-range", "1e-3,3", "--one-minus-momentum-range", "0.01,1"]) == 0
+    out = capsys.readouterr().out
+    assert "momentum (the rule's)" in out and "momentum (swapped in)" in out
+    for argv, says in (
+            (["--optimizer", "adam", "--lr-range", "1e-4,1e-1"], "--one-minus-momentum-range"),
+            (["--optimizer", "sgd", "--lr-range", "1e-1,1e-4"], "learning_rate"),
+            (["--optimizer", "sgd", "--lr-range", "1e-3,1", "--one-minus-momentum-range",
+              "0.1,0.5"], "does not apply"),
+            (["--optimizer", "rmsprop", "--lr-range", "1e-3,1"], "optimizer")):
+        assert realnets_main(["swap-optimizer", str(REPORTS / "digits_mlp"), *argv]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error:") and says in err and "\n" not in err
+    assert realnets_main(["swap-optimizer", str(tmp_path / "absent"), "--optimizer", "sgd",
+                          "--lr-range", "1e-3,1"]) == 2
+    assert "not a directory" in capsys.readouterr().err
