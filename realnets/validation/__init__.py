@@ -1,1 +1,1 @@
-"""The calibrated NQM's critical batch size against the measured one: settings, the calibration rerun, predictions, their bootstrap, the comparison table, files and the report."""
+"""The calibrated NQM's critical batch size against the measured one: settings, the calibration rerun, predictions, their bootstrap, the comparison table, files and the report; the same NQM tuned as another optimizer (optimizer_swap)."""
