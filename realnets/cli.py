@@ -644,7 +644,8 @@ def swap_command(args) -> str:
 
     from nqm.tuning import SearchSpace
     from realnets.validation.files import read_validation
-    from realnets.validation.optimizer_swap import headline, swapped_prediction
+    from realnets.validation.optimizer_swap import (comparison_rows, own_prediction,
+                                                    swapped_prediction)
 
     lr = _range(args.lr_range, "--lr-range")
     if args.optimizer == "sgd":
@@ -661,17 +662,10 @@ def swap_command(args) -> str:
     if not directory.is_dir():
         raise ValueError(f"dir {args.dir!r} is not a directory (a validation report's)")
     doc = read_validation(directory).to_dict()
-    own = headline(doc)
+    own = own_prediction(doc)
     swapped = swapped_prediction(doc, args.optimizer, space)
+    rows = comparison_rows(doc, swapped)
     measured = doc["measured"]["fit"]["b_crit"]
-    fit = own["tuned"]["fit"]
-    rows = [{"optimizer": f"{own['match']['family']} (the rule's)",
-             "target": own["match"]["target"], "b_crit": fit["b_crit"], "s_min": fit["s_min"],
-             "steps": [p["steps"] for p in own["tuned"]["points"]]},
-            {"optimizer": f"{swapped.family} (swapped in)", "target": swapped.target,
-             "b_crit": swapped.b_crit, "s_min": swapped.s_min, "steps": list(swapped.steps)}]
-    for r in rows:
-        r["ratio"] = r["b_crit"] / measured if r["b_crit"] is not None and measured else None
     if args.format == "json":
         return json.dumps({"workload": doc["workload"], "measured_b_crit": measured,
                            "reference": {"batch_size": own["match"]["batch_size"],

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from nqm.scaling import analyse_curve
 from nqm.tuning import SearchSpace, tune_curve
 from realnets.validation.bootstrap import fitted_nqm
+from realnets.validation.reconciliation import headline
 from realnets.validation.settings import NQM_FAMILY
 from realnets.validation.targets import StepMatch, nqm_optimizer, step_matched_target
 
@@ -51,17 +52,32 @@ class SwappedPrediction:
                 "b_crit": self.b_crit, "s_min": self.s_min}
 
 
-def headline(doc: dict) -> dict:
-    """The report's own headline prediction at its headline checkpoint: its step match and tuned
-    curve (`validation.json`'s `checkpoints.<goal>.step_match` and `predictions.step_matched`)."""
-    checkpoint = doc["settings"]["checkpoints"][0]
-    c = doc["checkpoints"].get(checkpoint) or {}
-    match = c.get("step_match")
-    tuned = ((c.get("predictions") or {}).get("step_matched") or {}).get("tuned")
-    if not match or not tuned or not c.get("nqm"):
-        raise ValueError(f"report of {doc.get('workload')!r}: no step-matched prediction at its "
-                         f"{checkpoint!r} checkpoint to swap the optimizer of")
-    return {"checkpoint": checkpoint, "nqm": c["nqm"], "match": match, "tuned": tuned}
+def own_prediction(doc: dict) -> dict:
+    """The report's headline prediction (`reconciliation.headline`), which must follow the
+    step-matched rule: {"checkpoint", "nqm" (the fitted record), "match" (its step match),
+    "tuned" (its tuned curve's summary)}."""
+    checkpoint, rule, record, prediction = headline(doc)
+    match, tuned = record.get("step_match"), prediction.get("tuned")
+    if rule != "step_matched" or not match or not tuned or not record.get("nqm"):
+        raise ValueError(f"report of {doc['workload']!r}: no step-matched headline prediction at "
+                         f"its {checkpoint!r} checkpoint to swap the optimizer of")
+    return {"checkpoint": checkpoint, "nqm": record["nqm"], "match": match, "tuned": tuned}
+
+
+def comparison_rows(doc: dict, swapped: SwappedPrediction) -> list[dict]:
+    """The report's own headline and the swapped prediction side by side, one row each:
+    {"optimizer", "target", "b_crit", "ratio" (to the measured B_crit), "s_min", "steps"}."""
+    own = own_prediction(doc)
+    measured = doc["measured"]["fit"]["b_crit"]
+    fit = own["tuned"]["fit"]
+    rows = [{"optimizer": f"{own['match']['family']} (the rule's)",
+             "target": own["match"]["target"], "b_crit": fit["b_crit"], "s_min": fit["s_min"],
+             "steps": [p["steps"] for p in own["tuned"]["points"]]},
+            {"optimizer": f"{swapped.family} (swapped in)", "target": swapped.target,
+             "b_crit": swapped.b_crit, "s_min": swapped.s_min, "steps": list(swapped.steps)}]
+    for r in rows:
+        r["ratio"] = r["b_crit"] / measured if r["b_crit"] is not None and measured else None
+    return rows
 
 
 def swapped_prediction(doc: dict, family: str, space: SearchSpace) -> SwappedPrediction:
@@ -77,7 +93,7 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace) -> SwappedPre
     families = sorted(set(NQM_FAMILY.values()))
     if family not in families:
         raise ValueError(f"optimizer must be one of {', '.join(families)}, got {family!r}")
-    h = headline(doc)
+    h = own_prediction(doc)
     match = StepMatch(family=family, batch_size=int(h["match"]["batch_size"]),
                       steps=int(h["match"]["steps"]), space=space)
     config = fitted_nqm(h["nqm"], target=1.0)

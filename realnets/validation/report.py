@@ -16,6 +16,7 @@ from realnets.sweeps.branching import BranchResult, render as render_branches
 from realnets.validation.quadratic_path import network_shape
 from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
+from realnets.workloads.catalog import WORKLOADS
 from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, FOLLOWS_FACTOR,
                                           edge_ratios, s_min_split, top_curvatures)
 
@@ -347,8 +348,6 @@ def path_markdown(doc: dict, chart: dict | None = None) -> list[str]:
 def title(doc: dict) -> str:
     """The workload's name, and the optimizer when the sweep replaced a shipped workload's own
     ('digits_mlp, trained with adam'); an own workload's name alone."""
-    from realnets.workloads.catalog import WORKLOADS
-
     w, optimizer = doc["workload"], doc["sweep_config"].get("optimizer")
     shipped = WORKLOADS.get(w)
     if shipped is None or optimizer in (None, shipped.optimizer):

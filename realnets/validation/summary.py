@@ -84,7 +84,7 @@ def read_summary(path: Path) -> list[dict]:
 
 def entry_key(entry: dict) -> tuple[str, str]:
     """What identifies a summary entry: (workload, optimizer)."""
-    return entry["workload"], entry.get("optimizer") or ""
+    return entry["workload"], entry["optimizer"] or ""
 
 
 def update_summary(path: Path, entry: dict) -> None:

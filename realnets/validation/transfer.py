@@ -33,6 +33,7 @@ import jax
 from realnets.calibration import hessian_products, lanczos
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.training.trainer import RunConfig, TrialSpec, run_trials
+from realnets.validation.reconciliation import headline
 from realnets.workloads.tasks import Task
 
 # the network follows the NQM at B when it reaches the goal in at most this many times its steps
@@ -102,9 +103,7 @@ def s_min_split(doc: dict) -> dict | None:
     at an unlimited batch. Returns {"s_min_measured", "s_min_predicted", "ratio" (measured over
     predicted), "b_crit_measured", "b_crit_predicted" (B_ref (S_ref / S_min - 1) of each fit)},
     or None when a fit is missing."""
-    settings = doc["settings"]
-    record = doc["checkpoints"].get(settings["checkpoints"][0]) or {}
-    prediction = (record.get("predictions") or {}).get(settings["target_rule"]) or {}
+    _, _, _, prediction = headline(doc)
     measured = (doc.get("measured") or {}).get("fit") or {}
     predicted = (prediction.get("tuned") or {}).get("fit") or {}
     run = doc.get("calibration_run") or {}
@@ -145,10 +144,7 @@ def sharpness_probe(task: Task, sample: dict, seed: int, chunk_rows: int | None 
 def headline_points(doc: dict) -> list[dict]:
     """The tuned curve's points of a validation document's headline prediction (its first
     checkpoint, its target rule), or [] when there is none."""
-    settings = doc["settings"]
-    record = doc["checkpoints"].get(settings["checkpoints"][0]) or {}
-    prediction = (record.get("predictions") or {}).get(settings["target_rule"]) or {}
-    return list((prediction.get("tuned") or {}).get("points") or [])
+    return list((headline(doc)[3].get("tuned") or {}).get("points") or [])
 
 
 def run_transfer(task: Task, sweep_config: SweepConfig, doc: dict, sample: dict | None = None,

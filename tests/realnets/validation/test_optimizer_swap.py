@@ -14,7 +14,8 @@ import pytest
 from nqm.tuning import SearchSpace
 from realnets.cli import main as realnets_main
 from realnets.validation.bootstrap import fitted_nqm
-from realnets.validation.optimizer_swap import headline, swapped_prediction
+from realnets.validation.optimizer_swap import (comparison_rows, own_prediction,
+                                                swapped_prediction)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
 
@@ -33,11 +34,23 @@ def _sweep_space(doc):
                                          ("digits_mlp_adam", "adam")])
 def test_the_own_family_gives_the_committed_headline_back(name, family):
     doc = _doc(name)
-    own = headline(doc)
+    own = own_prediction(doc)
     swapped = swapped_prediction(doc, family, _sweep_space(doc))
     assert swapped.target == pytest.approx(own["match"]["target"], rel=1e-6)
     assert list(swapped.steps) == [p["steps"] for p in own["tuned"]["points"]]
     assert swapped.b_crit == pytest.approx(own["tuned"]["fit"]["b_crit"], rel=1e-6)
+    # side by side, both rows carry the report's own ratio to the measured B_crit
+    summary = json.loads((REPORTS / "summary.json").read_text())
+    ratio = next(e["ratio"] for e in summary
+                 if (e["workload"], e["optimizer"]) == (doc["workload"], family))
+    assert [r["ratio"] for r in comparison_rows(doc, swapped)] == pytest.approx([ratio, ratio])
+
+
+def test_a_report_without_a_step_matched_headline_is_refused():
+    doc = _doc("digits_mlp")
+    doc["settings"]["target_rule"] = "train_loss"
+    with pytest.raises(ValueError, match="no step-matched headline"):
+        own_prediction(doc)
 
 
 def test_fitted_nqm_holds_the_stored_numbers():
@@ -58,7 +71,7 @@ def test_another_family_is_matched_at_the_reference_point():
     """Adam on the momentum report's quadratic: its own target, reached at B_ref in S_ref steps
     (to one step: the curve's segments), and a curve that still falls with B."""
     doc = _doc("digits_mlp")
-    own = headline(doc)
+    own = own_prediction(doc)
     swapped = swapped_prediction(doc, "adam", SearchSpace(learning_rate=(1e-4, 1e-1),
                                                           one_minus_momentum=(0.05, 0.5)))
     assert swapped.family == "adam" and swapped.target != pytest.approx(own["match"]["target"])
