@@ -152,6 +152,8 @@ class MeanFieldAdam:
     Args:
       problem: the NQM arrays, each (d,).
       batch_size, learning_rate, beta1, beta2, epsilon: scalars or arrays of one shape (N,).
+
+    `lr_N` (N,) may be replaced between steps: a learning-rate schedule (`nqm.linear_decay`).
     """
 
     def __init__(self, problem: Problem, batch_size, learning_rate, beta1=0.9, beta2=0.999,

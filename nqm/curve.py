@@ -49,6 +49,8 @@ class CurvePoint:
         unreached or not used).
       edge: names of metaparameters whose best value sits on the edge of the searched range.
       schedule: step sizes of the equal pieces of a piecewise-constant schedule (else empty).
+      final_lr_fraction: f of a linear decay from learning_rate to f learning_rate over the
+        run (`nqm.linear_decay`), or None (a constant rate or another schedule).
       trials: optional records of every trial behind this point (measured curves).
     """
 
@@ -59,6 +61,7 @@ class CurvePoint:
     ema_decay: float | None = None
     edge: tuple[str, ...] = ()
     schedule: tuple[float, ...] = ()
+    final_lr_fraction: float | None = None
     trials: tuple[dict, ...] = field(default=(), repr=False, compare=False)
 
     @property
@@ -76,6 +79,8 @@ class CurvePoint:
             out["edge"] = list(self.edge)
         if self.schedule:
             out["schedule"] = list(self.schedule)
+        if self.final_lr_fraction is not None:
+            out["final_lr_fraction"] = self.final_lr_fraction
         if self.trials:
             out["trials"] = list(self.trials)
         return out
@@ -92,6 +97,7 @@ class CurvePoint:
         return cls(batch_size=batch_size, steps=steps, learning_rate=d.get("learning_rate"),
                    momentum=d.get("momentum"), ema_decay=d.get("ema_decay"),
                    edge=tuple(d.get("edge", ())), schedule=tuple(d.get("schedule", ())),
+                   final_lr_fraction=d.get("final_lr_fraction"),
                    trials=tuple(d.get("trials", ())))
 
 
