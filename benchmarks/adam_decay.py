@@ -1,8 +1,8 @@
 """Fact 1 (Zhang et al. 2019) with a linear decay: does mean-field Adam extend perfect scaling
 beyond momentum when both decay their rate linearly over the run?
 
-Run: `python benchmarks/adam_decay.py` (several minutes on a 2-core machine; `--quick` uses
-d = 30 and fewer batch sizes, about a minute; its numbers are not the doc's). For each optimizer
+Run: `python benchmarks/adam_decay.py` (6 min on a busy 2-core machine, 4.5 of them Adam's decay;
+`--quick` uses d = 30 and B = 4 .. 4096, 30 s; its numbers are not the doc's). For each optimizer
 the constant-rate curve (`tune_curve` / `tune_adam_curve`, the baseline, measured in the same run)
 and the linear-decay curve tuned from it (`nqm.linear_decay.tune_decay_curve`), on
 `NQMConfig(dim=100, target=0.01)` (d = 10^4 is Zhang et al.'s; d = 100 keeps the step-by-step
