@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from nqm import noise_scale, validation
+from nqm import linear_decay, noise_scale, validation
 from nqm.argparser import OneLineErrorParser
 from nqm.curve import to_json
 from nqm.problem import NOISE_MODELS, NQMConfig
@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--max-steps", type=int, default=10 ** 8, help="step budget (default 1e8)")
     c.add_argument("--lr-range", default=None,
                    help="learning-rate search bounds LOW,HIGH (default 1e-8,10; adam 1e-5,1)")
+    c.add_argument("--linear-decay", action="store_true",
+                   help="decay the rate linearly over the run, its final fraction tuned too "
+                        "(momentum and adam; evaluated step by step, so small problems only: "
+                        "docs/nqm_adam.md)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     m = sub.add_parser("compare", help="several optimizers side by side on one problem",
                        parents=[_problem_flags()], conflict_handler="resolve")
@@ -148,6 +152,14 @@ def format_compare(results: dict) -> str:
     return "\n".join(lines)
 
 
+def _check_decay_work(problem, optimizer, steps, qualifier):
+    work = linear_decay.estimated_work(problem, optimizer, steps)
+    if work > linear_decay.MAX_WORK:
+        raise ValueError(f"--linear-decay: the step-by-step evaluation would take {qualifier}"
+                         f"about {work:.2g} direction-steps, more than {linear_decay.MAX_WORK:.2g} "
+                         "(about 5 minutes here); use a smaller --dim or larger --batch-sizes")
+
+
 def run_curve(args) -> dict:
     """Tunes the curve described by parsed `args`; returns the JSON object of docs/design.md,
     'Formats'."""
@@ -176,8 +188,17 @@ def run_curve(args) -> dict:
     if problem.initial_loss() <= problem.target:
         raise ValueError(f"target {problem.target:g} is at or above the initial loss "
                          f"{problem.initial_loss():g}: nothing to train")
+    decay = getattr(args, "linear_decay", False)
+    if decay and (spec.name not in linear_decay.OPTIMIZERS or spec.precond_power != 0):
+        raise ValueError("--linear-decay takes --optimizer momentum or adam without "
+                         f"--precond-power, got {spec.name} with p = {spec.precond_power:g}")
+    if decay and problem.train_size is None:     # refuse before tuning on the steps' bound
+        _check_decay_work(problem, spec.name, problem.lower_bound_steps(batch_sizes), "at least ")
     start = time.perf_counter()
     curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space)
+    if decay:
+        _check_decay_work(problem, spec.name, [p.steps for p in curve.points], "")
+        curve = linear_decay.tune_decay_curve(problem, spec.name, curve)
     seconds = time.perf_counter() - start
     analysis = analyse_curve(curve, Thresholds())
     b_simple, b_noise = noise_scale.initial_noise_scale(problem)
@@ -192,15 +213,16 @@ def run_curve(args) -> dict:
     return out
 
 
-COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "ema_decay", "efficiency",
-           "regime", "lower_bound", "edge")
+COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "ema_decay", "final_lr_fraction",
+           "efficiency", "regime", "lower_bound", "edge")
 
 
 def _rows(result: dict):
     for i, p in enumerate(result["points"]):
         yield {"batch_size": p["batch_size"], "steps": p["steps"],
                "learning_rate": p["learning_rate"], "momentum": p.get("momentum"),
-               "ema_decay": p.get("ema_decay"), "efficiency": result["efficiency"][i],
+               "ema_decay": p.get("ema_decay"), "final_lr_fraction": p.get("final_lr_fraction"),
+               "efficiency": result["efficiency"][i],
                "regime": result["regime"][i], "lower_bound": result["lower_bound"][i],
                "edge": "+".join(p.get("edge", []))}
 
@@ -237,6 +259,9 @@ def format_table(result: dict) -> str:
         lines.append(f"mean-field Adam (docs/nqm_adam.md): the momentum column is b1 (tuned over "
                      f"{', '.join(f'{b:g}' for b in result['config']['beta1'])}), "
                      f"b2 = {result['config']['beta2']:g}")
+    if result["config"].get("schedule") == "linear_decay":
+        lines.append("linear decay of the rate over the run to final_lr_fraction times it, tuned "
+                     "around the constant optimum (docs/nqm_adam.md)")
     lines.append(f"tuned in {result['config']['seconds']:.2f} s")
     return "\n".join(lines)
 

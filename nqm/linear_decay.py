@@ -26,6 +26,10 @@ from nqm.curve import CurvePoint, ScalingCurve
 from nqm.problem import NQMConfig, Problem
 
 OPTIMIZERS = ("momentum", "adam")
+# The cap on `estimated_work` that entry points enforce before tuning, about 5 minutes here:
+# benchmarks/adam_decay.py's Adam is 2.0e9 direction-steps (272 s on a busy 2-core machine),
+# its momentum 1.1e9 (59 s).
+MAX_WORK = 2.1e9
 
 
 @dataclass(frozen=True)
@@ -195,6 +199,19 @@ def tune_decay_point(problem: Problem, optimizer: str, point: CurvePoint,
                       momentum=float(b), final_lr_fraction=float(f), edge=tuple(edge))
 
 
+def estimated_work(problem: Problem, optimizer: str, steps,
+                   search: DecaySearch = DecaySearch()) -> float:
+    """Direction-steps `tune_decay_curve` will march, given the constant curve's steps at each
+    batch size (or a lower bound on them: `Problem.lower_bound_steps`): candidates x directions
+    (x the mean field's start nodes for Adam) x about 4 horizons' worth of those steps (the first
+    at the constant steps, the bisection below them). None or NaN steps count as 0."""
+    total = float(np.nansum(np.array([np.nan if x is None else x for x in steps], dtype=float)))
+    rows = (len(set(search.rate_factors) | {1.0}) * (len(search.betas) + 1)
+            * len(search.final_fractions))
+    nodes = adam.INIT_NODES if optimizer == "adam" else 1
+    return 4.0 * total * rows * problem.dim * nodes
+
+
 def tune_decay_curve(config: NQMConfig | Problem, optimizer: str, constant: ScalingCurve,
                      search: DecaySearch = DecaySearch(), beta2: float = BETA2) -> ScalingCurve:
     """`tune_decay_point` at every batch size of a constant-rate curve of the same problem.
@@ -206,17 +223,19 @@ def tune_decay_curve(config: NQMConfig | Problem, optimizer: str, constant: Scal
       constant: that curve.
 
     Returns:
-      A ScalingCurve (source 'nqm'), config recording the schedule and the search.
+      A ScalingCurve (source 'nqm'); its config is the constant curve's with 'schedule'
+      ('linear_decay') and 'decay_search' added.
     """
     problem = config.problem() if isinstance(config, NQMConfig) else config
     validation.check_choice("optimizer", optimizer, OPTIMIZERS)
     if not isinstance(constant, ScalingCurve):
         raise ValueError(f"constant must be a ScalingCurve, got {type(constant).__name__}")
     points = tuple(tune_decay_point(problem, optimizer, p, search, beta2) for p in constant.points)
-    cfg = {"optimizer": optimizer, "schedule": "linear_decay", "target": problem.target,
-           "search": {"rate_factors": list(search.rate_factors),
-                      "final_fractions": list(search.final_fractions),
-                      "betas": list(search.betas), "precision": search.precision}}
+    cfg = {**constant.config, "optimizer": optimizer, "schedule": "linear_decay",
+           "target": problem.target,
+           "decay_search": {"rate_factors": list(search.rate_factors),
+                            "final_fractions": list(search.final_fractions),
+                            "betas": list(search.betas), "precision": search.precision}}
     if optimizer == "adam":
         cfg["beta2"] = beta2
     if isinstance(config, NQMConfig):

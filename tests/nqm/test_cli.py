@@ -336,3 +336,33 @@ def test_table_states_the_bound_when_the_curve_has_no_bend(capsys):
     assert "no bend between the batch sizes: B_crit >= 296 is all they say" in out
     code, out, _ = run(["curve", "--dim", "1000", "--batch-sizes", "4:4096"], capsys)
     assert code == 0 and "no bend" not in out
+
+
+def test_linear_decay_is_the_library_s_and_refuses_what_it_cannot_do(capsys):
+    """--linear-decay tunes the constant curve, then its decay (nqm.linear_decay); the table
+    gains the final_lr_fraction column; another optimizer or too much step-by-step work is one
+    error line, the latter before any tuning."""
+    from nqm import linear_decay
+    args = ["curve", "--dim", "8", "--batch-sizes", "4,256", "--optimizer", "momentum",
+            "--linear-decay"]
+    code, out, _ = run(args + ["--format", "json"], capsys)
+    assert code == 0
+    data = json.loads(out)
+    cfg = NQMConfig(dim=8)
+    constant = tune_curve(cfg, OptimizerSpec("momentum"), [4, 256], 10 ** 8)
+    direct = linear_decay.tune_decay_curve(cfg.problem(), "momentum", constant)
+    assert [p["steps"] for p in data["points"]] == [p.steps for p in direct.points]
+    assert [p["final_lr_fraction"] for p in data["points"]] == [p.final_lr_fraction
+                                                               for p in direct.points]
+    assert data["config"]["schedule"] == "linear_decay"
+    code, out, _ = run(args, capsys)
+    assert code == 0 and "final_lr_fraction" in out.splitlines()[0]
+    code, out, _ = run(args[:-2] + ["adam", "--linear-decay"], capsys)
+    assert code == 0 and "b2 = 0.999" in out and "linear decay of the rate" in out
+    for bad, name in ((["--optimizer", "sgd"], "--optimizer momentum or adam"),
+                      (["--optimizer", "momentum", "--precond-power", "0.5"], "--precond-power"),
+                      (["--optimizer", "adam", "--dim", "10000"], "--dim")):
+        code, out, err = run(["curve", "--batch-sizes", "4,256", "--linear-decay", "--dim", "8"]
+                             + bad, capsys)
+        assert code == 2 and out == "" and err.count("\n") == 1 and name in err, err
+    assert "at least" in err     # refused on the lower bound, before the constant tuning
