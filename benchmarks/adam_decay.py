@@ -7,7 +7,8 @@ the constant-rate curve (`tune_curve` / `tune_adam_curve`, the baseline, measure
 and the linear-decay curve tuned from it (`nqm.linear_decay.tune_decay_curve`), on
 `NQMConfig(dim=100, target=0.01)` (d = 10^4 is Zhang et al.'s; d = 100 keeps the step-by-step
 evaluation to minutes). Prints one table (steps at the smallest and largest batch size, the fit's
-S_min and B_crit, cbs20) and, per curve, S(B) B and the tuned metaparameters.
+S_min and B_crit, cbs20), per curve S(B) B and the tuned metaparameters, and for constant-rate
+Adam the share of the loss in directions where its update is sign-like, averaged over each run.
 """
 
 from __future__ import annotations
@@ -15,11 +16,26 @@ from __future__ import annotations
 import argparse
 import time
 
-from nqm.adam_tuning import tune_adam_curve
+import numpy as np
+
+from nqm import adam
+from nqm.adam_tuning import BETA2, tune_adam_curve
 from nqm.linear_decay import tune_decay_curve
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, tune_curve
+
+
+def mean_signal_share(problem, point) -> float:
+    """The share of E[L] in directions whose E[g^2] is mostly signal (`signal_share`), averaged
+    over the steps of a constant-rate Adam point's run."""
+    model = adam.MeanFieldAdam(problem, point.batch_size, point.learning_rate, point.momentum,
+                               BETA2)
+    shares = []
+    for _ in range(point.steps):
+        shares.append(model.signal_share()[0])
+        model.advance(np.array([0]), np.array([1]))
+    return float(np.mean(shares))
 
 
 def fmt(x) -> str:
@@ -59,6 +75,11 @@ def main(argv=None) -> None:
                 + (f" (edge: {', '.join(p.edge)})" if p.edge else "")
                 for p in curve.points]
         print(f"{name}:\n  " + "\n  ".join(rows))
+    constant = curves["adam, constant rate"]
+    print("adam, constant rate: share of E[L] in signal-dominated directions (h^2 E theta^2 > "
+          "c / B), mean over the run: " + ", ".join(
+              f"{mean_signal_share(cfg.problem(), p):.2f} (B = {p.batch_size})"
+              for p in constant.points if p.steps))
 
 
 if __name__ == "__main__":

@@ -188,6 +188,13 @@ class MeanFieldAdam:
         s11 = self.s11 if rows is None else self.s11[rows]
         return s11 @ self.weight_D
 
+    def signal_share(self) -> np.ndarray:
+        """Share of each row's E[L] held by directions whose E[g^2] is mostly signal
+        (h^2 E theta^2 > the gradient noise c f(B)): there the step is sign-like. (n,)."""
+        part = self.s11 * self.weight_D
+        signal = self.h_D ** 2 * self.s11 > self.sigma2_ND
+        return np.where(signal, part, 0.0).sum(axis=1) / part.sum(axis=1)
+
     def _eta(self, idx, V, k):
         """Per-direction heavy-ball step size at step k (1-based) given the EMA V_k, (n, d)."""
         b1, b2 = self.b1_N[idx, None], self.b2_N[idx, None]

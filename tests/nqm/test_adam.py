@@ -140,3 +140,20 @@ def test_bad_rotation_and_search_raise(problem):
         AdamSearch(learning_rate=(1.0, 0.1))
     with pytest.raises(ValueError, match="beta1"):
         tune_adam_curve(NQMConfig(dim=4), [4], beta1=(0.9, 1.5))
+
+
+def test_signal_share_at_the_start_and_its_limits(problem):
+    """h = c = 1/i, E theta_0^2 = 1: at node z_k direction i is signal-dominated iff
+    h_i^2 z_k^2 > h_i / B, i.e. z_k^2 B > i; its share of E[L] weighs w_k h_i z_k^2."""
+    z, w = adam.init_quadrature(adam.INIT_NODES)
+    i = np.arange(1, problem.dim + 1)
+    for batch in (1.0, 4.0, 64.0):
+        part = w[:, None] * z[:, None] ** 2 / i[None, :]
+        want = part[z[:, None] ** 2 * batch > i[None, :]].sum() / part.sum()
+        model = adam.MeanFieldAdam(problem, batch, 0.01)
+        assert model.signal_share()[0] == pytest.approx(want, rel=1e-12)
+        assert 0.0 < want < 1.0 or batch == 64.0
+    assert adam.MeanFieldAdam(problem, 1e12, 0.01).signal_share()[0] == 1.0
+    # noise-dominated once the start is small: E theta_0^2 = 1e-6 at B = 64
+    tiny = NQMConfig(dim=16, init_second_moment=1e-6).problem()
+    assert adam.MeanFieldAdam(tiny, 64, 0.01).signal_share()[0] == 0.0
