@@ -157,7 +157,7 @@ def _check_decay_work(problem, optimizer, steps, qualifier):
     if work > linear_decay.MAX_WORK:
         raise ValueError(f"--linear-decay: the step-by-step evaluation would take {qualifier}"
                          f"about {work:.2g} direction-steps, more than {linear_decay.MAX_WORK:.2g} "
-                         "(about 5 minutes here); use a smaller --dim or larger --batch-sizes")
+                         "(minutes here); use a smaller --dim or larger --batch-sizes")
 
 
 def run_curve(args) -> dict:
@@ -198,7 +198,8 @@ def run_curve(args) -> dict:
     curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space)
     if decay:
         _check_decay_work(problem, spec.name, [p.steps for p in curve.points], "")
-        curve = linear_decay.tune_decay_curve(problem, spec.name, curve)
+        curve = linear_decay.tune_decay_curve(problem, spec.name, curve,
+                                              learning_rate_bounds=space.learning_rate)
     seconds = time.perf_counter() - start
     analysis = analyse_curve(curve, Thresholds())
     b_simple, b_noise = noise_scale.initial_noise_scale(problem)

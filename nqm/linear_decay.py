@@ -1,14 +1,18 @@
-"""The trainer's learning-rate schedule in the NQM: linear decay over the run, for heavy-ball
-momentum (exact second moments) and mean-field Adam (`nqm.adam`), and steps to target with the
-schedule tuned per batch size.
+"""A linear decay of the learning rate over the run, in the NQM, for heavy-ball momentum (exact
+second moments) and mean-field Adam (`nqm.adam`), and steps to target with the decay tuned per
+batch size.
 
 A run of horizon T takes the rate a_t = a (1 - (1 - f) t / T) at steps t = 0 .. T-1: it decays
-linearly from a to a f over the run, the schedule Shallue et al. 2018 tuned and the trainer offers
-(`realnets.training.step.make_optimizer`, decaying over a trial's budget; a sweep searches f with
-`--final-lr-fraction-range`, and the shipped sweeps keep f = 1). f = 1 is the constant rate of
-`nqm.moments` and `nqm.adam`. The rate depends on the horizon, so steps to target is the
-smallest horizon T whose run ends at or below the target: a bisection over T, each candidate
-evaluated step by step for every row of metaparameters at once (no closed form over segments).
+linearly from a to a f over exactly the run to the target (the horizon is tuned with the other
+metaparameters: the best case of a decay over a fixed budget). That is Shallue et al. 2018's
+linear decay with its horizon at the steps to target; the trainer's decays over a trial's whole
+budget instead (`realnets.training.step.make_optimizer`, decay_steps = the budget; a sweep
+searches f with `--final-lr-fraction-range`), which changes the rate little before a goal reached
+early in the budget, and the shipped sweeps keep f = 1. f = 1 is the constant rate of
+`nqm.moments` and `nqm.adam`. Steps to target is the smallest horizon T whose run ends at or below
+the target: a bisection over T, each candidate evaluated step by step for every row of
+metaparameters at once (no closed form over segments). `simulate_final_losses` is the Monte-Carlo
+reference of the real optimizers with the same schedule.
 
 Momentum follows `nqm.moments.MomentumDynamics` (v' = b v + g, theta' = theta - a_t v'); Adam
 follows `nqm.adam.MeanFieldAdam` with its learning rate replaced at every step.
@@ -21,14 +25,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from nqm import adam, validation
-from nqm.adam_tuning import BETA2
+from nqm.adam_tuning import BETA1, BETA2
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.problem import NQMConfig, Problem
 
 OPTIMIZERS = ("momentum", "adam")
-# The cap on `estimated_work` that entry points enforce before tuning, about 5 minutes here:
-# benchmarks/adam_decay.py's Adam is 2.0e9 direction-steps (272 s on a busy 2-core machine),
-# its momentum 1.1e9 (59 s).
+MOMENTUM_BETAS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
+# The cap on `estimated_work` that entry points enforce before tuning: minutes here
+# (benchmarks/adam_decay.py's Adam was 2.0e9 direction-steps, 272 s on a busy 2-core machine;
+# momentum runs about 3.5 times as many direction-steps a second).
 MAX_WORK = 2.1e9
 
 
@@ -38,28 +43,50 @@ class DecaySearch:
 
     Attributes:
       rate_factors: multiples of the constant-rate optimum's learning rate to try (for momentum,
-        of its effective rate a / (1 - b), kept across the momenta).
+        of its effective rate a / (1 - b), kept across the momenta); 1 is always added.
       final_fractions: f values to try; 1 is the constant rate, 0 decays to zero.
-      betas: momenta (b for momentum, b1 for Adam) to try, besides the constant optimum's own.
+      betas: momenta (b for momentum, b1 for Adam) to try, besides the constant optimum's own;
+        None: MOMENTUM_BETAS for momentum (its constant tuner's b is continuous), Adam's
+        constant tuner's list (`nqm.adam_tuning.BETA1`) for Adam.
       precision: the bisection over the horizon stops when hi / lo <= 1 + precision.
       max_doublings: times the horizon may double when the constant optimum's own steps do not
-        reach the target step by step (the constant tuner evaluates over segments).
+        reach the target step by step (the constant Adam tuner evaluates over segments).
     """
 
-    rate_factors: tuple[float, ...] = tuple(float(x) for x in np.geomspace(0.25, 16.0, 9))
+    rate_factors: tuple[float, ...] = tuple(float(f"{x:.6g}") for x in np.geomspace(0.25, 16.0, 9))
     final_fractions: tuple[float, ...] = (1.0, 0.3, 0.1, 0.03, 0.01, 0.0)
-    betas: tuple[float, ...] = (0.0, 0.5, 0.9, 0.99)
+    betas: tuple[float, ...] | None = None
     precision: float = 0.03
     max_doublings: int = 4
 
     def __post_init__(self):
-        validation.check_array("rate_factors", self.rate_factors)
-        validation.check_all_in_range("final_fractions", self.final_fractions, 0.0, 1.0)
-        validation.check_all_in_range("betas", self.betas, 0.0, 1.0, closed_high=False)
-        if not self.rate_factors or not self.final_fractions or not self.betas:
-            raise ValueError("rate_factors, final_fractions and betas must each hold a value")
+        for name, low, high, closed_high in (("rate_factors", 0.0, np.inf, False),
+                                             ("final_fractions", 0.0, 1.0, True),
+                                             ("betas", 0.0, 1.0, False)):
+            if getattr(self, name) is None and name == "betas":
+                continue
+            values = np.atleast_1d(np.asarray(getattr(self, name), dtype=object))
+            if values.ndim != 1 or len(values) == 0:
+                raise ValueError(f"{name} must be a non-empty list of numbers")
+            try:
+                values = values.astype(np.float64)
+            except (TypeError, ValueError):
+                raise ValueError(f"{name} must be a non-empty list of numbers") from None
+            validation.check_all_in_range(name, values, low, high, closed_high=closed_high,
+                                          closed_low=name != "rate_factors")
+            object.__setattr__(self, name, tuple(float(x) for x in values))
         validation.check_in_range("precision", self.precision, 0.0, 1.0, closed_low=False)
         validation.check_whole("max_doublings", self.max_doublings, 0, 20)
+
+    def betas_for(self, optimizer: str) -> tuple[float, ...]:
+        if self.betas is not None:
+            return self.betas
+        return MOMENTUM_BETAS if optimizer == "momentum" else tuple(BETA1)
+
+    def rows(self, optimizer: str, beta0: float) -> int:
+        """Candidates per batch size, the constant optimum's b or b1 being `beta0`."""
+        return (len(set(self.rate_factors) | {1.0}) * len(set(self.betas_for(optimizer)) | {beta0})
+                * len(self.final_fractions))
 
 
 def _check_rows(optimizer, learning_rate, beta, final_fraction):
@@ -132,10 +159,47 @@ def _adam_final(problem, horizon, batch_size, lr, b1, slope, beta2):
     return model.loss()
 
 
-def _candidates(optimizer, point: CurvePoint, search: DecaySearch):
-    """Rows (a, b, f) around a constant-rate optimum; the optimum itself is one of them."""
+def simulate_final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: float,
+                          learning_rate: float, beta: float, final_fraction: float,
+                          beta2: float = BETA2, runs: int = 1000, seed: int = 0):
+    """Monte Carlo of the real optimizer with the decay (Adam: its squared gradients, not their
+    expectation; epsilon 0, bias corrections), theta_0 ~ N(0, E theta_0^2) per direction.
+
+    Returns:
+      (mean, standard error) of the loss at step T over `runs` runs (floats).
+    """
+    horizon = validation.check_whole("horizon", horizon, 1, 10 ** 6)
+    runs = validation.check_whole("runs", runs, 2, 10 ** 7)
+    lr, b, f = (float(x[0]) for x in _check_rows(optimizer, learning_rate, beta, final_fraction))
+    validation.check_in_range("batch_size", batch_size, 1.0, np.inf, closed_high=False)
+    validation.check_in_range("beta2", beta2, 0.0, 1.0, closed_high=False)
+    rng = np.random.default_rng(seed)
+    h = problem.curvature_D
+    noise_sd = np.sqrt(problem.noise_D * float(problem.noise_factor(np.array([float(batch_size)]))[0]))
+    theta = rng.standard_normal((runs, h.size)) * np.sqrt(problem.init_second_moment_D)
+    m = np.zeros_like(theta)
+    v = np.zeros_like(theta)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        for t in range(horizon):
+            rate = lr * (1.0 - (1.0 - f) * t / horizon)
+            g = h * theta + rng.standard_normal(theta.shape) * noise_sd
+            if optimizer == "momentum":
+                m = b * m + g
+                theta = theta - rate * m
+            else:
+                m = b * m + (1.0 - b) * g
+                v = beta2 * v + (1.0 - beta2) * g * g
+                k = t + 1
+                theta = theta - rate * (m / (1.0 - b ** k)) / np.sqrt(v / (1.0 - beta2 ** k))
+        loss = 0.5 * (theta * theta) @ h
+    return float(loss.mean()), float(loss.std(ddof=1) / np.sqrt(runs))
+
+
+def _candidates(optimizer, point: CurvePoint, search: DecaySearch, bounds=None):
+    """Rows (a, b, f, factor) around a constant-rate optimum, inside the learning-rate bounds
+    (lo, hi) if given; the optimum itself (factor 1, its b, f = 1) is one of them."""
     b0 = float(point.momentum or 0.0)
-    betas = np.array(sorted(set(search.betas) | {b0}))
+    betas = np.array(sorted(set(search.betas_for(optimizer)) | {b0}))
     factors = np.array(sorted(set(search.rate_factors) | {1.0}))
     F, Bt, Fr = (x.ravel() for x in np.meshgrid(factors, betas, search.final_fractions,
                                                 indexing="ij"))
@@ -143,7 +207,9 @@ def _candidates(optimizer, point: CurvePoint, search: DecaySearch):
         lr = F * point.learning_rate / (1.0 - b0) * (1.0 - Bt)
     else:
         lr = F * point.learning_rate
-    return lr, Bt, Fr, F
+    keep = np.ones(lr.size, dtype=bool) if bounds is None else (
+        (lr >= bounds[0]) & (lr <= bounds[1]) | ((F == 1.0) & (Bt == b0)))
+    return lr[keep], Bt[keep], Fr[keep], F[keep]
 
 
 def _reach(problem, optimizer, horizon, batch, rows, beta2):
@@ -153,26 +219,55 @@ def _reach(problem, optimizer, horizon, batch, rows, beta2):
     return loss[best] <= problem.target, best
 
 
+def _check_point(point, search):
+    if not isinstance(point, CurvePoint):
+        raise ValueError(f"point must be an nqm.curve.CurvePoint, got {type(point).__name__}")
+    if not isinstance(search, DecaySearch):
+        raise ValueError(f"search must be a DecaySearch, got {type(search).__name__}")
+    if point.steps is None:
+        return False
+    validation.check_whole("point steps", point.steps, 1)
+    validation.check_in_range("point learning_rate", point.learning_rate, 0.0, np.inf,
+                              closed_low=False, closed_high=False)
+    validation.check_in_range("point momentum", point.momentum or 0.0, 0.0, 1.0,
+                              closed_high=False)
+    return True
+
+
 def tune_decay_point(problem: Problem, optimizer: str, point: CurvePoint,
-                     search: DecaySearch = DecaySearch(), beta2: float = BETA2) -> CurvePoint:
+                     search: DecaySearch = DecaySearch(), beta2: float = BETA2,
+                     learning_rate_bounds: tuple[float, float] | None = None) -> CurvePoint:
     """Steps to target at one batch size with linear decay, from the constant-rate optimum.
 
-    The constant optimum (`point`: its steps, learning rate and momentum or b1, as
-    `tune_curve` / `tune_adam_curve` give them) is one of the candidates with f = 1, so the
-    result needs at most its steps, up to the step-by-step evaluation against the constant
-    tuner's segments (the horizon doubles, at most `search.max_doublings` times, if those
-    steps fall short). Bisection: the smallest horizon found within `search.precision`.
+    Args:
+      problem: the problem the constant point was tuned on.
+      optimizer: 'momentum' or 'adam'.
+      point: the constant optimum at this batch size (its steps, learning rate and momentum or
+        b1, as `tune_curve` / `tune_adam_curve` give them).
+      search: the candidates (`DecaySearch`).
+      beta2: Adam's, as in the constant tuning.
+      learning_rate_bounds: (lo, hi): candidates with a rate outside are dropped (the constant
+        optimum itself is kept).
+
+    The constant optimum with f = 1 is one of the candidates, so the result needs at most its
+    steps wherever the step-by-step run confirms them (the constant Adam tuner evaluates over
+    segments; if its steps fall short, the horizon doubles, at most `search.max_doublings`
+    times). Bisection: the smallest horizon found within `search.precision`.
 
     Returns:
       A CurvePoint with steps, learning_rate (a), momentum (b or b1), final_lr_fraction (f)
-      and edge naming 'learning_rate' or 'final_lr_fraction' when the best value is the first
-      or last tried; steps None when the constant point was unreached or the doublings ran out.
+      and edge naming 'learning_rate' (the first or last factor tried, or within 2% of a bound)
+      or 'final_lr_fraction' (the smallest f tried, above 0); steps None when the constant point
+      was unreached or the doublings ran out.
     """
     validation.check_choice("optimizer", optimizer, OPTIMIZERS)
-    if point.steps is None or point.learning_rate is None:
+    if learning_rate_bounds is not None:
+        learning_rate_bounds = validation.check_range_pair("learning_rate_bounds",
+                                                           learning_rate_bounds, 0.0, np.inf)
+    if not _check_point(point, search):
         return CurvePoint(point.batch_size, None)
-    rows = _candidates(optimizer, point, search)
-    hi = max(1, int(point.steps))
+    rows = _candidates(optimizer, point, search, learning_rate_bounds)
+    hi = int(point.steps)
     ok, best = _reach(problem, optimizer, hi, point.batch_size, rows, beta2)
     doublings = 0
     while not ok:
@@ -191,7 +286,10 @@ def tune_decay_point(problem: Problem, optimizer: str, point: CurvePoint,
             lo = mid
     lr, b, f, factor = (r[best] for r in rows)
     edge = []
-    if factor in (min(search.rate_factors + (1.0,)), max(search.rate_factors + (1.0,))):
+    factors = search.rate_factors + (1.0,)
+    at_bound = learning_rate_bounds is not None and (
+        lr <= learning_rate_bounds[0] * 1.02 or lr >= learning_rate_bounds[1] / 1.02)
+    if factor in (min(factors), max(factors)) or at_bound:
         edge.append("learning_rate")
     if f == min(search.final_fractions) and 0.0 < f < 1.0:
         edge.append("final_lr_fraction")
@@ -204,38 +302,56 @@ def estimated_work(problem: Problem, optimizer: str, steps,
     """Direction-steps `tune_decay_curve` will march, given the constant curve's steps at each
     batch size (or a lower bound on them: `Problem.lower_bound_steps`): candidates x directions
     (x the mean field's start nodes for Adam) x about 4 horizons' worth of those steps (the first
-    at the constant steps, the bisection below them). None or NaN steps count as 0."""
-    total = float(np.nansum(np.array([np.nan if x is None else x for x in steps], dtype=float)))
-    rows = (len(set(search.rate_factors) | {1.0}) * (len(search.betas) + 1)
-            * len(search.final_fractions))
+    at the constant steps, the bisection below them; doublings not counted). None or NaN steps
+    count as 0."""
+    validation.check_choice("optimizer", optimizer, OPTIMIZERS)
+    arr = np.atleast_1d(np.array([np.nan if x is None else x for x in np.atleast_1d(steps)],
+                                 dtype=float))
+    finite = arr[np.isfinite(arr)]
+    validation.check_all_in_range("steps", finite, 0.0, np.inf)
     nodes = adam.INIT_NODES if optimizer == "adam" else 1
-    return 4.0 * total * rows * problem.dim * nodes
+    return 4.0 * float(finite.sum()) * search.rows(optimizer, -1.0) * problem.dim * nodes
 
 
 def tune_decay_curve(config: NQMConfig | Problem, optimizer: str, constant: ScalingCurve,
-                     search: DecaySearch = DecaySearch(), beta2: float = BETA2) -> ScalingCurve:
+                     search: DecaySearch = DecaySearch(), beta2: float = BETA2,
+                     learning_rate_bounds: tuple[float, float] | None = None) -> ScalingCurve:
     """`tune_decay_point` at every batch size of a constant-rate curve of the same problem.
 
     Args:
       config: the problem the constant curve was tuned on.
       optimizer: 'momentum' (constant from `tune_curve(config, OptimizerSpec('momentum'))`) or
         'adam' (from `tune_adam_curve(config, ...)` with the same beta2).
-      constant: that curve.
+      constant: that curve; refused when its config names another optimizer, beta2 or target.
+      search, beta2, learning_rate_bounds: as for `tune_decay_point`.
 
     Returns:
       A ScalingCurve (source 'nqm'); its config is the constant curve's with 'schedule'
       ('linear_decay') and 'decay_search' added.
     """
     problem = config.problem() if isinstance(config, NQMConfig) else config
+    if not isinstance(problem, Problem):
+        raise ValueError(f"config must be an NQMConfig or Problem, got {type(config).__name__}")
     validation.check_choice("optimizer", optimizer, OPTIMIZERS)
     if not isinstance(constant, ScalingCurve):
         raise ValueError(f"constant must be a ScalingCurve, got {type(constant).__name__}")
-    points = tuple(tune_decay_point(problem, optimizer, p, search, beta2) for p in constant.points)
-    cfg = {**constant.config, "optimizer": optimizer, "schedule": "linear_decay",
-           "target": problem.target,
+    made = constant.config
+    for key, want in (("optimizer", optimizer), ("target", problem.target),
+                      ("beta2", beta2 if optimizer == "adam" else None)):
+        have = made.get(key)
+        if want is not None and have is not None and have != want:
+            raise ValueError(f"constant was tuned with {key} {have!r}, not {want!r}: tune the "
+                             "decay on the same problem and optimizer")
+    points = tuple(tune_decay_point(problem, optimizer, p, search, beta2, learning_rate_bounds)
+                   for p in constant.points)
+    cfg = {**made, "optimizer": optimizer, "schedule": "linear_decay", "target": problem.target,
            "decay_search": {"rate_factors": list(search.rate_factors),
                             "final_fractions": list(search.final_fractions),
-                            "betas": list(search.betas), "precision": search.precision}}
+                            "betas": list(search.betas_for(optimizer)),
+                            "precision": search.precision,
+                            "max_doublings": search.max_doublings,
+                            "learning_rate_bounds": (None if learning_rate_bounds is None
+                                                     else list(learning_rate_bounds))}}
     if optimizer == "adam":
         cfg["beta2"] = beta2
     if isinstance(config, NQMConfig):

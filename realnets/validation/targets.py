@@ -24,7 +24,8 @@ from realnets.workloads.search_space import TrialSearchSpace
 
 def nqm_search_space(search: TrialSearchSpace) -> SearchSpace:
     """The NQM tuner's bounds from a sweep's: its learning-rate and 1 - momentum ranges (the
-    learning-rate decay, `final_lr_fraction`, has no counterpart: the NQM's rate is constant)."""
+    learning-rate decay, `final_lr_fraction`, is not carried over: the calibration tunes a
+    constant rate, as the shipped sweeps use; `nqm.linear_decay` models a decay)."""
     return SearchSpace(learning_rate=tuple(search.learning_rate),
                        one_minus_momentum=tuple(search.one_minus_momentum))
 

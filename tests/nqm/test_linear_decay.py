@@ -1,10 +1,10 @@
-"""nqm.linear_decay: the trainer's linear decay against the constant-rate engines, an independent
-recurrence, Monte Carlo of the real optimizers, and what the tuner must find."""
+"""nqm.linear_decay: a linear decay of the rate over the run against the constant-rate engines,
+independent recurrences, Monte Carlo of the real optimizers, and what the tuner must find."""
 
 import numpy as np
 import pytest
 
-from nqm import adam, linear_decay, moments
+from nqm import adam, linear_decay, moments, recurrence
 from nqm.adam_tuning import tune_adam_curve
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.problem import NQMConfig
@@ -41,38 +41,50 @@ def test_sgd_decay_is_the_scalar_recurrence(small):
     assert linear_decay.final_losses(small, "momentum", T, B, a, 0.0, 1.0)[0] > 1.5 * want
 
 
-def _monte_carlo(problem, optimizer, T, B, a, b, f, runs, seed, beta2=0.999):
-    rng = np.random.default_rng(seed)
-    h, c = problem.curvature_D, problem.noise_D
-    theta = rng.standard_normal((runs, h.size)) * np.sqrt(problem.init_second_moment_D)
-    m = np.zeros_like(theta)
-    v = np.zeros_like(theta)
+def test_momentum_decay_is_the_general_recurrence(small):
+    """nqm.recurrence iterates the 3x3 moments with any per-step rate: b = 0.8, f = 0.2."""
+    T, B, a, f = 90, 8.0, 0.15, 0.2
+    rates = a * (1.0 - (1.0 - f) * np.arange(T) / T)
+    want = recurrence.iterate_losses(small, T, B, rates, momentum=0.8)[-1]
+    got = linear_decay.final_losses(small, "momentum", T, B, a, 0.8, f)[0]
+    assert got == pytest.approx(want, rel=1e-10)
+
+
+def test_adam_decay_without_averages_is_the_per_node_recurrence(small):
+    """b1 = b2 = 0: V is E[g^2] of the step, no bias correction, so each Gauss-Hermite start
+    node z_k of each direction follows x' = (1 - eta h)^2 x + eta^2 s with
+    eta = a_t / sqrt(h^2 x + s), s = c / B; the loss weighs the nodes by w_k."""
+    T, B, a, f = 80, 16.0, 0.05, 0.1
+    z, w = adam.init_quadrature(adam.INIT_NODES)
+    h, s2 = small.curvature_D, small.noise_D / B
+    x = z[:, None] ** 2 * small.init_second_moment_D[None, :]
     for t in range(T):
-        at = a * (1.0 - (1.0 - f) * t / T)
-        g = h * theta + rng.standard_normal(theta.shape) * np.sqrt(c / B)
-        if optimizer == "momentum":
-            m = b * m + g
-            theta = theta - at * m
-        else:
-            m = b * m + (1.0 - b) * g
-            v = beta2 * v + (1.0 - beta2) * g * g
-            k = t + 1
-            theta = theta - at * (m / (1.0 - b ** k)) / np.sqrt(v / (1.0 - beta2 ** k))
-    loss = 0.5 * (theta ** 2) @ h
-    return loss.mean(), loss.std() / np.sqrt(runs)
+        eta = a * (1.0 - (1.0 - f) * t / T) / np.sqrt(h * h * x + s2)
+        x = (1.0 - eta * h) ** 2 * x + eta * eta * s2
+    want = float(w @ (x @ (0.5 * h)))
+    got = linear_decay.final_losses(small, "adam", T, B, a, 0.0, f, beta2=0.0)[0]
+    assert got == pytest.approx(want, rel=1e-10)
 
 
-@pytest.mark.parametrize("optimizer, a, b, f", [("momentum", 0.2, 0.8, 0.1),
-                                                ("adam", 0.05, 0.9, 0.05)])
-def test_decay_against_monte_carlo_of_the_real_optimizer(small, optimizer, a, b, f):
-    T, B = 200, 16.0
-    model = linear_decay.final_losses(small, optimizer, T, B, a, b, f)[0]
-    mean, se = _monte_carlo(small, optimizer, T, B, a, b, f, runs=4000, seed=3)
-    # momentum is exact; Adam's mean field is within a few % of real Adam (docs/nqm_adam.md)
-    slack = 0.0 if optimizer == "momentum" else 0.05 * mean
-    assert abs(model - mean) <= 4.0 * se + slack, (model, mean, se)
-    constant = linear_decay.final_losses(small, optimizer, T, B, a, b, 1.0)[0]
-    assert abs(constant - mean) > 4.0 * se + slack     # the check can tell the schedule apart
+def test_monte_carlo_of_momentum_is_its_exact_moments(small):
+    """The library's Monte Carlo against the exact recurrence (its check for the Adam test)."""
+    args = (small, "momentum", 60, 16.0, 0.2, 0.8)
+    mean, se = linear_decay.simulate_final_losses(*args, 0.3, runs=4000, seed=3)
+    exact = linear_decay.final_losses(*args, [0.3, 0.0, 1.0, 0.5])
+    assert abs(exact[0] - mean) <= 4.0 * se
+    assert np.all(np.abs(exact[1:] - mean) > 8.0 * se)     # it can tell the final fraction apart
+
+
+def test_adam_decay_against_monte_carlo_of_real_adam(small):
+    """Mean field against real Adam (b1 0.9, b2 0.999) where the final fraction matters: within
+    4 standard errors + 2% (the mean field's error there, docs/nqm_adam.md), and f = 0, 1 or 0.4
+    would each be outside that window."""
+    args = (small, "adam", 150, 16.0, 0.03, 0.9)
+    mean, se = linear_decay.simulate_final_losses(*args, 0.2, runs=4000, seed=3)
+    model = linear_decay.final_losses(*args, [0.2, 0.0, 1.0, 0.4])
+    window = 4.0 * se + 0.02 * mean
+    assert abs(model[0] - mean) <= window, (model, mean, se)
+    assert np.all(np.abs(model[1:] - mean) > window)
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +122,7 @@ def test_the_tuned_point_reaches_the_target_and_no_candidate_does_much_earlier(m
 
 
 def test_adam_with_decay_scales_further_than_momentum_with_decay():
-    """With the trainer's schedule, mean-field Adam's B_crit exceeds momentum's
+    """With a linear decay (rates unbounded), mean-field Adam's B_crit exceeds momentum's
     (benchmarks/adam_decay.py, docs/nqm_adam.md); at a constant rate it does not."""
     cfg = NQMConfig(dim=8, target=0.01)
     batch = [4, 32, 256, 2048]
@@ -160,3 +172,55 @@ def test_tune_decay_curve_refuses_what_it_cannot_use(small):
         linear_decay.tune_decay_curve(small, "adam", [CurvePoint(4, 10, 0.1, 0.9)])
     curve = ScalingCurve((CurvePoint(4, None),))
     assert linear_decay.tune_decay_curve(small, "adam", curve).points[0].steps is None
+
+
+def test_candidates_keep_momentum_s_effective_rate():
+    point = CurvePoint(64, 100, 0.05, 0.9)
+    lr, b, f, factor = linear_decay._candidates("momentum", point, linear_decay.DecaySearch())
+    np.testing.assert_allclose(lr / (1.0 - b), factor * 0.05 / 0.1)
+    assert ((factor == 1.0) & (b == 0.9) & (f == 1.0)).sum() == 1    # the constant optimum
+    lr, b, f, factor = linear_decay._candidates("adam", point, linear_decay.DecaySearch())
+    np.testing.assert_allclose(lr, factor * 0.05)
+
+
+def test_short_constant_steps_double_then_bisect_and_edges_are_named(small):
+    """A constant point whose steps cannot reach the target: the horizon doubles (or the point
+    is unreached when no doubling is allowed); rates held at the point's own by tight bounds and
+    the smallest final fraction chosen are named as edges."""
+    point = CurvePoint(4, 1, 0.03, 0.9)
+    found = linear_decay.tune_decay_point(small, "momentum", point,
+                                          linear_decay.DecaySearch(max_doublings=12))
+    assert found.steps is not None and found.steps > 1
+    loss = linear_decay.final_losses(small, "momentum", found.steps, 4, found.learning_rate,
+                                     found.momentum, found.final_lr_fraction)
+    assert loss[0] <= small.target
+    none = linear_decay.tune_decay_point(small, "momentum", point,
+                                         linear_decay.DecaySearch(max_doublings=0))
+    assert none.steps is None
+    constant = tune_curve(NQMConfig(dim=8, target=0.01), OptimizerSpec("momentum"), [4]).points[0]
+    a = constant.learning_rate
+    b = constant.momentum
+    edged = linear_decay.tune_decay_point(small, "momentum", constant,
+                                          linear_decay.DecaySearch(final_fractions=(1.0, 0.3),
+                                                                   betas=(b,)),
+                                          learning_rate_bounds=(a / 1.01, 2.02 * a))
+    assert edged.learning_rate == pytest.approx(2.0 * a) and edged.final_lr_fraction == 0.3
+    assert edged.edge == ("learning_rate", "final_lr_fraction")
+    assert edged.steps < constant.steps
+
+
+def test_what_the_tuner_refuses(small):
+    cfg = NQMConfig(dim=8, target=0.01)
+    momentum = tune_curve(cfg, OptimizerSpec("momentum"), [4])
+    with pytest.raises(ValueError, match="optimizer"):
+        linear_decay.tune_decay_curve(cfg, "adam", momentum)
+    with pytest.raises(ValueError, match="target"):
+        linear_decay.tune_decay_curve(NQMConfig(dim=8, target=0.1), "momentum", momentum)
+    with pytest.raises(ValueError, match="point steps"):
+        linear_decay.tune_decay_point(small, "momentum", CurvePoint(4, 0, 0.1, 0.9))
+    with pytest.raises(ValueError, match="point must be"):
+        linear_decay.tune_decay_point(small, "momentum", {"batch_size": 4})
+    with pytest.raises(ValueError, match="optimizer"):
+        linear_decay.estimated_work(small, "sgd", [10])
+    with pytest.raises(ValueError, match="steps"):
+        linear_decay.estimated_work(small, "adam", [-5])
