@@ -2,7 +2,9 @@
 
 Both are XLA flags, read once when the CPU backend is created, so they are set here, before any
 test module imports jax. Tests take the fixtures `one_device` / `eight_devices` (lists
-of devices for `devices=`).
+of devices for `devices=`), or `one_default_device` (code that uses every device by default
+sees one). `pytest_configure` makes compiling cheaper in this process (a compilation cache of
+the session's own, XLA's quick code generation).
 """
 
 from __future__ import annotations
@@ -43,6 +45,67 @@ _append_xla_flags(
     "--xla_cpu_collective_call_warn_stuck_timeout_seconds=10",
     "--xla_cpu_collective_call_terminate_timeout_seconds=30",
 )
+
+_COMPILATION_CACHE: list[str] = []
+
+
+def pytest_configure(config) -> None:
+    """Cheaper compiling in this process: a compilation cache of the session's own, and XLA's
+    quick code generation. Both are set here, in this process only (not through the
+    environment: the subprocesses the tests start, CLIs, Ray workers, the browser test's app,
+    compile as a user's process does), before anything is compiled.
+
+    Compiling dominates many tests on a 2-core machine (about 220 s of the suite's in-process
+    time with the defaults).
+
+    - The cache, in a fresh temporary directory removed at the session's end (nothing carries
+      over from one session to the next): the trainer, the pilot and the validation pipeline
+      build their jitted steps afresh on every call, so the same step of the same workload at
+      the same batch size is compiled by test after test. jax's persistent cache is keyed by
+      the program itself (its StableHLO, devices and compile options), so a hit is the
+      executable that compiling it again would give.
+    - `jax_disable_most_optimizations` (XLA backend optimisation level 0, no expensive LLVM
+      passes), jax's switch for when optimising costs more than running the less optimised
+      program: the programs here are tiny and run for a few steps, and it halves the compile
+      time. It changes neither the program (the same HLO, sharding and collectives) nor what a
+      test asserts; tests/realnets/test_multihost.py's subprocesses have compiled at level 0
+      all along.
+    """
+    import tempfile
+
+    import jax
+
+    path = tempfile.mkdtemp(prefix="batchscope-test-jax-cache-")
+    _COMPILATION_CACHE.append(path)
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+    jax.config.update("jax_disable_most_optimizations", True)
+
+
+def pytest_unconfigure(config) -> None:
+    import shutil
+
+    for path in _COMPILATION_CACHE:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def one_default_device(monkeypatch) -> None:
+    """Code that takes every device when given none (`devices=None`:
+    `realnets.training.mesh.devices_for_batch`) sees only the first CPU device, as it does on a
+    machine with one CPU device (what the CLIs and the app run on here outside the tests).
+
+    For tests of what a command computes, not of how it is sharded: on the session's 8 simulated
+    devices each step of a multi-device mesh waits for the last one (`mesh.needs_lockstep`), which
+    makes a long run several times slower on 2 cores. The sharded runs are tested against one
+    device in tests/realnets/training (test_step.py, test_trainer.py) and
+    tests/realnets/calibration/test_lanczos_slq.py.
+    """
+    import jax
+
+    real = jax.devices
+    monkeypatch.setattr(jax, "devices", lambda backend=None: real(backend)[:1])
 
 
 @pytest.fixture(scope="session")

@@ -224,7 +224,9 @@ def test_a_diverging_reference_run_names_the_learning_rate():
         branching.run_branching(task, settings, devices=_cpu(1))
 
 
-def test_cli_branch_writes_the_record_and_refuses_bad_flags(tmp_path, capsys):
+def test_cli_branch_writes_the_record_and_refuses_bad_flags(tmp_path, capsys, one_default_device):
+    # on one CPU device (`one_default_device`), as the engine tests above: the record and the
+    # errors do not depend on how a step is sharded
     out = tmp_path / "branch.json"
     argv = ["branch", "--workload", "nqm", "--batch-size", "16", "--learning-rate", "0.1",
             "--branch-steps", "5", "--multipliers", "1,2", "--window-examples", "64",

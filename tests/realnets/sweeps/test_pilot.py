@@ -1,4 +1,8 @@
-"""The goal rule: a pilot fixes the goal before a sweep (docs/prediction_rule.md)."""
+"""The goal rule: a pilot fixes the goal before a sweep (docs/prediction_rule.md).
+
+The pilots run on one CPU device (`one_default_device`, tests/conftest.py): what is tested here
+(the goal, the grouping of the trials, the log) does not depend on how a step is sharded.
+"""
 
 import json
 
@@ -31,7 +35,7 @@ def test_a_pilot_that_never_improves_or_diverges_is_an_error():
         goal_from_pilot(_records([[0.5, 0.4]]), diverged, (16, 32), 1)
 
 
-def test_goal_auto_runs_the_pilot_records_it_and_resumes(tmp_path, capsys):
+def test_goal_auto_runs_the_pilot_records_it_and_resumes(tmp_path, capsys, one_default_device):
     out = tmp_path / "sweep"
     argv = ["sweep", "--workload", "nqm", "--batch-sizes", "16,256", "--trials", "2",
             "--max-steps", "300", "--goal", "auto", "--out", str(out), "--no-progress"]
@@ -51,7 +55,8 @@ def test_goal_auto_runs_the_pilot_records_it_and_resumes(tmp_path, capsys):
     assert json.loads((out / "config.json").read_text())["goal"] == config["goal"]
 
 
-def test_the_pilot_runs_vmap_trials_to_a_program_and_chooses_the_same_goal(monkeypatch):
+def test_the_pilot_runs_vmap_trials_to_a_program_and_chooses_the_same_goal(monkeypatch,
+                                                                           one_default_device):
     """With --vmap-trials k the pilot's 8 trials run k to a compiled program, as the sweep's
     blocks do (a CNN is several times slower vmapped on XLA:CPU), and the goal is the one all
     8 together give: each trial's record does not depend on its group."""
@@ -81,7 +86,7 @@ def test_the_pilot_runs_vmap_trials_to_a_program_and_chooses_the_same_goal(monke
         (together.best_small, together.best_large, together.metric_start), rel=1e-6)
 
 
-def test_a_pilot_killed_part_way_resumes_from_its_log(tmp_path, monkeypatch):
+def test_a_pilot_killed_part_way_resumes_from_its_log(tmp_path, monkeypatch, one_default_device):
     """The pilot's records go to pilot.jsonl group by group: killed after its first group, it
     runs only the other groups again and chooses the goal an uninterrupted pilot chooses; a log
     of another study's pilot is refused."""

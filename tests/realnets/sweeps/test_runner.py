@@ -149,9 +149,12 @@ def _blocks_sweep():
                        vmap_trials=2)
 
 
-def test_an_executor_finishing_blocks_out_of_order_writes_the_serial_records(tmp_path):
+def test_an_executor_finishing_blocks_out_of_order_writes_the_serial_records(tmp_path,
+                                                                           one_default_device):
     """The seam: blocks run with no limit, returned last first, are written as the serial
-    executor writes them (each batch size's blocks in order, cut to the serial rule)."""
+    executor writes them (each batch size's blocks in order, cut to the serial rule). On one CPU
+    device (`one_default_device`), as the subprocess sweeps above: the order and the cut do not
+    depend on the sharding."""
     from realnets import workloads
     from realnets.training.trainer import run_trials
 

@@ -1,5 +1,9 @@
 """Own workloads: built from the user's parts, found from `--workload FILE.py:FUNCTION` or
-`MODULE:FUNCTION`, swept, resumed and reported through the CLI like a shipped one."""
+`MODULE:FUNCTION`, swept, resumed and reported through the CLI like a shipped one.
+
+The CLI sweeps run on one CPU device (`one_default_device`, tests/conftest.py): what is tested
+(the workload found, the records, the resume, the report, the pilot's goal) does not depend on
+how a step is sharded."""
 
 import json
 import textwrap
@@ -89,7 +93,8 @@ def test_module_function_form_and_bad_specs(tmp_path, monkeypatch):
         workloads.get("no_such_module_xyz:make")
 
 
-def test_example_sweeps_resumes_and_reports_through_the_cli(capsys, tmp_path, monkeypatch):
+def test_example_sweeps_resumes_and_reports_through_the_cli(capsys, tmp_path, monkeypatch,
+                                                            one_default_device):
     monkeypatch.chdir(ROOT)
     out = tmp_path / "own"
     argv = ["sweep", "--workload", "examples/own_workload.py:make_workload", "--batch-sizes",
@@ -115,7 +120,8 @@ def test_example_sweeps_resumes_and_reports_through_the_cli(capsys, tmp_path, mo
     assert not (big / "trials.jsonl").exists()
 
 
-def test_an_own_workload_without_a_goal_gets_one_by_the_pilot_rule(capsys, tmp_path, monkeypatch):
+def test_an_own_workload_without_a_goal_gets_one_by_the_pilot_rule(capsys, tmp_path, monkeypatch,
+                                                                   one_default_device):
     (tmp_path / "no_goal_own.py").write_text(textwrap.dedent("""
         from realnets.workloads.own import own_workload
         import jax.numpy as jnp, numpy as np
