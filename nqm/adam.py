@@ -37,7 +37,7 @@ import math
 import numpy as np
 
 from nqm import validation
-from nqm.montecarlo import MonteCarloResult
+from nqm.montecarlo import MonteCarloResult, check_learning_rates
 from nqm.powers import LucasSequence
 from nqm.problem import Problem
 
@@ -381,12 +381,14 @@ def iterate_losses(problem: Problem, steps: int, batch_size: float, learning_rat
     return out
 
 
-def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_rate: float,
+def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_rate,
                     beta1: float = 0.9, beta2: float = 0.999, epsilon: float = 0.0,
                     runs: int = 500, seed: int = 0, rotation_DD=None) -> MonteCarloResult:
     """Monte Carlo of real Adam (random V, bias corrections) on the NQM.
 
     Args:
+      learning_rate: a > 0, or one per step (shape (steps,): a schedule, as in
+        `nqm.montecarlo.simulate_losses`).
       rotation_DD: optional orthogonal R (d, d); Adam then works in coordinates x = R theta,
         where the Hessian is R diag(h) R^T and the noise covariance R diag(c f(B)) R^T (Adam's
         coordinates are not the eigenbasis). None: the identity (the diagonal NQM).
@@ -400,11 +402,12 @@ def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_ra
     steps = validation.check_whole("steps", steps, 0)
     runs = validation.check_whole("runs", runs, 2)
     seed = validation.check_whole("seed", seed, 0)
-    check_adam(batch_size, learning_rate, beta1, beta2, epsilon)
+    rates = check_learning_rates(learning_rate, steps)
+    check_adam(batch_size, 1.0, beta1, beta2, epsilon)
     problem.check_batch_sizes(batch_size, "batch_size")
     d = problem.dim
     R = np.eye(d) if rotation_DD is None else check_rotation(rotation_DD, d)
-    a, b1, b2, eps = float(learning_rate), float(beta1), float(beta2), float(epsilon)
+    b1, b2, eps = float(beta1), float(beta2), float(epsilon)
     noise_std_D = np.sqrt(problem.noise_D * problem.noise_factor(float(batch_size)))
     h = problem.curvature_D
     rng = np.random.default_rng(seed)
@@ -420,7 +423,7 @@ def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_ra
             m = b1 * m + (1.0 - b1) * g
             V = b2 * V + (1.0 - b2) * g * g
             step = (m / (1.0 - b1 ** k)) / (np.sqrt(V / (1.0 - b2 ** k)) + eps)
-            z = z - a * (step @ R)
+            z = z - rates[k - 1] * (step @ R)
             loss[k] = (z * z) @ (0.5 * h)
     mean = loss.mean(axis=1)
     err = loss.std(axis=1, ddof=1) / math.sqrt(runs)

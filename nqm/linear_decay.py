@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nqm import adam, validation
+from nqm import adam, montecarlo, validation
 from nqm.adam_tuning import BETA1, BETA2
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.problem import NQMConfig, Problem
@@ -127,72 +127,67 @@ def final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: flo
         raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
     validation.check_in_range("batch_size", batch_size, 1.0, np.inf, closed_high=False)
     problem.check_batch_sizes(batch_size, "batch_size")
-    slope = (1.0 - f) / horizon
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         if optimizer == "adam":
-            loss = _adam_final(problem, horizon, batch_size, lr, b, slope, beta2)
+            loss = _adam_final(problem, horizon, batch_size, lr, b, f, beta2)
         else:
-            loss = _momentum_final(problem, horizon, batch_size, lr, b, slope)
+            loss = _momentum_final(problem, horizon, batch_size, lr, b, f)
     return np.where(np.isfinite(loss), loss, np.inf)
 
 
-def _momentum_final(problem, horizon, batch_size, lr, b, slope):
+def _rate(learning_rate, final_fraction, t, horizon):
+    """a_t = a (1 - (1 - f) t / T): the one formula of the schedule."""
+    return learning_rate * (1.0 - (1.0 - final_fraction) * t / horizon)
+
+
+def _momentum_final(problem, horizon, batch_size, lr, b, f):
     h = problem.curvature_D
-    sigma2 = problem.noise_D * float(problem.noise_factor(np.array([float(batch_size)]))[0])
+    sigma2 = problem.noise_D * problem.noise_factor(float(batch_size))
     s11 = np.broadcast_to(problem.init_second_moment_D, (lr.size, h.size)).copy()
     s12 = np.zeros_like(s11)
     s22 = np.zeros_like(s11)
     b_col = b[:, None]
     for t in range(horizon):
-        eta = (lr * (1.0 - slope * t))[:, None]
+        eta = _rate(lr, f, t, horizon)[:, None]
         s11, s12, s22 = adam.one_step(s11, s12, s22, eta, h, b_col, sigma2)
     return s11 @ (0.5 * h)
 
 
-def _adam_final(problem, horizon, batch_size, lr, b1, slope, beta2):
+def _adam_final(problem, horizon, batch_size, lr, b1, f, beta2):
     model = adam.MeanFieldAdam(problem, batch_size, lr, b1, beta2, 0.0)
     rows = np.arange(lr.size)
     one = np.ones(lr.size, dtype=np.int64)
     for t in range(horizon):
-        model.lr_N = lr * (1.0 - slope * t)
+        model.lr_N = _rate(lr, f, t, horizon)
         model.advance(rows, one)
     return model.loss()
+
+
+def schedule(learning_rate: float, final_fraction: float, horizon: int) -> np.ndarray:
+    """The rates a_t = a (1 - (1 - f) t / T) of steps t = 0 .. T-1, float64 (T,)."""
+    return _rate(learning_rate, final_fraction, np.arange(horizon), horizon)
 
 
 def simulate_final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: float,
                           learning_rate: float, beta: float, final_fraction: float,
                           beta2: float = BETA2, runs: int = 1000, seed: int = 0):
-    """Monte Carlo of the real optimizer with the decay (Adam: its squared gradients, not their
-    expectation; epsilon 0, bias corrections), theta_0 ~ N(0, E theta_0^2) per direction.
+    """Monte Carlo of the real optimizer with the decay: `nqm.montecarlo.simulate_losses`
+    (momentum) or `nqm.adam.simulate_losses` (Adam: its squared gradients, not their
+    expectation; epsilon 0, bias corrections) with the rates of `schedule`.
 
     Returns:
       (mean, standard error) of the loss at step T over `runs` runs (floats).
     """
     horizon = validation.check_whole("horizon", horizon, 1, 10 ** 6)
-    runs = validation.check_whole("runs", runs, 2, 10 ** 7)
     lr, b, f = (float(x[0]) for x in _check_rows(optimizer, learning_rate, beta, final_fraction))
-    validation.check_in_range("batch_size", batch_size, 1.0, np.inf, closed_high=False)
-    validation.check_in_range("beta2", beta2, 0.0, 1.0, closed_high=False)
-    rng = np.random.default_rng(seed)
-    h = problem.curvature_D
-    noise_sd = np.sqrt(problem.noise_D * float(problem.noise_factor(np.array([float(batch_size)]))[0]))
-    theta = rng.standard_normal((runs, h.size)) * np.sqrt(problem.init_second_moment_D)
-    m = np.zeros_like(theta)
-    v = np.zeros_like(theta)
-    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        for t in range(horizon):
-            rate = lr * (1.0 - (1.0 - f) * t / horizon)
-            g = h * theta + rng.standard_normal(theta.shape) * noise_sd
-            if optimizer == "momentum":
-                m = b * m + g
-                theta = theta - rate * m
-            else:
-                m = b * m + (1.0 - b) * g
-                v = beta2 * v + (1.0 - beta2) * g * g
-                k = t + 1
-                theta = theta - rate * (m / (1.0 - b ** k)) / np.sqrt(v / (1.0 - beta2 ** k))
-        loss = 0.5 * (theta * theta) @ h
-    return float(loss.mean()), float(loss.std(ddof=1) / np.sqrt(runs))
+    rates = schedule(lr, f, horizon)
+    if optimizer == "momentum":
+        result = montecarlo.simulate_losses(problem, horizon, batch_size, rates, momentum=b,
+                                            runs=runs, seed=seed)
+    else:
+        result = adam.simulate_losses(problem, horizon, batch_size, rates, b, beta2, runs=runs,
+                                      seed=seed)
+    return float(result.mean_T[-1]), float(result.stderr_T[-1])
 
 
 def _candidates(optimizer, point: CurvePoint, search: DecaySearch, bounds=None):

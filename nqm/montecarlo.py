@@ -55,7 +55,8 @@ class MonteCarloResult:
     seed: int
 
 
-def _check_learning_rates(learning_rates, steps: int) -> np.ndarray:
+def check_learning_rates(learning_rates, steps: int) -> np.ndarray:
+    """A step size > 0, or one per step (shape (steps,)): float64 (steps,)."""
     lrs = validation.check_all_in_range("learning_rates", learning_rates, 0.0, np.inf,
                                         closed_low=False, index_name="step")
     if lrs.ndim == 0:
@@ -138,7 +139,7 @@ def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_ra
     seed = validation.check_whole("seed", seed, 0)
     batch_size = validation.check_in_range("batch_size", batch_size, 1.0, math.inf,
                                            closed_high=False)
-    lrs = _check_learning_rates(learning_rates, steps)
+    lrs = check_learning_rates(learning_rates, steps)
     momentum = validation.check_in_range("momentum", momentum, 0.0, 1.0, closed_high=False)
     ema_decay = validation.check_in_range("ema_decay", ema_decay, 0.0, 1.0, closed_high=False)
     h_eff_D, c_eff_D = preconditioned(problem.curvature_D, problem.noise_D, precond_power)

@@ -16,9 +16,9 @@ from realnets.sweeps.branching import BranchResult, render as render_branches
 from realnets.validation.quadratic_path import network_shape
 from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
-from realnets.workloads.catalog import WORKLOADS
 from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, FOLLOWS_FACTOR,
                                           edge_ratios, s_min_split, top_curvatures)
+from realnets.workloads.catalog import WORKLOADS
 
 RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"

@@ -157,3 +157,17 @@ def test_signal_share_at_the_start_and_its_limits(problem):
     # noise-dominated once the start is small: E theta_0^2 = 1e-6 at B = 64
     tiny = NQMConfig(dim=16, init_second_moment=1e-6).problem()
     assert adam.MeanFieldAdam(tiny, 64, 0.01).signal_share()[0] == 0.0
+
+
+def test_real_adam_takes_one_rate_per_step(problem):
+    """A constant schedule is the scalar rate, run for run; a wrong length is one line."""
+    scalar = adam.simulate_losses(problem, 20, 4, 0.02, runs=50, seed=2)
+    per_step = adam.simulate_losses(problem, 20, 4, np.full(20, 0.02), runs=50, seed=2)
+    np.testing.assert_array_equal(scalar.mean_T, per_step.mean_T)
+    halved = adam.simulate_losses(problem, 20, 4, np.r_[np.full(10, 0.02), np.full(10, 0.01)],
+                                  runs=50, seed=2)
+    np.testing.assert_array_equal(halved.mean_T[:11], scalar.mean_T[:11])
+    assert not np.array_equal(halved.mean_T[11:], scalar.mean_T[11:])
+    with pytest.raises(ValueError, match="learning_rates") as err:
+        adam.simulate_losses(problem, 20, 4, np.full(3, 0.02))
+    assert "\n" not in str(err.value)
