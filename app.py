@@ -205,8 +205,9 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
             "every batch size (Zhang et al. 2019).")
 
     # After the draw: the settings one notch away, computed in the background for the next move
-    # (not Adam's: tens of seconds each even at d = 100)
-    if "adam" not in optimizers and warmup.worth_warming(*key):
+    # (not Adam's nor the decays': tens of seconds each even at d = 100)
+    if (not {"adam", *explorer.DECAY_OF} & set(optimizers)
+            and warmup.worth_warming(*key)):
         warmup.EXPLORATIONS.schedule(warmup.neighbours(*key, CONTROL_GRID))
 
 
@@ -799,7 +800,9 @@ with st.sidebar:
                                 help="momentum and EMA take ~3 s to tune at d = 10000 "
                                      "(docs/performance.md); mean-field Adam is offered up to "
                                      f"d = {explorer.ADAM_MAX_DIM} (tens of seconds, "
-                                     "docs/nqm_adam.md)")
+                                     "docs/nqm_adam.md); a linear decay of the rate over the "
+                                     "run is tuned step by step from the constant curve, "
+                                     "without preconditioning")
     powers = st.multiselect("preconditioning powers p (H^-p)", [0.0, 0.25, 0.5, 0.75, 1.0],
                             default=[0.0], key="powers",
                             help="0: SGD-like; 0.5: Adam-like; 1: K-FAC-like")

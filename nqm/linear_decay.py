@@ -31,10 +31,10 @@ from nqm.problem import NQMConfig, Problem
 
 OPTIMIZERS = ("momentum", "adam")
 MOMENTUM_BETAS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
-# The cap on `estimated_work` that entry points enforce before tuning: minutes here
-# (benchmarks/adam_decay.py's Adam was 2.0e9 direction-steps, 272 s on a busy 2-core machine;
-# momentum runs about 3.5 times as many direction-steps a second).
-MAX_WORK = 2.1e9
+# The cap on `estimated_work` that entry points enforce before tuning: about two minutes here
+# (benchmarks/adam_decay.py, compiled loops, idle 2-core machine: momentum's decay 2.0e9
+# direction-steps in 10 s, Adam's 2.0e9 in 7 s).
+MAX_WORK = 2.4e10
 
 
 @dataclass(frozen=True)
@@ -119,14 +119,34 @@ def final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: flo
         broadcasting to (N,).
 
     Returns:
-      float64 (N,): the expected loss at step T (inf where a row diverged).
+      float64 (N,): the expected loss at step T (inf where a row diverged). Marched by the
+      compiled loops of `nqm.decay_kernels`; `reference_final_losses` is the same run through
+      the numpy step functions of `nqm.adam`.
     """
-    horizon = validation.check_whole("horizon", horizon, 1, 10 ** 7)
-    lr, b, f = _check_rows(optimizer, learning_rate, beta, final_fraction)
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
-    validation.check_in_range("batch_size", batch_size, 1.0, np.inf, closed_high=False)
-    problem.check_batch_sizes(batch_size, "batch_size")
+    horizon, lr, b, f = _check_run(problem, optimizer, horizon, batch_size, learning_rate, beta,
+                                   final_fraction)
+    from nqm import decay_kernels   # loads numba, which `python -m nqm curve` for SGD does not
+
+    if optimizer == "adam":
+        model = adam.MeanFieldAdam(problem, batch_size, lr, b, beta2, 0.0)
+        arrays = (model.h_D, model.weight_D, model.sigma2_ND[0], model.s11[0])
+        loss = decay_kernels.adam_final(*arrays, lr, b, f, float(beta2), horizon)
+    else:
+        h = problem.curvature_D
+        sigma2 = problem.noise_D * problem.noise_factor(float(batch_size))
+        loss = decay_kernels.momentum_final(h, 0.5 * h, sigma2, problem.init_second_moment_D,
+                                            lr, b, f, horizon)
+    return np.where(np.isfinite(loss), loss, np.inf)
+
+
+def reference_final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: float,
+                           learning_rate, beta, final_fraction,
+                           beta2: float = BETA2) -> np.ndarray:
+    """`final_losses` marched by the numpy step functions the engines use (`adam.one_step`,
+    `MeanFieldAdam.advance` one step at a time): the reference its compiled loops are held to,
+    and the baseline of `benchmarks/decay_kernels.py`. Same arguments and result."""
+    horizon, lr, b, f = _check_run(problem, optimizer, horizon, batch_size, learning_rate, beta,
+                                   final_fraction)
     with np.errstate(over="ignore", invalid="ignore", under="ignore"):
         if optimizer == "adam":
             loss = _adam_final(problem, horizon, batch_size, lr, b, f, beta2)
@@ -135,8 +155,19 @@ def final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: flo
     return np.where(np.isfinite(loss), loss, np.inf)
 
 
+def _check_run(problem, optimizer, horizon, batch_size, learning_rate, beta, final_fraction):
+    horizon = validation.check_whole("horizon", horizon, 1, 10 ** 7)
+    lr, b, f = _check_rows(optimizer, learning_rate, beta, final_fraction)
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+    validation.check_in_range("batch_size", batch_size, 1.0, np.inf, closed_high=False)
+    problem.check_batch_sizes(batch_size, "batch_size")
+    return horizon, lr, b, f
+
+
 def _rate(learning_rate, final_fraction, t, horizon):
-    """a_t = a (1 - (1 - f) t / T): the one formula of the schedule."""
+    """a_t = a (1 - (1 - f) t / T): the one formula of the schedule (`nqm.decay_kernels` spells
+    it out in its loops)."""
     return learning_rate * (1.0 - (1.0 - final_fraction) * t / horizon)
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from nqm import adam_rotated
+from nqm import adam_rotated, linear_decay
 from nqm.moments import expected_loss
 from nqm.noise_scale import noise_scale_trajectory
 from nqm.problem import NQMConfig
@@ -20,12 +20,18 @@ from nqm.scaling import Analysis, analyse_curve
 from nqm.tuning import OptimizerSpec, default_space, tune_curve
 
 OPTIMIZER_LABELS = {"sgd": "SGD", "momentum": "momentum", "ema": "EMA (averaging)",
-                    "schedule": "schedule (10 pieces)", "adam": "Adam (mean field)"}
+                    "schedule": "schedule (10 pieces)", "adam": "Adam (mean field)",
+                    "momentum_decay": "momentum, linear decay",
+                    "adam_decay": "Adam (mean field), linear decay"}
+# A linear decay of the rate over the run (`nqm.linear_decay`), tuned from the constant curve of
+# its optimizer, within that optimizer's default rate bounds.
+DECAY_OF = {"momentum_decay": "momentum", "adam_decay": "adam"}
 # Mean-field Adam is tuned by scanning learning rates for every b1 (`nqm.adam_tuning`): ~15 s
 # at d = 100 over 13 batch sizes on a busy 2-core machine, and linear in d.
 ADAM_MAX_DIM = 300
 SURGE_PRESET = "Adam's surge (Li et al. 2024)"
 SURGE_MAX_DIM = 1000   # the rotated model is dense (d, d)
+DECAY_PRESET = "Adam beyond momentum, with a linear decay (Zhang et al. 2019)"
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,17 @@ PRESETS = {
         "the greedy one-step rate, when the Hessian is not diagonal in Adam's coordinates and "
         "the gradient noise is independent per coordinate (the chart under this box; "
         "docs/nqm_adam.md)."),
+    DECAY_PRESET: (
+        dict(optimizers=["momentum", "momentum_decay", "adam", "adam_decay"], powers=[0.0],
+             target=0.01, dim=100, batch_range=(4, 16384)),
+        "Zhang et al. (2019) found that Adam-like preconditioning extends perfect scaling to "
+        "larger batches than momentum. In this mean-field Adam it does not at a constant rate: "
+        "the rate must be small enough for the loss floor at the end, and at large batch sizes "
+        "Adam's step is sign-like (about the rate per step, whatever the curvature) for most of "
+        "the run, so a small rate is slow. With a linear decay of the rate over the run, tuned "
+        "at each batch size within the same rate bounds, the decay cuts momentum's steps only "
+        "where noise dominates and Adam's at most batch sizes, and Adam's curve bends later: "
+        "compare B_crit in the table (docs/nqm_adam.md, 'Fact 1')."),
     "A tougher target": (
         dict(optimizers=["sgd", "momentum"], powers=[0.0], target=0.001),
         "Asking for a lower loss makes the noise matter for longer: the critical batch size "
@@ -102,17 +119,21 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
         raise ValueError("choose at least one preconditioning power")
     if not batch_sizes:
         raise ValueError("the batch-size range is empty")
-    if "adam" in optimizers and problem.dim > ADAM_MAX_DIM:
+    if {"adam", "adam_decay"} & set(optimizers) and problem.dim > ADAM_MAX_DIM:
         raise ValueError(f"Adam is tuned here for dimensions d <= {ADAM_MAX_DIM} (its tuning "
                          f"takes seconds per 100 dimensions), got d = {problem.dim}")
-    # Adam has its own preconditioner: it is tuned once, at p = 0, whatever the powers chosen
-    runs = [(n, p) for p in precond_powers for n in optimizers if n != "adam"]
-    runs += [("adam", 0.0)] if "adam" in optimizers else []
+    for name in DECAY_OF.keys() & set(optimizers):   # refused on the steps' lower bound
+        check_decay_work(problem, DECAY_OF[name], problem.lower_bound_steps(batch_sizes))
+    # Adam has its own preconditioner and the decays are tuned without one: each is tuned once,
+    # at p = 0, whatever the powers chosen
+    once = ("adam", *DECAY_OF)
+    runs = [(n, p) for p in precond_powers for n in optimizers if n not in once]
+    runs += [(n, 0.0) for n in once if n in optimizers]
     rows, summary, analyses = [], [], {}
+    constants = {}      # the constant-rate curves at p = 0, which the decays start from
     for name, precond_power in runs:
         start = time.perf_counter()
-        spec = OptimizerSpec(name, precond_power)
-        curve = tune_curve(problem, spec, batch_sizes, max_steps, default_space(spec))
+        curve = _tuned_curve(problem, name, precond_power, batch_sizes, max_steps, constants)
         seconds = time.perf_counter() - start
         label = OPTIMIZER_LABELS[name] + (f", p = {precond_power:g}" if precond_power else "")
         analysis: Analysis = analyse_curve(curve)
@@ -121,12 +142,12 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
         base = steps[0] * curve.batch_sizes[0] if np.isfinite(steps[0]) else np.nan
         for i, p in enumerate(curve.points):
             # Adam's momentum field is b1; its rate already multiplies m's (1 - b1) average
-            b = 0.0 if name == "adam" else (p.momentum or 0.0)
+            b = 0.0 if name in ("adam", "adam_decay") else (p.momentum or 0.0)
             rows.append({"optimizer": label, "batch_size": p.batch_size, "steps": steps[i],
                          "learning_rate": p.learning_rate, "momentum": p.momentum,
                          "effective_lr": None if p.learning_rate is None else p.learning_rate / (1 - b),
                          "regime": analysis.regimes[i], "perfect": base / p.batch_size,
-                         "edge": "+".join(p.edge)})
+                         "final_lr_fraction": p.final_lr_fraction, "edge": "+".join(p.edge)})
         summary.append({"optimizer": label, "s_min": analysis.fit.s_min,
                         "b_crit": analysis.fit.b_crit, "r2": analysis.fit.r2,
                         "cbs20": analysis.cbs20, "maximal_from": analysis.maximal_from,
@@ -134,6 +155,33 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
     bs = np.asarray(batch_sizes, dtype=float)
     lower = pd.DataFrame({"batch_size": bs, "steps": problem.lower_bound_steps(bs)})
     return Exploration(pd.DataFrame(rows), pd.DataFrame(summary), lower, analyses)
+
+
+def check_decay_work(problem, optimizer: str, steps) -> None:
+    """Refuses a linear decay whose step-by-step tuning would march more than
+    `linear_decay.MAX_WORK` direction-steps (given the constant curve's steps, or their lower
+    bound): one line naming the controls that shrink it."""
+    work = linear_decay.estimated_work(problem, optimizer, steps)
+    if work > linear_decay.MAX_WORK:
+        raise ValueError(f"{OPTIMIZER_LABELS[optimizer + '_decay']}: its step-by-step tuning "
+                         f"would march about {work:.2g} direction-steps or more, above "
+                         f"{linear_decay.MAX_WORK:.2g} (about two minutes here); choose fewer "
+                         "dimensions d, a higher target loss or larger batch sizes")
+
+
+def _tuned_curve(problem, name, precond_power, batch_sizes, max_steps, constants):
+    """The tuned curve of one explorer optimizer; a decay reuses (or tunes and keeps, in
+    `constants`) its optimizer's constant-rate curve at p = 0."""
+    base = DECAY_OF.get(name, name)
+    spec = OptimizerSpec(base, precond_power)
+    key = (base, precond_power)
+    if key not in constants:
+        constants[key] = tune_curve(problem, spec, batch_sizes, max_steps, default_space(spec))
+    if name not in DECAY_OF:
+        return constants[key]
+    check_decay_work(problem, base, [p.steps for p in constants[key].points])
+    return linear_decay.tune_decay_curve(problem, base, constants[key],
+                                         learning_rate_bounds=default_space(spec).learning_rate)
 
 
 def noise_scale_along(config: NQMConfig, batch_size: int, learning_rate: float,

@@ -27,6 +27,30 @@ def test_a_constant_rate_is_the_constant_engines(small):
                                rtol=1e-10)
 
 
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_compiled_loops_are_the_numpy_step_functions(optimizer):
+    """nqm.decay_kernels marches the same recurrences as adam.one_step and MeanFieldAdam.advance
+    (reference_final_losses): same losses row by row, including rows that diverge (inf in
+    both; mean-field Adam's normalised step rises far above the start instead), b = 0, f = 0
+    and f = 1, at a batch size with a finite training set."""
+    problem = NQMConfig(dim=40, target=0.01, train_size=4096).problem()
+    rng = np.random.default_rng(5)
+    n = 24
+    scale = 1.0 if optimizer == "momentum" else 0.05
+    lr = scale * 10 ** rng.uniform(-3, 2.5, n)       # the top of the range diverges
+    beta = rng.choice([0.0, 0.5, 0.9, 0.99], n)
+    final = rng.choice([1.0, 0.3, 0.0], n)
+    for batch, beta2 in ((16, 0.999), (1024, 0.0)):
+        args = (problem, optimizer, 90, batch, lr, beta, final, beta2)
+        want = linear_decay.reference_final_losses(*args)
+        got = linear_decay.final_losses(*args)
+        unstable = np.isinf(want) if optimizer == "momentum" else want > 10 * problem.initial_loss()
+        assert unstable.any() and np.isfinite(want).sum() >= n // 2
+        np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
+        ok = np.isfinite(want)
+        np.testing.assert_allclose(got[ok], want[ok], rtol=1e-12)
+
+
 def test_sgd_decay_is_the_scalar_recurrence(small):
     """b = 0: x_{t+1} = (1 - a_t h)^2 x_t + a_t^2 c / B with a_t = a (1 - (1 - f) t / T)."""
     T, B, a, f = 120, 4.0, 0.5, 0.05

@@ -99,6 +99,19 @@ def test_adam_surge_preset_draws_the_one_step_rate_and_the_tuned_adam_curve():
     assert any("Li et al." in i.value for i in at.info)
 
 
+def test_a_linear_decay_is_tuned_from_its_constant_curve_and_shows_its_final_fraction():
+    at = run_app(dim=100, batch_range=(256, 1024), optimizers=["momentum", "momentum_decay"])
+    assert not at.exception
+    assert list(at.session_state["summary"]["optimizer"]) == ["momentum",
+                                                             "momentum, linear decay"]
+    points = at.session_state["points"]
+    const = points[points["optimizer"] == "momentum"].set_index("batch_size")
+    decay = points[points["optimizer"] == "momentum, linear decay"].set_index("batch_size")
+    assert np.all(decay["steps"] <= const["steps"])
+    assert decay["final_lr_fraction"].between(0, 1).all()
+    assert const["final_lr_fraction"].isna().all()
+
+
 def test_csv_download_holds_the_curve():
     at = run_app(dim=300, batch_range=(4, 64))
     points = at.session_state["points"]

@@ -1,11 +1,13 @@
-"""ui.explorer: the tables the NQM explorer draws, here Adam's (tuned curve, surge preset)."""
+"""ui.explorer: the tables the NQM explorer draws, here Adam's (tuned curve, surge preset) and
+the linear decays'."""
 
 import numpy as np
 import pytest
 
-from nqm import adam_rotated
+from nqm import adam_rotated, linear_decay
 from nqm.adam_tuning import AdamSearch, tune_adam_curve
 from nqm.problem import NQMConfig
+from nqm.tuning import OptimizerSpec, default_space, tune_curve
 from ui import explorer
 
 
@@ -23,6 +25,45 @@ def test_adam_is_tuned_once_in_its_own_bounds_with_its_rate_as_the_effective_rat
 def test_adam_refused_above_its_dimension_limit():
     with pytest.raises(ValueError, match="d <= 300"):
         explorer.explore(NQMConfig(dim=1000), ("adam",), (0.0,), (4, 8))
+
+
+def test_decays_are_tuned_once_from_their_constant_curve_in_its_bounds():
+    """Each decay is tune_decay_curve on its optimizer's constant curve at p = 0 (tuned once,
+    whatever the powers), within that optimizer's default rate bounds, and needs no more steps
+    than the constant rate at any batch size."""
+    config = NQMConfig(dim=12, target=0.02)
+    batch = (4, 64, 1024)
+    result = explorer.explore(config, ("momentum_decay", "momentum", "adam_decay"), (0.5, 0.0),
+                              batch)
+    assert list(result.summary["optimizer"]) == [
+        "momentum, p = 0.5", "momentum", "momentum, linear decay",
+        "Adam (mean field), linear decay"]
+    for name in ("momentum", "adam"):
+        spec = OptimizerSpec(name)
+        constant = tune_curve(config, spec, batch, 10 ** 8, default_space(spec))
+        direct = linear_decay.tune_decay_curve(
+            config, name, constant, learning_rate_bounds=default_space(spec).learning_rate)
+        rows = result.points[result.points["optimizer"] == explorer.OPTIMIZER_LABELS[
+            name + "_decay"]]
+        np.testing.assert_array_equal(rows["steps"], direct.steps)
+        np.testing.assert_array_equal(rows["final_lr_fraction"],
+                                      [p.final_lr_fraction for p in direct.points])
+        assert np.all(rows["steps"].to_numpy() <= constant.steps)
+        low, high = default_space(spec).learning_rate
+        assert np.all((rows["learning_rate"] >= low) & (rows["learning_rate"] <= high))
+    decay = result.points[result.points["optimizer"] == "momentum, linear decay"]
+    assert (decay["final_lr_fraction"] < 1).any()     # the decay is used somewhere
+
+
+def test_decay_refused_before_tuning_when_too_much_work():
+    """The steps' lower bound already exceeds the work cap: one line naming the controls."""
+    config = NQMConfig(dim=300, target=1e-4)
+    problem = config.problem()
+    assert linear_decay.estimated_work(problem, "adam", problem.lower_bound_steps([4])) \
+        > linear_decay.MAX_WORK
+    with pytest.raises(ValueError, match="linear decay: its step-by-step tuning .* fewer "
+                                         "dimensions d"):
+        explorer.explore(config, ("adam_decay",), (0.0,), (4,))
 
 
 def test_surge_table_is_the_greedy_rate_of_both_models():
