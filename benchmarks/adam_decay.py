@@ -1,13 +1,14 @@
 """Fact 1 (Zhang et al. 2019) with a linear decay: does mean-field Adam extend perfect scaling
 beyond momentum when both decay their rate linearly over the run?
 
-Run: `python benchmarks/adam_decay.py` (6 min on a busy 2-core machine, 4.5 of them Adam's decay;
-`--quick` uses d = 30 and B = 4 .. 4096, 30 s; its numbers are not the doc's). For each optimizer
+Run: `python benchmarks/adam_decay.py` (48 s on the idle 2-core machine with the compiled step
+loops of `nqm.decay_kernels`; `--quick` uses d = 30 and B = 4 .. 4096; its numbers are not the
+doc's). For each optimizer
 the constant-rate curve (`tune_curve` / `tune_adam_curve`, the baseline, measured in the same run)
 and the linear-decay curve tuned from it (`nqm.linear_decay.tune_decay_curve`; rates within the
 constant curve's default bounds, and for Adam also up to momentum's ceiling of 10), on
 `NQMConfig(dim=100, target=0.01)` (d = 10^4 is Zhang et al.'s; d = 100 keeps the step-by-step
-evaluation to minutes). Prints one table (steps at the smallest and largest batch size, the fit's
+evaluation short). Prints one table (steps at the smallest and largest batch size, the fit's
 S_min and B_crit, cbs20), per curve S(B) B and the tuned metaparameters, and for constant-rate
 Adam the share of the loss in directions where its update is sign-like, averaged over each run.
 """

@@ -123,19 +123,25 @@ def final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: flo
       compiled loops of `nqm.decay_kernels`; `reference_final_losses` is the same run through
       the numpy step functions of `nqm.adam`.
     """
-    horizon, lr, b, f = _check_run(problem, optimizer, horizon, batch_size, learning_rate, beta,
-                                   final_fraction)
+    horizon, lr, b, f, beta2 = _check_run(problem, optimizer, horizon, batch_size, learning_rate,
+                                          beta, final_fraction, beta2)
+    if lr.size == 0:
+        return np.empty(0)
     from nqm import decay_kernels   # loads numba, which `python -m nqm curve` for SGD does not
 
     if optimizer == "adam":
         model = adam.MeanFieldAdam(problem, batch_size, lr, b, beta2, 0.0)
         arrays = (model.h_D, model.weight_D, model.sigma2_ND[0], model.s11[0])
-        loss = decay_kernels.adam_final(*arrays, lr, b, f, float(beta2), horizon)
     else:
         h = problem.curvature_D
-        sigma2 = problem.noise_D * problem.noise_factor(float(batch_size))
-        loss = decay_kernels.momentum_final(h, 0.5 * h, sigma2, problem.init_second_moment_D,
-                                            lr, b, f, horizon)
+        arrays = (h, 0.5 * h, problem.noise_D * problem.noise_factor(float(batch_size)),
+                  problem.init_second_moment_D)
+    # one layout and dtype, so numba compiles each kernel once
+    arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in arrays]
+    if optimizer == "adam":
+        loss = decay_kernels.adam_final(*arrays, lr, b, f, beta2, horizon)
+    else:
+        loss = decay_kernels.momentum_final(*arrays, lr, b, f, horizon)
     return np.where(np.isfinite(loss), loss, np.inf)
 
 
@@ -145,9 +151,9 @@ def reference_final_losses(problem: Problem, optimizer: str, horizon: int, batch
     """`final_losses` marched by the numpy step functions the engines use (`adam.one_step`,
     `MeanFieldAdam.advance` one step at a time): the reference its compiled loops are held to,
     and the baseline of `benchmarks/decay_kernels.py`. Same arguments and result."""
-    horizon, lr, b, f = _check_run(problem, optimizer, horizon, batch_size, learning_rate, beta,
-                                   final_fraction)
-    with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+    horizon, lr, b, f, beta2 = _check_run(problem, optimizer, horizon, batch_size, learning_rate,
+                                          beta, final_fraction, beta2)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
         if optimizer == "adam":
             loss = _adam_final(problem, horizon, batch_size, lr, b, f, beta2)
         else:
@@ -155,14 +161,16 @@ def reference_final_losses(problem: Problem, optimizer: str, horizon: int, batch
     return np.where(np.isfinite(loss), loss, np.inf)
 
 
-def _check_run(problem, optimizer, horizon, batch_size, learning_rate, beta, final_fraction):
+def _check_run(problem, optimizer, horizon, batch_size, learning_rate, beta, final_fraction,
+               beta2):
     horizon = validation.check_whole("horizon", horizon, 1, 10 ** 7)
     lr, b, f = _check_rows(optimizer, learning_rate, beta, final_fraction)
+    beta2 = validation.check_in_range("beta2", beta2, 0.0, 1.0, closed_high=False)
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
     validation.check_in_range("batch_size", batch_size, 1.0, np.inf, closed_high=False)
     problem.check_batch_sizes(batch_size, "batch_size")
-    return horizon, lr, b, f
+    return horizon, lr, b, f, beta2
 
 
 def _rate(learning_rate, final_fraction, t, horizon):

@@ -53,9 +53,12 @@ def steps_chart(points: pd.DataFrame, lower_bound: pd.DataFrame | None,
     base = alt.Chart(reached).encode(
         x=alt.X("batch_size:Q", scale=LOG2, title="batch size B"),
         color=alt.Color(f"{series}:N", title=series, legend=legend, scale=colours))
+    tooltip = [series, "batch_size", "steps", "learning_rate", "momentum", "regime"]
+    if "final_lr_fraction" in reached and reached["final_lr_fraction"].notna().any():
+        # a linear decay's final rate as a fraction of its first (empty for constant rates)
+        tooltip.append(alt.Tooltip("final_lr_fraction:Q", title="final rate fraction f"))
     lines = base.mark_line(point=True).encode(
-        y=alt.Y("steps:Q", scale=LOG10, title="steps to target"),
-        tooltip=[series, "batch_size", "steps", "learning_rate", "momentum", "regime"])
+        y=alt.Y("steps:Q", scale=LOG10, title="steps to target"), tooltip=tooltip)
     perfect = base.mark_line(strokeDash=[4, 4], opacity=0.5).encode(y="perfect:Q")
     layers = [lines, perfect]
     if "fit" in points:

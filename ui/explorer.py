@@ -122,7 +122,7 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
     if {"adam", "adam_decay"} & set(optimizers) and problem.dim > ADAM_MAX_DIM:
         raise ValueError(f"Adam is tuned here for dimensions d <= {ADAM_MAX_DIM} (its tuning "
                          f"takes seconds per 100 dimensions), got d = {problem.dim}")
-    for name in DECAY_OF.keys() & set(optimizers):   # refused on the steps' lower bound
+    for name in [n for n in DECAY_OF if n in optimizers]:   # refused on the steps' lower bound
         check_decay_work(problem, DECAY_OF[name], problem.lower_bound_steps(batch_sizes))
     # Adam has its own preconditioner and the decays are tuned without one: each is tuned once,
     # at p = 0, whatever the powers chosen

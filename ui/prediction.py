@@ -17,6 +17,7 @@ from nqm.problem import NQMConfig
 from nqm.scaling import analyse, analyse_curve
 from nqm.tuning import OptimizerSpec, tune_curve
 from realnets import workloads
+from ui.explorer import DECAY_OF
 from ui.measured import perfect_scaling
 
 NO_BUDGET = 10 ** 8                    # the NQM explorer's step budget
@@ -46,7 +47,8 @@ def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
                      optimizer: str = "sgd", precond_power: float = 0.0) -> PredictionSetup:
     """The exact prediction for the `nqm` workload (`workloads.NQM_WORKLOAD` at the sweep's goal,
     tuned for its optimizer within its step budget); for any other curve, the explorer's problem
-    with the explorer's optimizer."""
+    with the explorer's optimizer (a linear decay at its optimizer's constant rate, Adam at
+    p = 0)."""
     if measured_config.get("workload") == "nqm":
         goal = measured_config.get("goal", workloads.NQM_WORKLOAD.target)
         problem = replace(workloads.NQM_WORKLOAD, target=float(goal))
@@ -55,7 +57,11 @@ def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
         label = (f"NQM exact: {name}, d = {problem.dim}, h_i = i^-{problem.spectrum_exponent:g}, "
                  f"target {problem.target:g}")
         return PredictionSetup(problem, OptimizerSpec(name), int(budget), True, label)
-    spec = OptimizerSpec(optimizer, float(precond_power))
+    # the explorer's decays are predicted at a constant rate, as every sweep ran; Adam at p = 0,
+    # as the explorer tunes it
+    optimizer = DECAY_OF.get(optimizer, optimizer)
+    precond_power = 0.0 if optimizer == "adam" else float(precond_power)
+    spec = OptimizerSpec(optimizer, precond_power)
     label = (f"NQM: {optimizer}{f', p = {precond_power:g}' if precond_power else ''}, "
              f"d = {explorer_config.dim}, h_i = i^-{explorer_config.spectrum_exponent:g}, "
              f"c = {explorer_config.noise}, target {explorer_config.target:g}")

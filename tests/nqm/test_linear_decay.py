@@ -173,13 +173,21 @@ def test_curve_point_keeps_its_final_fraction():
     (dict(learning_rate=-0.1), "learning_rate"),
     (dict(beta=1.0), "beta"),
     (dict(batch_size=0), "batch_size"),
+    (dict(optimizer="adam", beta2=[0.9, 0.99]), "beta2"),     # one b2 for all rows
+    (dict(optimizer="adam", beta2=1.0), "beta2"),
 ])
 def test_bad_input_is_one_line_naming_the_parameter(small, kwargs, name):
     args = dict(optimizer="momentum", horizon=10, batch_size=4, learning_rate=0.1, beta=0.9,
                 final_fraction=0.1) | kwargs
-    with pytest.raises(ValueError, match=name) as err:
-        linear_decay.final_losses(small, **args)
-    assert "\n" not in str(err.value)
+    for run in (linear_decay.final_losses, linear_decay.reference_final_losses):
+        with pytest.raises(ValueError, match=name) as err:
+            run(small, **args)
+        assert "\n" not in str(err.value)
+
+
+def test_no_rows_give_no_losses(small):
+    for optimizer in ("momentum", "adam"):
+        assert linear_decay.final_losses(small, optimizer, 5, 4, [], 0.9, 1.0).shape == (0,)
 
 
 @pytest.mark.parametrize("kwargs, name", [(dict(final_fractions=(2.0,)), "final_fractions"),

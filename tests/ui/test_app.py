@@ -110,6 +110,9 @@ def test_a_linear_decay_is_tuned_from_its_constant_curve_and_shows_its_final_fra
     assert np.all(decay["steps"] <= const["steps"])
     assert decay["final_lr_fraction"].between(0, 1).all()
     assert const["final_lr_fraction"].isna().all()
+    # the steps chart's tooltip shows it
+    spec = at.get("vega_lite_chart")[0].proto.spec
+    assert "final rate fraction f" in spec
 
 
 def test_csv_download_holds_the_curve():

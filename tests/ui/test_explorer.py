@@ -55,15 +55,45 @@ def test_decays_are_tuned_once_from_their_constant_curve_in_its_bounds():
     assert (decay["final_lr_fraction"] < 1).any()     # the decay is used somewhere
 
 
-def test_decay_refused_before_tuning_when_too_much_work():
-    """The steps' lower bound already exceeds the work cap: one line naming the controls."""
+def test_decay_refused_before_tuning_when_too_much_work(monkeypatch):
+    """The steps' lower bound already exceeds the work cap: one line naming the controls, before
+    any tuning (tune_curve would raise)."""
     config = NQMConfig(dim=300, target=1e-4)
     problem = config.problem()
     assert linear_decay.estimated_work(problem, "adam", problem.lower_bound_steps([4])) \
         > linear_decay.MAX_WORK
+
+    def no_tuning(*args, **kwargs):
+        raise AssertionError("tuned before refusing")
+
+    monkeypatch.setattr(explorer, "tune_curve", no_tuning)
     with pytest.raises(ValueError, match="linear decay: its step-by-step tuning .* fewer "
                                          "dimensions d"):
-        explorer.explore(config, ("adam_decay",), (0.0,), (4,))
+        explorer.explore(config, ("momentum", "adam_decay"), (0.0,), (4,))
+
+
+def test_decay_refused_on_the_constant_curve_s_steps_and_constants_tuned_once(monkeypatch):
+    """The second check, on the constant curve's own steps (above the lower bound's), and one
+    constant tuning per optimizer shared by the constant and the decayed curve."""
+    config = NQMConfig(dim=12, target=0.02)
+    calls = []
+    real = explorer.tune_curve
+
+    def counted(problem, spec, *args, **kwargs):
+        calls.append(spec)
+        return real(problem, spec, *args, **kwargs)
+
+    monkeypatch.setattr(explorer, "tune_curve", counted)
+    explorer.explore(config, ("momentum", "momentum_decay"), (0.0,), (4, 64))
+    assert calls == [OptimizerSpec("momentum")]
+    problem = config.problem()
+    constant = tune_curve(config, OptimizerSpec("momentum"), (4, 64))
+    work = linear_decay.estimated_work(problem, "momentum", [p.steps for p in constant.points])
+    assert work > linear_decay.estimated_work(problem, "momentum",
+                                              problem.lower_bound_steps([4, 64]))
+    monkeypatch.setattr(linear_decay, "MAX_WORK", 0.5 * work)   # between the two estimates
+    with pytest.raises(ValueError, match="momentum, linear decay: .* direction-steps or more"):
+        explorer.explore(config, ("momentum_decay",), (0.0,), (4, 64))
 
 
 def test_surge_table_is_the_greedy_rate_of_both_models():

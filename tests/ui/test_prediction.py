@@ -84,3 +84,10 @@ def test_the_nqm_workload_gets_the_exact_prediction():
     assert not other.exact and other.config == NQMConfig(dim=300)
     assert other.optimizer == OptimizerSpec("momentum", 0.5)
     assert prediction.lower_bound(other, batch_sizes) is None
+    # the explorer's decays at their constant rate (every sweep ran at one), Adam at p = 0
+    for name, power, want in (("momentum_decay", 0.0, OptimizerSpec("momentum")),
+                              ("adam_decay", 0.0, OptimizerSpec("adam")),
+                              ("adam", 0.5, OptimizerSpec("adam"))):
+        setup = prediction.prediction_setup({"workload": "mnist_mlp"}, NQMConfig(dim=300), name,
+                                            power)
+        assert setup.optimizer == want and setup.label.startswith(f"NQM: {want.name}, d = 300")
