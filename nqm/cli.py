@@ -157,7 +157,7 @@ def _check_decay_work(problem, optimizer, steps, qualifier):
     if work > linear_decay.MAX_WORK:
         raise ValueError(f"--linear-decay: the step-by-step evaluation would take {qualifier}"
                          f"about {work:.2g} direction-steps, more than {linear_decay.MAX_WORK:.2g} "
-                         "(about two minutes here); use a smaller --dim or larger "
+                         "(a minute or two here); use a smaller --dim or larger "
                          "--batch-sizes")
 
 

@@ -3,8 +3,10 @@
 A rate that changes every step has no closed form over a segment, so the run is marched one step
 at a time. Written in numpy, each step builds about twenty (N, d) temporaries; for the tuner's
 calls (tens of rows, 10^2-10^3 directions) those are ~1 MB each, which glibc maps and unmaps on
-every allocation, so half the time went to page faults. Here each row and direction is marched
-through all T steps in registers: the same recurrences, the same order of operations, no
+every allocation, so half the time went to page faults. Here each row is marched step by step
+over (d,) state arrays with the directions innermost, where they do not depend on each other and
+the compiler vectorises them (3.5x faster than marching each direction through all T steps in
+turn, which waits on every step's result): the same recurrences, the same order of operations, no
 temporaries (`benchmarks/decay_kernels.py` measures the gain; the tests hold both against the
 numpy step functions they replace, `nqm.adam.one_step` and `MeanFieldAdam.advance`).
 
@@ -29,27 +31,28 @@ import numpy as np
 @numba.njit(cache=True, error_model="numpy")
 def momentum_final(h_D, w_D, sigma2_D, x0_D, lr_n, b_n, f_n, horizon):
     """Heavy-ball momentum: the second moments of (theta, u) with F = [[1 - eta h, -eta b],
-    [h, b]] and noise direction (-eta, 1), as `nqm.adam.one_step`. Each direction is marched
-    through all T steps in registers, the row's rates computed once."""
+    [h, b]] and noise direction (-eta, 1), as `nqm.adam.one_step`."""
     n_rows, dim = lr_n.shape[0], h_D.shape[0]
     out = np.empty(n_rows)
-    rates = np.empty(horizon)
+    s11, s12, s22 = np.empty(dim), np.empty(dim), np.empty(dim)
     for n in range(n_rows):
         a, b, f = lr_n[n], b_n[n], f_n[n]
+        s11[:] = x0_D
+        s12[:] = 0.0
+        s22[:] = 0.0
         for t in range(horizon):
-            rates[t] = a * (1.0 - (1.0 - f) * t / horizon)
+            eta = a * (1.0 - (1.0 - f) * t / horizon)
+            f12 = -eta * b
+            for i in range(dim):
+                h, sig = h_D[i], sigma2_D[i]
+                x11, x12, x22 = s11[i], s12[i], s22[i]
+                f11 = 1.0 - eta * h
+                s11[i] = f11 * f11 * x11 + 2.0 * f11 * f12 * x12 + f12 * f12 * x22 + eta * eta * sig
+                s12[i] = f11 * h * x11 + (f11 * b + f12 * h) * x12 + f12 * b * x22 - eta * sig
+                s22[i] = h * h * x11 + 2.0 * h * b * x12 + b * b * x22 + sig
         total = 0.0
         for i in range(dim):
-            h, sig = h_D[i], sigma2_D[i]
-            s11, s12, s22 = x0_D[i], 0.0, 0.0
-            for t in range(horizon):
-                eta = rates[t]
-                f11, f12 = 1.0 - eta * h, -eta * b
-                n11 = f11 * f11 * s11 + 2.0 * f11 * f12 * s12 + f12 * f12 * s22 + eta * eta * sig
-                n12 = f11 * h * s11 + (f11 * b + f12 * h) * s12 + f12 * b * s22 - eta * sig
-                n22 = h * h * s11 + 2.0 * h * b * s12 + b * b * s22 + sig
-                s11, s12, s22 = n11, n12, n22
-            total += w_D[i] * s11
+            total += w_D[i] * s11[i]
         out[n] = total
     return out
 
@@ -65,8 +68,8 @@ def adam_final(h_D, w_D, sigma2_D, x0_D, lr_n, b_n, f_n, beta2, horizon):
     """Mean-field Adam (epsilon 0, bias corrections), one exact step at a time, as
     `nqm.adam.MeanFieldAdam.advance` with one step per call: V_k = b2 V_{k-1} + (1 - b2)
     (h^2 E theta^2 + sigma^2), eta_k = a_k (1 - b1) / (1 - b1^k) / sqrt(V_k / (1 - b2^k)), then
-    the heavy-ball moments with b = b1. The directions are the model's quadrature nodes. Steps
-    run outermost, so the bias corrections are computed once a step (state: four (d,) arrays)."""
+    the heavy-ball moments with b = b1. The directions are the model's quadrature nodes; the
+    bias corrections are computed once a step."""
     n_rows, dim = lr_n.shape[0], h_D.shape[0]
     out = np.empty(n_rows)
     s11, s12, s22, v = np.empty(dim), np.empty(dim), np.empty(dim), np.empty(dim)

@@ -31,9 +31,9 @@ from nqm.problem import NQMConfig, Problem
 
 OPTIMIZERS = ("momentum", "adam")
 MOMENTUM_BETAS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
-# The cap on `estimated_work` that entry points enforce before tuning: about two minutes here
-# (benchmarks/adam_decay.py, compiled loops, idle 2-core machine: momentum's decay 2.0e9
-# direction-steps in 10 s, Adam's 2.0e9 in 7 s).
+# The cap on `estimated_work` that entry points enforce before tuning: a minute or two here
+# (benchmarks/adam_decay.py, compiled loops, 2-core machine beside a niced sweep: momentum's decay
+# 2.0e9 direction-steps in 3 s, Adam's 2.0e9 in 7 s).
 MAX_WORK = 2.4e10
 
 

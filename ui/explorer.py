@@ -165,7 +165,7 @@ def check_decay_work(problem, optimizer: str, steps) -> None:
     if work > linear_decay.MAX_WORK:
         raise ValueError(f"{OPTIMIZER_LABELS[optimizer + '_decay']}: its step-by-step tuning "
                          f"would march about {work:.2g} direction-steps or more, above "
-                         f"{linear_decay.MAX_WORK:.2g} (about two minutes here); choose fewer "
+                         f"{linear_decay.MAX_WORK:.2g} (a minute or two here); choose fewer "
                          "dimensions d, a higher target loss or larger batch sizes")
 
 
