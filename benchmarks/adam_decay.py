@@ -3,9 +3,10 @@ beyond momentum when both decay their rate linearly over the run?
 
 Run: `python benchmarks/adam_decay.py` (39 s on the 2-core machine beside a niced sweep, with the
 compiled step loops of `nqm.decay_kernels`; `--quick` uses d = 30 and B = 4 .. 4096; its numbers
-are not the doc's). For each optimizer the constant-rate curve (`tune_curve` / `tune_adam_curve`, the baseline, measured in the same run)
-and the linear-decay curve tuned from it (`nqm.linear_decay.tune_decay_curve`; rates within the
-constant curve's default bounds, and for Adam also up to momentum's ceiling of 10), on
+are not the doc's). For each optimizer the constant-rate curve (`tune_curve` /
+`tune_adam_curve`, the baseline, measured in the same run) and the linear-decay curve tuned from
+it (`nqm.linear_decay.tune_decay_curve`; rates within the constant curve's default bounds, and
+for Adam also up to momentum's ceiling of 10), on
 `NQMConfig(dim=100, target=0.01)` (d = 10^4 is Zhang et al.'s; d = 100 keeps the step-by-step
 evaluation short). Prints one table (steps at the smallest and largest batch size, the fit's
 S_min and B_crit, cbs20), per curve S(B) B and the tuned metaparameters, and for constant-rate
