@@ -6,6 +6,7 @@ Pure functions of plain values (usable as cache keys); `ui.charts` draws the tab
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 
@@ -13,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from nqm import adam_rotated, linear_decay
+from nqm.curve import ScalingCurve
 from nqm.moments import expected_loss
 from nqm.noise_scale import noise_scale_trajectory
 from nqm.problem import NQMConfig
@@ -130,10 +132,9 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
     runs = [(n, p) for p in precond_powers for n in optimizers if n not in once]
     runs += [(n, 0.0) for n in once if n in optimizers]
     rows, summary, analyses = [], [], {}
-    constants = {}      # the constant-rate curves at p = 0, which the decays start from
     for name, precond_power in runs:
         start = time.perf_counter()
-        curve = _tuned_curve(problem, name, precond_power, batch_sizes, max_steps, constants)
+        curve = _tuned_curve(config, name, precond_power, batch_sizes, max_steps)
         seconds = time.perf_counter() - start
         label = OPTIMIZER_LABELS[name] + (f", p = {precond_power:g}" if precond_power else "")
         analysis: Analysis = analyse_curve(curve)
@@ -169,19 +170,28 @@ def check_decay_work(problem, optimizer: str, steps) -> None:
                          "dimensions d, a higher target loss or larger batch sizes")
 
 
-def _tuned_curve(problem, name, precond_power, batch_sizes, max_steps, constants):
-    """The tuned curve of one explorer optimizer; a decay reuses (or tunes and keeps, in
-    `constants`) its optimizer's constant-rate curve at p = 0."""
+@functools.lru_cache(maxsize=64)
+def constant_curve(config: NQMConfig, name: str, precond_power: float,
+                   batch_sizes: tuple[int, ...], max_steps: int) -> ScalingCurve:
+    """The tuned constant-rate curve of one optimizer in its default space, kept for the
+    process: a decay added to a selection starts from the constant curve already tuned, and a
+    decay refused on that curve's steps does not tune it again at the next redraw."""
+    spec = OptimizerSpec(name, precond_power)
+    return tune_curve(config.problem(), spec, batch_sizes, max_steps, default_space(spec))
+
+
+def _tuned_curve(config, name, precond_power, batch_sizes, max_steps):
+    """The tuned curve of one explorer optimizer; a decay starts from its optimizer's constant
+    curve at the same power (`constant_curve`)."""
     base = DECAY_OF.get(name, name)
-    spec = OptimizerSpec(base, precond_power)
-    key = (base, precond_power)
-    if key not in constants:
-        constants[key] = tune_curve(problem, spec, batch_sizes, max_steps, default_space(spec))
+    constant = constant_curve(config, base, float(precond_power), tuple(batch_sizes), max_steps)
     if name not in DECAY_OF:
-        return constants[key]
-    check_decay_work(problem, base, [p.steps for p in constants[key].points])
-    return linear_decay.tune_decay_curve(problem, base, constants[key],
-                                         learning_rate_bounds=default_space(spec).learning_rate)
+        return constant
+    problem = config.problem()
+    check_decay_work(problem, base, [p.steps for p in constant.points])
+    space = default_space(OptimizerSpec(base, precond_power))
+    return linear_decay.tune_decay_curve(problem, base, constant,
+                                         learning_rate_bounds=space.learning_rate)
 
 
 def noise_scale_along(config: NQMConfig, batch_size: int, learning_rate: float,

@@ -73,8 +73,9 @@ def test_decay_refused_before_tuning_when_too_much_work(monkeypatch):
 
 
 def test_decay_refused_on_the_constant_curve_s_steps_and_constants_tuned_once(monkeypatch):
-    """The second check, on the constant curve's own steps (above the lower bound's), and one
-    constant tuning per optimizer shared by the constant and the decayed curve."""
+    """One constant tuning per optimizer and problem, shared by the constant and the decayed
+    curve and by later selections; the second check, on the constant curve's own steps (above
+    the lower bound's)."""
     config = NQMConfig(dim=12, target=0.02)
     calls = []
     real = explorer.tune_curve
@@ -84,16 +85,22 @@ def test_decay_refused_on_the_constant_curve_s_steps_and_constants_tuned_once(mo
         return real(problem, spec, *args, **kwargs)
 
     monkeypatch.setattr(explorer, "tune_curve", counted)
+    explorer.constant_curve.cache_clear()
     explorer.explore(config, ("momentum", "momentum_decay"), (0.0,), (4, 64))
     assert calls == [OptimizerSpec("momentum")]
+    # a later selection with the same problem starts from the same constant curve
+    explorer.explore(config, ("momentum_decay", "sgd"), (0.0,), (4, 64))
+    assert calls == [OptimizerSpec("momentum"), OptimizerSpec("sgd")]
     problem = config.problem()
     constant = tune_curve(config, OptimizerSpec("momentum"), (4, 64))
     work = linear_decay.estimated_work(problem, "momentum", [p.steps for p in constant.points])
     assert work > linear_decay.estimated_work(problem, "momentum",
                                               problem.lower_bound_steps([4, 64]))
     monkeypatch.setattr(linear_decay, "MAX_WORK", 0.5 * work)   # between the two estimates
-    with pytest.raises(ValueError, match="momentum, linear decay: .* direction-steps or more"):
-        explorer.explore(config, ("momentum_decay",), (0.0,), (4, 64))
+    for _ in range(2):      # refused again at a redraw without tuning the constant curve again
+        with pytest.raises(ValueError, match="momentum, linear decay: .* direction-steps or more"):
+            explorer.explore(config, ("momentum_decay",), (0.0,), (4, 64))
+    assert len(calls) == 2
 
 
 def test_surge_table_is_the_greedy_rate_of_both_models():
