@@ -29,9 +29,27 @@ import numpy as np
 
 
 @numba.njit(cache=True, error_model="numpy")
+def _heavy_ball_step(s11, s12, s22, i, eta, h, b, sig):
+    """Direction i's second moments (in place) after one heavy-ball step of size eta:
+    F = [[1 - eta h, -eta b], [h, b]], noise direction (-eta, 1), as `nqm.adam.one_step`."""
+    x11, x12, x22 = s11[i], s12[i], s22[i]
+    f11, f12 = 1.0 - eta * h, -eta * b
+    s11[i] = f11 * f11 * x11 + 2.0 * f11 * f12 * x12 + f12 * f12 * x22 + eta * eta * sig
+    s12[i] = f11 * h * x11 + (f11 * b + f12 * h) * x12 + f12 * b * x22 - eta * sig
+    s22[i] = h * h * x11 + 2.0 * h * b * x12 + b * b * x22 + sig
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _weighted_sum(w_D, s11):
+    total = 0.0
+    for i in range(w_D.shape[0]):
+        total += w_D[i] * s11[i]
+    return total
+
+
+@numba.njit(cache=True, error_model="numpy")
 def momentum_final(h_D, w_D, sigma2_D, x0_D, lr_n, b_n, f_n, horizon):
-    """Heavy-ball momentum: the second moments of (theta, u) with F = [[1 - eta h, -eta b],
-    [h, b]] and noise direction (-eta, 1), as `nqm.adam.one_step`."""
+    """Heavy-ball momentum: the second moments of (theta, u) (`_heavy_ball_step`)."""
     n_rows, dim = lr_n.shape[0], h_D.shape[0]
     out = np.empty(n_rows)
     s11, s12, s22 = np.empty(dim), np.empty(dim), np.empty(dim)
@@ -42,18 +60,9 @@ def momentum_final(h_D, w_D, sigma2_D, x0_D, lr_n, b_n, f_n, horizon):
         s22[:] = 0.0
         for t in range(horizon):
             eta = a * (1.0 - (1.0 - f) * t / horizon)
-            f12 = -eta * b
             for i in range(dim):
-                h, sig = h_D[i], sigma2_D[i]
-                x11, x12, x22 = s11[i], s12[i], s22[i]
-                f11 = 1.0 - eta * h
-                s11[i] = f11 * f11 * x11 + 2.0 * f11 * f12 * x12 + f12 * f12 * x22 + eta * eta * sig
-                s12[i] = f11 * h * x11 + (f11 * b + f12 * h) * x12 + f12 * b * x22 - eta * sig
-                s22[i] = h * h * x11 + 2.0 * h * b * x12 + b * b * x22 + sig
-        total = 0.0
-        for i in range(dim):
-            total += w_D[i] * s11[i]
-        out[n] = total
+                _heavy_ball_step(s11, s12, s22, i, eta, h_D[i], b, sigma2_D[i])
+        out[n] = _weighted_sum(w_D, s11)
     return out
 
 
@@ -85,15 +94,7 @@ def adam_final(h_D, w_D, sigma2_D, x0_D, lr_n, b_n, f_n, beta2, horizon):
             step = a * (1.0 - (1.0 - f) * t / horizon) * (1.0 - b) / _one_minus_power(b, k)
             for i in range(dim):
                 h, sig = h_D[i], sigma2_D[i]
-                x11, x12, x22 = s11[i], s12[i], s22[i]
-                v[i] = beta2 * v[i] + (1.0 - beta2) * (h * h * x11 + sig)
-                eta = step / math.sqrt(v[i] / bias2)
-                f11, f12 = 1.0 - eta * h, -eta * b
-                s11[i] = f11 * f11 * x11 + 2.0 * f11 * f12 * x12 + f12 * f12 * x22 + eta * eta * sig
-                s12[i] = f11 * h * x11 + (f11 * b + f12 * h) * x12 + f12 * b * x22 - eta * sig
-                s22[i] = h * h * x11 + 2.0 * h * b * x12 + b * b * x22 + sig
-        total = 0.0
-        for i in range(dim):
-            total += w_D[i] * s11[i]
-        out[n] = total
+                v[i] = beta2 * v[i] + (1.0 - beta2) * (h * h * s11[i] + sig)
+                _heavy_ball_step(s11, s12, s22, i, step / math.sqrt(v[i] / bias2), h, b, sig)
+        out[n] = _weighted_sum(w_D, s11)
     return out
