@@ -154,12 +154,13 @@ def trainer_step_config(batch_size: int, steps: int, n_dev: int = 1) -> StepConf
     groups = groups_for(n_dev, batch_size)
     max_rows = run_config(batch_size, steps, 1.0).max_rows_per_device
     micro = microbatches_for(batch_size // groups, max_rows)
-    return StepConfig(optimizer="momentum", decay_steps=steps, groups=groups, microbatches=micro)
+    return StepConfig(optimizer="momentum", groups=groups, microbatches=micro)
 
 
-def one_trial_hps(trials: int = 1) -> Metaparameters:
+def one_trial_hps(steps: int, trials: int = 1) -> Metaparameters:
+    """The trials' metaparameters as run_trials builds them (a constant rate over `steps`)."""
     full = lambda v: jnp.full((trials,), v, jnp.float32)  # noqa: E731
-    return Metaparameters(full(LEARNING_RATE), full(1.0 - MOMENTUM), full(1.0))
+    return Metaparameters(full(LEARNING_RATE), full(1.0 - MOMENTUM), full(1.0), full(steps))
 
 
 def compiled_trainer_step(task, batch_size, steps, mesh):
@@ -168,7 +169,7 @@ def compiled_trainer_step(task, batch_size, steps, mesh):
     placed validation set with its mask)."""
     config = trainer_step_config(batch_size, steps, mesh.devices.size)
     train, evaluate = compile_steps(task.loss_fn, task.eval_fn, config, mesh)
-    hps = jax.device_put(one_trial_hps(), meshlib.replicated(mesh))
+    hps = jax.device_put(one_trial_hps(steps), meshlib.replicated(mesh))
     keys = jnp.stack([jax.random.key(0)])
     make_states = lambda: init_states(task.init_params, config, keys, hps)  # noqa: E731
     example = meshlib.place_batch(EpochSampler(task.train, batch_size, 0).next(), mesh)

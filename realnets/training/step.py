@@ -45,12 +45,14 @@ class Metaparameters(NamedTuple):
 
     learning_rate: initial step size; one_minus_momentum: 1 - b (momentum, nesterov; adam's
     1 - beta1; ignored by sgd); final_lr_fraction: the linear decay ends at this fraction of the
-    initial rate (1: constant).
+    initial rate (1: constant); decay_steps: steps the decay takes (>= 1; the rate stays at the
+    final fraction after them), so trials with different decay lengths share one program.
     """
 
     learning_rate: jnp.ndarray
     one_minus_momentum: jnp.ndarray
     final_lr_fraction: jnp.ndarray
+    decay_steps: jnp.ndarray
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,6 @@ class StepConfig:
 
     Attributes:
       optimizer: one of OPTIMIZERS.
-      decay_steps: steps of the linear learning-rate decay (the step budget).
       groups: G, gradient groups per step (the devices used; 2 on one device; 1 disables
         the noise scale).
       microbatches: M, gradient-accumulation chunks per group.
@@ -69,7 +70,6 @@ class StepConfig:
     """
 
     optimizer: str = "sgd"
-    decay_steps: int = 1000
     groups: int = 2
     microbatches: int = 1
     noise_decay: float = 0.99
@@ -78,7 +78,7 @@ class StepConfig:
     def __post_init__(self):
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-        for name in ("decay_steps", "groups", "microbatches"):
+        for name in ("groups", "microbatches"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if not 0.0 <= self.noise_decay < 1.0:
@@ -98,14 +98,16 @@ def groups_for(num_devices: int, batch_size: int) -> int:
 
 
 def make_optimizer(config: StepConfig, hp: Metaparameters) -> optax.GradientTransformation:
-    """The optax transformation of one trial, with a linear decay of the learning rate.
+    """The optax transformation of one trial, with a linear decay of the learning rate: after
+    t updates the rate is lr (1 - (1 - f) min(t / T, 1)) with lr, f and T = decay_steps the
+    trial's `hp` (scalars inside the vmap).
 
     Heavy-ball momentum is optax's trace: v <- b v + g, theta <- theta - a v (as in the NQM).
     """
     final = hp.final_lr_fraction
 
     def schedule(count):
-        frac = jnp.minimum(count / config.decay_steps, 1.0)
+        frac = jnp.minimum(count / hp.decay_steps, 1.0)
         return hp.learning_rate * (1.0 - (1.0 - final) * frac)
 
     beta = 1.0 - hp.one_minus_momentum

@@ -31,18 +31,26 @@ STATUSES = ("COMPLETE", "INCOMPLETE", "INFEASIBLE")
 
 @dataclass(frozen=True)
 class TrialSpec:
-    """One trial's metaparameters (momentum None for plain SGD)."""
+    """One trial's metaparameters (momentum None for plain SGD).
+
+    The learning rate decays linearly from learning_rate to final_lr_fraction times it over
+    decay_steps steps (whole, >= 1; None: the run's step budget, max_steps) and stays there.
+    """
 
     trial_id: int
     learning_rate: float
     momentum: float | None = None
     final_lr_fraction: float = 1.0
+    decay_steps: int | None = None
 
     def __post_init__(self):
         validation.check_positive("learning_rate", self.learning_rate)
         if self.momentum is not None:
             validation.check_in_range("momentum", self.momentum, 0.0, 1.0, closed_high=False)
         validation.check_in_range("final_lr_fraction", self.final_lr_fraction, 0.0, 1.0)
+        if self.decay_steps is not None:
+            object.__setattr__(self, "decay_steps",
+                               validation.check_whole("decay_steps", self.decay_steps, 1))
 
 
 @dataclass(frozen=True)
@@ -267,8 +275,7 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     micro = microbatches_for(config.batch_size // groups,
                              max(1, config.max_rows_per_device // groups_per_device))
     # the moving averages decay by noise_decay per *step*, whatever the measuring cadence
-    step_config = StepConfig(optimizer=config.optimizer, decay_steps=config.max_steps,
-                             groups=groups, microbatches=micro,
+    step_config = StepConfig(optimizer=config.optimizer, groups=groups, microbatches=micro,
                              noise_decay=config.noise_decay ** max(noise_every, 1),
                              population=task.train_size or 0)
     if task.exact_eval is not None:
@@ -292,7 +299,11 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
     hps = Metaparameters(
         learning_rate=jnp.asarray([t.learning_rate for t in trials], jnp.float32),
         one_minus_momentum=jnp.asarray([1.0 - (t.momentum or 0.0) for t in trials], jnp.float32),
-        final_lr_fraction=jnp.asarray([t.final_lr_fraction for t in trials], jnp.float32))
+        final_lr_fraction=jnp.asarray([t.final_lr_fraction for t in trials], jnp.float32),
+        # the decay's length: the trial's own, else the budget (not stop_after: a run cut short
+        # keeps the schedule of the full run)
+        decay_steps=jnp.asarray([config.max_steps if t.decay_steps is None else t.decay_steps
+                                 for t in trials], jnp.float32))
     keys = jnp.stack([jax.random.fold_in(jax.random.key(config.seed), t.trial_id) for t in trials])
     rep = meshlib.replicated(mesh)
     if start is None:
@@ -378,7 +389,9 @@ def run_trials(task: Task, config: RunConfig, trials: list[TrialSpec], devices=N
         records.append({
             "batch_size": config.batch_size, "trial_id": spec.trial_id, "status": status,
             "learning_rate": spec.learning_rate, "momentum": spec.momentum,
-            "final_lr_fraction": spec.final_lr_fraction, "optimizer": config.optimizer,
+            "final_lr_fraction": spec.final_lr_fraction,
+            **({} if spec.decay_steps is None else {"decay_steps": spec.decay_steps}),
+            "optimizer": config.optimizer,
             "steps_to_goal": out.reached[i],
             "steps_run": curves["step"][i][-1] if curves["step"][i] else 0,
             "goal": config.goal, "metric": task.metric,

@@ -216,7 +216,9 @@ def sample_loss(task: Task, params, sample: dict, chunk_rows: int | None = None,
 def path_optimizer(sweep_config: SweepConfig, run: PathRun):
     """The sweep's optimizer with the NQM's metaparameters at run.batch_size, a constant rate."""
     one_minus = 1.0 if run.momentum is None else 1.0 - run.momentum
-    hp = Metaparameters(jnp.float32(run.learning_rate), jnp.float32(one_minus), jnp.float32(1.0))
+    # final fraction 1: the decay length does not matter (1 step)
+    hp = Metaparameters(jnp.float32(run.learning_rate), jnp.float32(one_minus), jnp.float32(1.0),
+                        jnp.float32(1.0))
     return make_optimizer(StepConfig(optimizer=sweep_config.optimizer), hp)
 
 

@@ -53,14 +53,15 @@ def train_loop(task, specs):
     from realnets.training.trainer import BatchStream
 
     mesh = meshlib.data_mesh(BATCH_SIZE)
-    config = StepConfig(optimizer="momentum", decay_steps=STEPS,
+    config = StepConfig(optimizer="momentum",
                         groups=groups_for(mesh.devices.size, BATCH_SIZE))
     train, _ = compile_steps(task.loss_fn, None, config, mesh)
     rep = meshlib.replicated(mesh)
     hps = Metaparameters(
         learning_rate=np.asarray([s.learning_rate for s in specs], np.float32),
         one_minus_momentum=np.asarray([1.0 - s.momentum for s in specs], np.float32),
-        final_lr_fraction=np.asarray([s.final_lr_fraction for s in specs], np.float32))
+        final_lr_fraction=np.asarray([s.final_lr_fraction for s in specs], np.float32),
+        decay_steps=np.full(len(specs), STEPS, np.float32))
     # Host (numpy) inputs: every process passes the same values, jit replicates them.
     keys = np.stack([np.asarray(jax.random.key_data(jax.random.fold_in(jax.random.key(SEED),
                                                                         s.trial_id)))

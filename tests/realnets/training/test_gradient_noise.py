@@ -60,7 +60,8 @@ def _data(num_batches, seed):
 
 def _fixed_states(config):
     """One trial at w = W, frozen by a learning rate of 0."""
-    hps = Metaparameters(np.zeros(1, np.float32), np.ones(1, np.float32), np.ones(1, np.float32))
+    hps = Metaparameters(np.zeros(1, np.float32), np.ones(1, np.float32), np.ones(1, np.float32),
+                         np.ones(1, np.float32))
     states = step.init_states(lambda key: {"w": jnp.asarray(W)}, config,
                               jax.random.key(0)[None], hps)
     return states, hps

@@ -29,7 +29,8 @@ FEATURES, CLASSES = 8, 10
 # Two trials that differ in every metaparameter (learning rate, momentum, decay).
 HPS = Metaparameters(learning_rate=np.array([0.1, 0.3], np.float32),
                      one_minus_momentum=np.array([0.1, 0.5], np.float32),
-                     final_lr_fraction=np.array([1.0, 0.2], np.float32))
+                     final_lr_fraction=np.array([1.0, 0.2], np.float32),
+                     decay_steps=np.array([STEPS, STEPS], np.float32))
 
 
 def _mlp_task():
@@ -89,8 +90,7 @@ def _run_mlp(num_devices: int, groups: int, microbatches: int = 1):
     devices = jax.devices("cpu")[:num_devices]
     assert len(devices) == num_devices, "tests/conftest.py should give 8 CPU devices"
     mesh = meshlib.data_mesh(BATCH, devices)
-    config = StepConfig(optimizer="momentum", decay_steps=STEPS, groups=groups,
-                        microbatches=microbatches)
+    config = StepConfig(optimizer="momentum", groups=groups, microbatches=microbatches)
     return _train(TASK.loss_fn, config, mesh, BATCHES, _mlp_states(), HPS)
 
 
@@ -176,7 +176,7 @@ def test_eight_device_program_is_data_parallel(eight_devices):
 
 def test_vmapped_trials_are_independent(one_device):
     mesh = meshlib.data_mesh(BATCH, one_device)
-    config = StepConfig(optimizer="momentum", decay_steps=STEPS, groups=2)
+    config = StepConfig(optimizer="momentum", groups=2)
     _, params_ab, stats_ab = _run_mlp(1, groups=2)
     train = None                                       # one T = 1 program serves both trials
     for i in (0, 1):
@@ -200,7 +200,7 @@ def test_one_trial_cnn_step_is_the_vmapped_step_unbatched(groups):
     # axis is slow on XLA:CPU): the same step as a trial of a T = 2 program, and no trial axis
     # on the activations (the pools' reduce_window operands are 4-D).
     cnn = _cnn_task()
-    config = StepConfig(optimizer="momentum", decay_steps=STEPS, groups=groups)
+    config = StepConfig(optimizer="momentum", groups=groups)
     train = jax.jit(step.make_train_step(cnn.loss_fn, config))
     params = [cnn.init_params(key) for key in _keys((0, 1))]
     params_T = jax.tree.map(lambda *p: jnp.stack(p), *params)
@@ -245,21 +245,28 @@ def _quad_loss(params, batch):
     return jnp.mean(0.5 * jnp.sum((params["theta"][None] - batch["x"]) ** 2, axis=-1))
 
 
-def _quad_steps(optimizer, lr, one_minus_momentum=1.0, final=1.0, decay_steps=1000, steps=2,
-                mesh=None):
-    config = StepConfig(optimizer=optimizer, decay_steps=decay_steps, groups=2)
+def _quad_run(optimizer, hps, steps, mesh):
+    """theta after each of `steps` steps of the T trials of `hps` in one program: (steps, T, 3)."""
+    config = StepConfig(optimizer=optimizer, groups=2)
     train, _ = step.compile_steps(_quad_loss, None, config, mesh)
-    hps = Metaparameters(np.array([lr], np.float32), np.array([one_minus_momentum], np.float32),
-                         np.array([final], np.float32))
+    trials = hps.learning_rate.shape[0]
     rep = meshlib.replicated(mesh)
     states = jax.jit(lambda k, h: step.init_states(lambda key: {"theta": jnp.asarray(THETA0)},
-                                                   config, k, h), out_shardings=rep)(_keys((0,)), hps)
+                                                   config, k, h),
+                     out_shardings=rep)(_keys(tuple(range(trials))), hps)
     hps = jax.device_put(hps, rep)
     thetas = []
     for _ in range(steps):
         states, _ = train(states, hps, meshlib.place_batch({"x": QUAD_ROWS}, mesh))
-        thetas.append(np.asarray(states.params["theta"][0], np.float64))
-    return thetas
+        thetas.append(np.asarray(states.params["theta"], np.float64))
+    return np.stack(thetas)
+
+
+def _quad_steps(optimizer, lr, one_minus_momentum=1.0, final=1.0, decay_steps=1000, steps=2,
+                mesh=None):
+    hps = Metaparameters(np.array([lr], np.float32), np.array([one_minus_momentum], np.float32),
+                         np.array([final], np.float32), np.array([decay_steps], np.float32))
+    return list(_quad_run(optimizer, hps, steps, mesh)[:, 0])
 
 
 def _expected(optimizer, lr, beta=0.0, lrs=None, steps=2):
@@ -317,10 +324,41 @@ def test_linear_decay_reaches_final_fraction(one_device):
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7)
 
 
+def _sgd_rates(thetas):
+    """The rate of each SGD step from theta before and after it: a_t = (theta_t - theta_t+1) /
+    (theta_t - xbar) (the gradient of the quadratic), averaged over coordinates. thetas:
+    (steps, T, 3) after each step; returns (steps, T)."""
+    xbar = QUAD_ROWS.astype(np.float64).mean(axis=0)
+    before = np.concatenate([np.broadcast_to(THETA0.astype(np.float64), (1,) + thetas.shape[1:]),
+                             thetas[:-1]])
+    return np.mean((before - thetas) / (before - xbar), axis=-1)
+
+
+def test_trials_with_different_decay_lengths_share_one_program(one_device):
+    # Trial 0: a = 0.2, f = 0.5 over T = 2 steps; trial 1: a = 0.1, f = 0.1 over T = 5. After t
+    # updates the rate is a (1 - (1 - f) min(t / T, 1)):
+    #   trial 0: 0.2, 0.15, 0.1, 0.1, 0.1, 0.1, 0.1
+    #   trial 1: 0.1, 0.082, 0.064, 0.046, 0.028, 0.01, 0.01
+    mesh = meshlib.data_mesh(QUAD_ROWS.shape[0], one_device)
+    steps = 7
+    lrs, finals, horizons = [0.2, 0.1], [0.5, 0.1], [2, 5]
+    hps = Metaparameters(np.array(lrs, np.float32), np.ones(2, np.float32),
+                         np.array(finals, np.float32), np.array(horizons, np.float32))
+    together = _quad_run("sgd", hps, steps, mesh)
+    by_hand = np.array([[a * (1 - (1 - f) * min(t / T, 1)) for a, f, T in zip(lrs, finals, horizons)]
+                        for t in range(steps)])
+    np.testing.assert_allclose(by_hand[:, 0], [0.2, 0.15, 0.1, 0.1, 0.1, 0.1, 0.1], rtol=1e-12)
+    np.testing.assert_allclose(by_hand[:, 1], [0.1, 0.082, 0.064, 0.046, 0.028, 0.01, 0.01],
+                               rtol=1e-12)
+    np.testing.assert_allclose(_sgd_rates(together), by_hand, rtol=1e-4)
+    for i in (0, 1):
+        alone = _quad_run("sgd", _take(hps, [i]), steps, mesh)
+        np.testing.assert_array_equal(alone[:, 0], together[:, i])
+
+
 # (f) ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("field,value", [("optimizer", "rmsprop"), ("decay_steps", 0),
-                                         ("groups", 0), ("microbatches", 0),
+@pytest.mark.parametrize("field,value", [("optimizer", "rmsprop"), ("groups", 0), ("microbatches", 0),
                                          ("noise_decay", 1.0), ("noise_decay", -0.1)])
 def test_bad_step_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):

@@ -355,3 +355,25 @@ def test_a_run_continued_from_final_states_is_the_run_straight_through(optimizer
     assert np.max(np.abs(flat(fresh[0]) - flat(straight[0]))) > 1e-3
     # the start is copied, not donated: the caller's arrays are intact
     np.testing.assert_array_equal(flat(half[0]), flat(start))
+
+
+def test_decay_steps_of_a_trial_set_its_schedule_and_its_record():
+    # The NQM at B = 64, 12 steps, a decay to 0.1: a trial whose decay_steps is the budget runs
+    # bit for bit as one without (the budget is the default); a shorter decay runs differently,
+    # and only a trial with decay_steps set records it.
+    task, problem, points = _nqm()
+    lr = points[64].learning_rate
+    config = RunConfig(batch_size=64, max_steps=12, goal=problem.target * 1e-6,
+                       eval_resolution=0.0, seed=0)
+    default, budget, short = (
+        trainer.run_trials(task, config, [TrialSpec(0, lr, final_lr_fraction=0.1,
+                                                    decay_steps=d)], devices=_cpu(1))[0]
+        for d in (None, 12, 3))
+    assert "decay_steps" not in default
+    assert budget["decay_steps"] == 12 and short["decay_steps"] == 3
+    assert budget["eval"] == default["eval"]
+    # the same first step (rate lr at count 0), then the shorter decay's smaller rates
+    assert short["eval"]["metric"][0] == default["eval"]["metric"][0]
+    assert short["eval"]["metric"][1:] != default["eval"]["metric"][1:]
+    with pytest.raises(ValueError, match="decay_steps must be a whole number >= 1, got 0"):
+        TrialSpec(0, lr, decay_steps=0)
