@@ -47,6 +47,8 @@ def trial_summary(record: TrialRecord) -> dict:
            "learning_rate": record.learning_rate, "momentum": record.momentum,
            "final_lr_fraction": record.final_lr_fraction, "steps_to_goal": record.steps_to_goal,
            "steps_run": record.steps_run}
+    if record.decay_steps is not None:     # curve.json files of sweeps without it stay as they were
+        out["decay_steps"] = record.decay_steps
     noise = record.noise_scale
     b_simple = [v for v in noise.b_simple if v is not None]
     out["b_simple"] = b_simple[-1] if b_simple else None

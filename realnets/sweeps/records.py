@@ -47,7 +47,7 @@ class SweepConfig:
       max_steps: step budget of every trial, in [1, 1e9].
       goal: metric value to reach (metric <= goal).
       optimizer: sgd, momentum, nesterov or adam.
-      search: the search space.
+      search: the search space (its decay_steps range, if any, within max_steps).
       seed: data order, initialisation and the quasi-random sequence (>= 0).
       eval_resolution: see RunConfig, in [0, 1].
       vmap_trials: trials compiled into one program at a time (0: all of a batch size).
@@ -95,6 +95,10 @@ class SweepConfig:
         set_("batch_sizes", sizes)
         set_("trials", validation.check_whole("trials", self.trials, 1, 10_000))
         set_("max_steps", validation.check_whole("max-steps", self.max_steps, 1, 10 ** 9))
+        if self.search.decay_steps is not None and self.search.decay_steps[1] > self.max_steps:
+            lo, hi = self.search.decay_steps
+            raise ValueError(f"decay-steps-range must end at or below max-steps "
+                             f"({self.max_steps}), got {lo:g},{hi:g}")
         if not (isinstance(self.goal, float) and math.isnan(self.goal)):    # PILOT_GOAL
             set_("goal", check_goal(validation.check_finite("goal", self.goal), metric))
         validation.check_choice("optimizer", self.optimizer, OPTIMIZERS)
@@ -209,6 +213,8 @@ class TrialRecord:
       trial_id: index in the quasi-random sequence (a name in imported data).
       status: COMPLETE (reached the goal), INCOMPLETE (did not) or INFEASIBLE (diverged).
       learning_rate, momentum, final_lr_fraction: its metaparameters (momentum None: plain SGD).
+      decay_steps: steps of its linear decay when the sweep searched them, else None (the decay
+        spanned the sweep's max_steps); written only when set.
       optimizer: the sweep's optimizer.
       steps_to_goal: the first evaluation step whose metric was <= goal, or None.
       steps_run: steps trained.
@@ -228,6 +234,7 @@ class TrialRecord:
     learning_rate: float
     momentum: float | None = None
     final_lr_fraction: float = 1.0
+    decay_steps: int | None = None
     optimizer: str | None = None
     steps_to_goal: int | None = None
     steps_run: int = 0
@@ -257,6 +264,8 @@ class TrialRecord:
         if self.momentum is not None:
             validation.check_in_range("momentum", self.momentum, 0.0, 1.0, closed_high=False)
         validation.check_in_range("final_lr_fraction", self.final_lr_fraction, 0.0, 1.0)
+        if self.decay_steps is not None:
+            set_("decay_steps", validation.check_whole("decay_steps", self.decay_steps, 1))
         set_("steps_run", validation.check_whole("steps_run", self.steps_run, 0))
         for name in ("devices", "processes", "microbatches"):
             set_(name, validation.check_whole(name, getattr(self, name), 1))
@@ -264,6 +273,8 @@ class TrialRecord:
 
     def to_dict(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        if self.decay_steps is None:     # trials.jsonl lines without it stay as they were
+            del out["decay_steps"]
         out["eval"] = self.eval.to_dict()
         out["noise_scale"] = self.noise_scale.to_dict()
         return out

@@ -77,7 +77,8 @@ def retrain(task: Task, sweep_config: SweepConfig, trial: TrialRecord,
     parameters there: a host numpy pytree).
 
     Same seed (data order), trial id (initialisation), budget (`max_steps`: a linear-decay
-    schedule depends on it), optimizer and evaluation cadence as the sweep. The rerun is one
+    schedule over the budget depends on it), decay length (the trial's `decay_steps`, when the
+    sweep searched it), optimizer and evaluation cadence as the sweep. The rerun is one
     trial where the sweep vmapped several, so float rounding can move its goal step a little:
     the record says where it got (its `steps_to_goal`, or INCOMPLETE at the sweep's step).
     """
@@ -89,7 +90,8 @@ def retrain(task: Task, sweep_config: SweepConfig, trial: TrialRecord,
                     # the same gradient path (two halves or one batch) as the sweep's trial
                     noise_every=trial.noise_every)
     spec = TrialSpec(trial_id=int(trial.trial_id), learning_rate=trial.learning_rate,
-                     momentum=trial.momentum, final_lr_fraction=trial.final_lr_fraction)
+                     momentum=trial.momentum, final_lr_fraction=trial.final_lr_fraction,
+                     decay_steps=trial.decay_steps)
     params = []
     (record,) = run_trials(task, run, [spec], devices=devices, final_params=params)
     return TrialRecord.from_dict(record), params[0]

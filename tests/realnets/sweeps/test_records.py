@@ -114,6 +114,9 @@ def test_config_missing_optional_fields_gets_the_defaults_from_the_dataclass():
     ({"eval_resolution": 2.0}, "eval-resolution must be in [0, 1], got 2"),
     ({"batch_sizes": [8, 8]}, "batch-sizes must not repeat"),
     ({"workload": 3}, "workload must be a name, got 3"),
+    ({"search": {"decay_steps": [0.5, 50]}}, "decay-steps-range must be LO,HI with 1 <= LO <= HI"),
+    ({"search": {"decay_steps": [10, 101]}},
+     "decay-steps-range must end at or below max-steps (100), got 10,101"),
 ])
 def test_bad_config_field_is_one_line_naming_file_and_field(tmp_path, change, message):
     (tmp_path / "config.json").write_text(json.dumps(_config(**change)))
@@ -156,6 +159,7 @@ def test_old_trial_record_gets_the_defaults_of_newer_fields():
     ({"steps_to_goal": 2.5}, "steps_to_goal must be a whole number >= 1, got 2.5"),
     ({"momentum": 1.0}, "momentum must be in [0, 1), got 1"),
     ({"steps_run": -1}, "steps_run must be a whole number >= 0, got -1"),
+    ({"decay_steps": 0}, "decay_steps must be a whole number >= 1, got 0"),
     ({"eval": [1, 2]}, "eval must be a JSON object of lists"),
     ({"noise_scale": {"b_simple": 3.0}}, "b_simple must be a list, got 3.0"),
 ])
@@ -168,3 +172,27 @@ def test_bad_trial_field_is_one_line_naming_file_record_and_field(tmp_path, chan
     text = str(err.value)
     assert text.startswith(f"{tmp_path / 'trials.jsonl'} record 2: ") and message in text
     assert "\n" not in text
+
+
+def test_config_with_a_decay_length_range_round_trips_and_one_without_writes_none():
+    with_range = SweepConfig.from_dict(_config(search={"learning_rate": [1e-3, 3.0],
+                                                       "one_minus_momentum": [0.01, 1.0],
+                                                       "decay_steps": [10, 100]}))
+    assert with_range.search.decay_steps == (10.0, 100.0)
+    assert with_range.to_dict()["search"]["decay_steps"] == [10.0, 100.0]
+    assert SweepConfig.from_dict(with_range.to_dict()) == with_range
+    without = SweepConfig.from_dict(_config())
+    assert without.search.decay_steps is None and "decay_steps" not in without.to_dict()["search"]
+
+
+def test_trial_record_with_and_without_decay_steps_round_trips():
+    plain = TrialRecord.from_dict(RECORD)
+    assert plain.decay_steps is None and "decay_steps" not in plain.to_dict()
+    assert json.dumps(plain.to_dict()) == json.dumps(TrialRecord.from_dict(plain.to_dict()).to_dict())
+    decayed = TrialRecord.from_dict({**RECORD, "final_lr_fraction": 0.1, "decay_steps": 37.0})
+    out = decayed.to_dict()
+    assert decayed.decay_steps == 37 and isinstance(decayed.decay_steps, int)
+    # written right after final_lr_fraction, the trainer's order
+    keys = list(out)
+    assert keys[keys.index("final_lr_fraction") + 1] == "decay_steps" and out["decay_steps"] == 37
+    assert TrialRecord.from_dict(json.loads(json.dumps(out))) == decayed
