@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--one-minus-momentum-range", help="LO,HI of 1 - momentum (log scale)")
     s.add_argument("--final-lr-fraction-range",
                    help="LO,HI of the linear decay's final fraction (default: constant rate)")
+    s.add_argument("--decay-steps-range",
+                   help="LO,HI of the linear decay's length in steps (log scale, rounded to whole "
+                        "steps; 1 <= LO, HI <= --max-steps); default: the decay spans the budget")
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--eval-resolution", type=float,
                    help="relative gap between evaluations; default: the workload's")
@@ -257,6 +260,8 @@ def sweep_config(args):
            if args.one_minus_momentum_range else search.one_minus_momentum)
     final = (_range(args.final_lr_fraction_range, "final-lr-fraction-range")
              if args.final_lr_fraction_range else search.final_lr_fraction)
+    decay = (_range(args.decay_steps_range, "decay-steps-range")
+             if args.decay_steps_range else search.decay_steps)
     batch_sizes = (parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None
                    else list(w.batch_sizes))
     _check_text_file(args.text_file, w)
@@ -265,7 +270,7 @@ def sweep_config(args):
         trials=args.trials,
         max_steps=args.max_steps if args.max_steps is not None else w.max_steps,
         goal=_goal(args.goal, w.goal),
-        optimizer=args.optimizer or w.optimizer, search=TrialSearchSpace(lr, omm, final),
+        optimizer=args.optimizer or w.optimizer, search=TrialSearchSpace(lr, omm, final, decay),
         seed=args.seed,
         eval_resolution=(args.eval_resolution if args.eval_resolution is not None
                          else w.eval_resolution),

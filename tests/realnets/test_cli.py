@@ -32,6 +32,12 @@ def _run(capsys, *argv):
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--lr-range", "abc"], "lr-range"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--one-minus-momentum-range", "0.1,2"],
      "one-minus-momentum-range"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--decay-steps-range", "0,50"],
+     "decay-steps-range must be LO,HI with 1 <= LO"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--decay-steps-range", "ten,50"],
+     "decay-steps-range must be two numbers"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--max-steps", "100",
+      "--decay-steps-range", "10,101"], "decay-steps-range must end at or below max-steps (100)"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--goal", "nan"], "goal"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--goal", "-3"], "--goal must be in [0, 1]"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--goal", "1.5"], "error metric"),
@@ -181,3 +187,28 @@ def test_noise_every_flag_reaches_the_trials(capsys, tmp_path):
         # the record holds the cadence that ran: several devices measure every step
         assert record["noise_every"] == (every if record["devices"] == 1 else 1)
         assert any(b is not None for b in record["noise_scale"]["b_simple"]) == measured
+
+
+def test_bad_decay_steps_range_runs_nothing(capsys, tmp_path):
+    status, _, err = _run(capsys, "sweep", "--workload", "digits_mlp", "--max-steps", "6",
+                          "--decay-steps-range", "2,7", "--out", str(tmp_path / "out"))
+    assert status == 2 and "decay-steps-range" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "out").exists()
+
+
+def test_decay_steps_range_reaches_the_trials(capsys, tmp_path):
+    out = tmp_path / "d"
+    status, _, err = _run(capsys, "sweep", "--workload", "digits_mlp", "--batch-sizes", "32",
+                          "--trials", "2", "--max-steps", "6", "--goal", "0.01",
+                          "--final-lr-fraction-range", "0.01,0.5",
+                          "--decay-steps-range", "2,5", "--out", str(out), "--no-progress")
+    assert status == 0, err
+    config = json.loads((out / "config.json").read_text())
+    assert config["search"]["decay_steps"] == [2.0, 5.0]
+    records = [json.loads(line) for line in (out / "trials.jsonl").read_text().splitlines()]
+    assert [r["trial_id"] for r in records] == [0, 1]
+    from realnets.training.search import trial_specs
+    from realnets.sweeps.records import SweepConfig
+    specs = trial_specs(SweepConfig.from_dict(config).search, config["optimizer"], 2, 0)
+    assert [r["decay_steps"] for r in records] == [s.decay_steps for s in specs]
+    assert all(isinstance(r["decay_steps"], int) and 2 <= r["decay_steps"] <= 5 for r in records)
