@@ -139,3 +139,13 @@ def test_report_shows_a_pilot_rule_goal_to_six_digits(goal, shown):
                                                    config)))
     assert shown in text
     assert format_goal(goal) == shown.split()[1]
+
+
+def test_trial_rows_carry_decay_steps_only_when_the_trial_had_one():
+    from realnets.sweeps.curve import trial_summary
+
+    base = dict(batch_size=8, trial_id=0, status="COMPLETE", learning_rate=0.1, steps_to_goal=5,
+                final_lr_fraction=0.2)
+    assert "decay_steps" not in trial_summary(TrialRecord(**base))
+    row = trial_summary(TrialRecord(**base, decay_steps=40))
+    assert row["decay_steps"] == 40 and row["final_lr_fraction"] == 0.2

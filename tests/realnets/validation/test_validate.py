@@ -410,3 +410,25 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path, one_default_d
     assert dropped.transfer is None and dropped.checkpoints == doc.checkpoints
     assert dropped.seconds == doc.seconds and not dropped.settings.transfer
     assert dropped.provenance.wall_seconds == pytest.approx(doc.provenance.wall_seconds)
+
+
+def test_rerun_of_a_trial_keeps_its_decay_length(one_device):
+    # A trial of a 10-step NQM sweep decaying to 0.1 over 3 steps (a goal out of reach: the rerun
+    # runs the whole budget) reruns to the same curve; without its decay_steps (the budget's
+    # decay) it would not.
+    from realnets import workloads
+    from realnets.training.trainer import RunConfig, TrialSpec, run_trials
+    from realnets.validation.rerun import retrain
+
+    task = workloads.get("nqm").build()
+    sweep = dataclasses.replace(_sweep((8,)), max_steps=10, goal=1e-9, eval_resolution=0.0)
+    run = RunConfig(batch_size=8, max_steps=10, goal=sweep.goal, optimizer="sgd", seed=7,
+                    eval_resolution=0.0)
+    spec = TrialSpec(3, 0.2, final_lr_fraction=0.1, decay_steps=3)
+    trial = TrialRecord.from_dict(run_trials(task, run, [spec], devices=one_device)[0])
+    assert trial.decay_steps == 3 and trial.steps_to_goal is None
+    again, _ = retrain(task, sweep, trial, devices=one_device)
+    assert again.decay_steps == 3 and again.eval == trial.eval
+    budget, _ = retrain(task, sweep, dataclasses.replace(trial, decay_steps=None),
+                        devices=one_device)
+    assert budget.eval.metric[0] == trial.eval.metric[0] and budget.eval != trial.eval
