@@ -4,8 +4,9 @@ Trials draw from a scrambled Halton sequence over log learning rate and, for opt
 momentum, log(1 - momentum) ("reverse log"); optionally log of the final fraction of a linear
 learning-rate decay, then log of its length in steps (rounded to whole steps). A dimension is
 added only when its range is searched, in that order, so a space without the decay length
-draws exactly the trials it drew before the option existed. Trial i is the i-th point of the sequence for a given seed, so every
-batch size sees the same trial ids, and a resumed sweep regenerates exactly the same trials.
+draws exactly the trials it drew before the option existed. Trial i is the i-th point of the
+sequence for a given seed, so every batch size sees the same trial ids, and a resumed sweep
+regenerates exactly the same trials.
 """
 
 from __future__ import annotations

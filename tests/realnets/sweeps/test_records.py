@@ -188,7 +188,8 @@ def test_config_with_a_decay_length_range_round_trips_and_one_without_writes_non
 def test_trial_record_with_and_without_decay_steps_round_trips():
     plain = TrialRecord.from_dict(RECORD)
     assert plain.decay_steps is None and "decay_steps" not in plain.to_dict()
-    assert json.dumps(plain.to_dict()) == json.dumps(TrialRecord.from_dict(plain.to_dict()).to_dict())
+    again = TrialRecord.from_dict(plain.to_dict()).to_dict()
+    assert json.dumps(plain.to_dict()) == json.dumps(again)
     decayed = TrialRecord.from_dict({**RECORD, "final_lr_fraction": 0.1, "decay_steps": 37.0})
     out = decayed.to_dict()
     assert decayed.decay_steps == 37 and isinstance(decayed.decay_steps, int)

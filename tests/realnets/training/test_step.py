@@ -345,8 +345,8 @@ def test_trials_with_different_decay_lengths_share_one_program(one_device):
     hps = Metaparameters(np.array(lrs, np.float32), np.ones(2, np.float32),
                          np.array(finals, np.float32), np.array(horizons, np.float32))
     together = _quad_run("sgd", hps, steps, mesh)
-    by_hand = np.array([[a * (1 - (1 - f) * min(t / T, 1)) for a, f, T in zip(lrs, finals, horizons)]
-                        for t in range(steps)])
+    by_hand = np.array([[a * (1 - (1 - f) * min(t / T, 1))
+                         for a, f, T in zip(lrs, finals, horizons)] for t in range(steps)])
     np.testing.assert_allclose(by_hand[:, 0], [0.2, 0.15, 0.1, 0.1, 0.1, 0.1, 0.1], rtol=1e-12)
     np.testing.assert_allclose(by_hand[:, 1], [0.1, 0.082, 0.064, 0.046, 0.028, 0.01, 0.01],
                                rtol=1e-12)
@@ -358,8 +358,9 @@ def test_trials_with_different_decay_lengths_share_one_program(one_device):
 
 # (f) ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("field,value", [("optimizer", "rmsprop"), ("groups", 0), ("microbatches", 0),
-                                         ("noise_decay", 1.0), ("noise_decay", -0.1)])
+@pytest.mark.parametrize("field,value", [("optimizer", "rmsprop"), ("groups", 0),
+                                         ("microbatches", 0), ("noise_decay", 1.0),
+                                         ("noise_decay", -0.1)])
 def test_bad_step_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         StepConfig(**{field: value})
