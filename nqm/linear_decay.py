@@ -6,13 +6,13 @@ A run of horizon T takes the rate a_t = a (1 - (1 - f) t / T) at steps t = 0 .. 
 linearly from a to a f over exactly the run to the target (the horizon is tuned with the other
 metaparameters: the best case of a decay over a fixed budget). That is Shallue et al. 2018's
 linear decay with its horizon at the steps to target; the trainer's decays over a trial's whole
-budget instead (`realnets.training.step.make_optimizer`, decay_steps = the budget; a sweep
-searches f with `--final-lr-fraction-range`), which changes the rate little before a goal reached
-early in the budget, and the shipped sweeps keep f = 1. f = 1 is the constant rate of
-`nqm.moments` and `nqm.adam`. Steps to target is the smallest horizon T whose run ends at or below
-the target: a bisection over T, each candidate evaluated step by step for every row of
-metaparameters at once (no closed form over segments). `simulate_final_losses` is the Monte-Carlo
-reference of the real optimizers with the same schedule.
+budget by default instead (`realnets.training.step.make_optimizer`, decay_steps = the budget
+unless `--decay-steps-range` searches it; a sweep searches f with `--final-lr-fraction-range`),
+which changes the rate little before a goal reached early in the budget, and the shipped sweeps
+keep f = 1. f = 1 is the constant rate of `nqm.moments` and `nqm.adam`. Steps to target is the
+smallest horizon T whose run ends at or below the target: a bisection over T, each candidate
+evaluated step by step for every row of metaparameters at once (no closed form over segments).
+`simulate_final_losses` is the Monte-Carlo reference of the real optimizers with the same schedule.
 
 Momentum follows `nqm.moments.MomentumDynamics` (v' = b v + g, theta' = theta - a_t v'); Adam
 follows `nqm.adam.MeanFieldAdam` with its learning rate replaced at every step.
