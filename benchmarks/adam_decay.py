@@ -47,8 +47,10 @@ def fmt(x) -> str:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="d = 30, fewer batch sizes")
+    parser.add_argument("--dim", type=int, default=100,
+                        help="dimensions d of the NQM (default 100, the doc's table; --quick: 30)")
     args = parser.parse_args(argv)
-    cfg = NQMConfig(dim=30 if args.quick else 100, target=0.01)
+    cfg = NQMConfig(dim=30 if args.quick else args.dim, target=0.01)   # checks d
     batch = [4 ** k for k in range(1, 7)] if args.quick else [4 ** k for k in range(1, 8)]
     curves, seconds = {}, {}
     for name, make in (("momentum", lambda: tune_curve(cfg, OptimizerSpec("momentum"), batch)),
