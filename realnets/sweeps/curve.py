@@ -58,15 +58,18 @@ def trial_summary(record: TrialRecord) -> dict:
 
 
 def _edges(best: TrialRecord, search: TrialSearchSpace) -> tuple[str, ...]:
-    """Names of the best trial's metaparameters in the outer EDGE_FRACTION of their log range."""
+    """Names of the best trial's metaparameters in the outer EDGE_FRACTION of their log range
+    (the decay's final fraction and length only where the sweep searched them)."""
     edges = []
     for name, value, bounds in (
             ("learning_rate", best.learning_rate, search.learning_rate),
             ("momentum", None if best.momentum is None else 1.0 - best.momentum,
-             search.one_minus_momentum)):
-        if value is None:
+             search.one_minus_momentum),
+            ("final_lr_fraction", best.final_lr_fraction, search.final_lr_fraction),
+            ("decay_steps", best.decay_steps, search.decay_steps)):
+        if value is None or bounds is None:
             continue
-        lo, hi = np.log(bounds)
+        lo, hi = np.log(np.maximum(bounds, 1e-300))
         pos = (np.log(max(value, 1e-300)) - lo) / (hi - lo) if hi > lo else 0.5
         if pos <= EDGE_FRACTION or pos >= 1 - EDGE_FRACTION:
             edges.append(name)

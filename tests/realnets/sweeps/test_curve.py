@@ -39,6 +39,18 @@ def test_best_trial_on_the_edge_of_the_search_is_flagged():
     # plain SGD has no momentum to be on an edge
     sgd = [_record(8, 0, 10, learning_rate=9.0)]
     assert build_curve(sgd, _config(optimizer="sgd")).points[0].edge == ("learning_rate",)
+    # a searched decay: its final fraction and its length are checked too, and only then
+    decay = TrialSearchSpace((1e-3, 10.0), (1e-2, 1.0), final_lr_fraction=(0.01, 1.0),
+                             decay_steps=(10, 1000))
+    mid = dict(learning_rate=0.1, momentum=0.9)
+    for kw, want in ((dict(final_lr_fraction=0.011, decay_steps=100), ("final_lr_fraction",)),
+                     (dict(final_lr_fraction=0.1, decay_steps=950), ("decay_steps",)),
+                     (dict(final_lr_fraction=0.1, decay_steps=100), ())):
+        records = [_record(8, 0, 10, **mid, **kw)]
+        assert build_curve(records, _config(search=decay)).points[0].edge == want
+    # a constant-rate sweep never names them, whatever the record holds
+    records = [_record(8, 0, 10, **mid, final_lr_fraction=0.011)]
+    assert build_curve(records, _config()).points[0].edge == ()
 
 
 def test_best_trial_is_the_fewest_steps_then_the_lowest_trial_id():
