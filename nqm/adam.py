@@ -143,6 +143,20 @@ def _ema_weight(q, n):
     return np.clip(np.where(q == 0.0, (n - 1.0) / n, w), 0.0, 1.0)
 
 
+def node_arrays(problem: Problem, init_nodes: int = INIT_NODES):
+    """The mean field's directions: each of the d directions at each of the K start nodes
+    (direction i at node k starts at E[theta^2] = x0_i z_k^2 with loss weight w_k h_i / 2).
+
+    Returns (h, weight, noise, x0), each float64 (K d,); noise is c_i before the batch-size
+    factor."""
+    z_K, w_K = init_quadrature(init_nodes)
+    h_D = np.tile(problem.curvature_D, z_K.size)
+    weight_D = np.repeat(w_K, problem.dim) * 0.5 * h_D
+    noise_D = np.tile(problem.noise_D, z_K.size)
+    x0_D = np.repeat(z_K ** 2, problem.dim) * np.tile(problem.init_second_moment_D, z_K.size)
+    return h_D, weight_D, noise_D, x0_D
+
+
 class MeanFieldAdam:
     """The mean-field Adam second moments of N rows of metaparameters, marched in time.
 
@@ -165,13 +179,8 @@ class MeanFieldAdam:
         problem.check_batch_sizes(batch_size, "batch_size")
         batch, self.lr_N, self.b1_N, self.b2_N, self.eps_N = _rows(
             batch_size, learning_rate, beta1, beta2, epsilon)
-        z_K, w_K = init_quadrature(init_nodes)
-        # Direction i at node k: start E[theta^2] = x0_i z_k^2, loss weight w_k h_i / 2 (K d,).
-        self.h_D = np.tile(problem.curvature_D, z_K.size)
-        self.weight_D = np.repeat(w_K, problem.dim) * 0.5 * self.h_D
-        noise_D = np.tile(problem.noise_D, z_K.size)
+        self.h_D, self.weight_D, noise_D, x0_D = node_arrays(problem, init_nodes)
         self.sigma2_ND = noise_D * problem.noise_factor(batch)[:, None]
-        x0_D = np.repeat(z_K ** 2, problem.dim) * np.tile(problem.init_second_moment_D, z_K.size)
         n, d = self.lr_N.shape[0], self.h_D.size
         self.s11 = np.broadcast_to(x0_D, (n, d)).copy()
         self.s12 = np.zeros((n, d))

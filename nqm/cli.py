@@ -153,12 +153,11 @@ def format_compare(results: dict) -> str:
 
 
 def _check_decay_work(problem, optimizer, steps, qualifier):
-    work = linear_decay.estimated_work(problem, optimizer, steps)
-    if work > linear_decay.MAX_WORK:
-        raise ValueError(f"--linear-decay: the step-by-step evaluation would take {qualifier}"
-                         f"about {work:.2g} direction-steps, more than {linear_decay.MAX_WORK:.2g} "
-                         "(a minute or two here); use a smaller --dim or larger "
-                         "--batch-sizes")
+    try:
+        linear_decay.check_work(problem, optimizer, steps)
+    except ValueError as err:
+        raise ValueError(f"--linear-decay{qualifier}: {err}; use a smaller --dim or larger "
+                         "--batch-sizes") from None
 
 
 def run_curve(args) -> dict:
@@ -194,7 +193,8 @@ def run_curve(args) -> dict:
         raise ValueError("--linear-decay takes --optimizer momentum or adam without "
                          f"--precond-power, got {spec.name} with p = {spec.precond_power:g}")
     if decay and problem.train_size is None:     # refuse before tuning on the steps' bound
-        _check_decay_work(problem, spec.name, problem.lower_bound_steps(batch_sizes), "at least ")
+        _check_decay_work(problem, spec.name, problem.lower_bound_steps(batch_sizes),
+                          " (at least: on the steps' lower bound)")
     start = time.perf_counter()
     curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space)
     if decay:

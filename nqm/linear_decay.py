@@ -129,15 +129,14 @@ def final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: flo
         return np.empty(0)
     from nqm import decay_kernels   # loads numba, which `python -m nqm curve` for SGD does not
 
-    if optimizer == "adam":
-        model = adam.MeanFieldAdam(problem, batch_size, lr, b, beta2, 0.0)
-        arrays = (model.h_D, model.weight_D, model.sigma2_ND[0], model.s11[0])
+    if optimizer == "adam":     # the mean field's directions: d at each start node
+        h, weight, noise, x0 = adam.node_arrays(problem)
     else:
-        h = problem.curvature_D
-        arrays = (h, 0.5 * h, problem.noise_D * problem.noise_factor(float(batch_size)),
-                  problem.init_second_moment_D)
+        h, noise, x0 = problem.curvature_D, problem.noise_D, problem.init_second_moment_D
+        weight = 0.5 * h
     # one layout and dtype, so numba compiles each kernel once
-    arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in arrays]
+    arrays = [np.ascontiguousarray(a, dtype=np.float64) for a in
+              (h, weight, noise * problem.noise_factor(float(batch_size)), x0)]
     if optimizer == "adam":
         loss = decay_kernels.adam_final(*arrays, lr, b, f, beta2, horizon)
     else:
@@ -345,6 +344,17 @@ def estimated_work(problem: Problem, optimizer: str, steps,
     validation.check_all_in_range("steps", finite, 0.0, np.inf)
     nodes = adam.INIT_NODES if optimizer == "adam" else 1
     return 4.0 * float(finite.sum()) * search.rows(optimizer, -1.0) * problem.dim * nodes
+
+
+def check_work(problem: Problem, optimizer: str, steps) -> float:
+    """Raises a one-line ValueError when `estimated_work(problem, optimizer, steps)` exceeds
+    MAX_WORK (the entry points call it before tuning, on the constant curve's steps or their
+    lower bound, and add the controls that shrink it); returns the work otherwise."""
+    work = estimated_work(problem, optimizer, steps)
+    if work > MAX_WORK:
+        raise ValueError(f"the step-by-step tuning of the decay would march about {work:.2g} "
+                         f"direction-steps or more, above {MAX_WORK:.2g} (a minute or two here)")
+    return work
 
 
 def tune_decay_curve(config: NQMConfig | Problem, optimizer: str, constant: ScalingCurve,

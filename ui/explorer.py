@@ -159,15 +159,12 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
 
 
 def check_decay_work(problem, optimizer: str, steps) -> None:
-    """Refuses a linear decay whose step-by-step tuning would march more than
-    `linear_decay.MAX_WORK` direction-steps (given the constant curve's steps, or their lower
-    bound): one line naming the controls that shrink it."""
-    work = linear_decay.estimated_work(problem, optimizer, steps)
-    if work > linear_decay.MAX_WORK:
-        raise ValueError(f"{OPTIMIZER_LABELS[optimizer + '_decay']}: its step-by-step tuning "
-                         f"would march about {work:.2g} direction-steps or more, above "
-                         f"{linear_decay.MAX_WORK:.2g} (a minute or two here); choose fewer "
-                         "dimensions d, a higher target loss or larger batch sizes")
+    """`linear_decay.check_work` with the explorer's label and the controls that shrink it."""
+    try:
+        linear_decay.check_work(problem, optimizer, steps)
+    except ValueError as err:
+        raise ValueError(f"{OPTIMIZER_LABELS[optimizer + '_decay']}: {err}; choose fewer "
+                         "dimensions d, a higher target loss or larger batch sizes") from None
 
 
 @functools.lru_cache(maxsize=64)

@@ -67,7 +67,7 @@ def test_decay_refused_before_tuning_when_too_much_work(monkeypatch):
         raise AssertionError("tuned before refusing")
 
     monkeypatch.setattr(explorer, "tune_curve", no_tuning)
-    with pytest.raises(ValueError, match="linear decay: its step-by-step tuning .* fewer "
+    with pytest.raises(ValueError, match="linear decay: the step-by-step tuning .* fewer "
                                          "dimensions d"):
         explorer.explore(config, ("momentum", "adam_decay"), (0.0,), (4,))
 
