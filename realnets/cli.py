@@ -157,6 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--lr-range", required=True, help="LO,HI of the learning rate")
     w.add_argument("--one-minus-momentum-range",
                    help="LO,HI of 1 - momentum (1 - b1 for adam); required but for sgd")
+    w.add_argument("--decay", action="store_true",
+                   help="also tune a linear decay of the rate on the same quadratic and target "
+                        "(momentum or adam; docs/nqm_adam.md)")
     w.add_argument("--format", choices=("table", "json"), default="table")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
@@ -666,16 +669,20 @@ def swap_command(args) -> str:
     directory = Path(args.dir)
     if not directory.is_dir():
         raise ValueError(f"dir {args.dir!r} is not a directory (a validation report's)")
+    if args.decay and args.optimizer == "sgd":
+        raise ValueError("--decay applies to --optimizer momentum or adam (the decay's NQM models)")
     doc = read_validation(directory).to_dict()
     own = own_prediction(doc)
-    swapped = swapped_prediction(doc, args.optimizer, space)
-    rows = comparison_rows(doc, swapped)
+    swapped = swapped_prediction(doc, args.optimizer, space, decay=args.decay)
+    swapped = swapped if args.decay else (swapped,)
+    rows = comparison_rows(doc, *swapped)
     measured = doc["measured"]["fit"]["b_crit"]
     if args.format == "json":
         return json.dumps({"workload": doc["workload"], "measured_b_crit": measured,
                            "reference": {"batch_size": own["match"]["batch_size"],
                                          "steps": own["match"]["steps"]},
-                           "rows": rows, "swapped": swapped.to_dict()}, indent=1)
+                           "rows": rows, "swapped": swapped[0].to_dict(),
+                           **({"decay": swapped[1].to_dict()} if args.decay else {})}, indent=1)
 
     def num(x):
         return "-" if x is None else f"{x:.4g}"
@@ -683,12 +690,15 @@ def swap_command(args) -> str:
     lines = [f"{doc['workload']} ({directory}): measured B_crit {num(measured)}; reference "
              f"B_ref {own['match']['batch_size']}, S_ref {own['match']['steps']}; checkpoint "
              f"{own['checkpoint']}",
-             "steps at B = " + " ".join(str(b) for b in swapped.batch_sizes),
-             f"{'optimizer':<22} {'target':>9} {'B_crit':>9} {'ratio':>7} {'S_min':>7}  steps"]
+             "steps at B = " + " ".join(str(b) for b in swapped[0].batch_sizes),
+             f"{'optimizer':<24} {'target':>9} {'B_crit':>9} {'ratio':>7} {'S_min':>7}  steps"]
     for r in rows:
-        lines.append(f"{r['optimizer']:<22} {num(r['target']):>9} {num(r['b_crit']):>9} "
+        lines.append(f"{r['optimizer']:<24} {num(r['target']):>9} {num(r['b_crit']):>9} "
                      f"{num(r['ratio']):>7} {num(r['s_min']):>7}  "
                      + " ".join("-" if s is None else str(s) for s in r["steps"]))
+    if args.decay:
+        lines.append("decay's final fraction f at B = ...: " + " ".join(
+            "-" if f is None else f"{f:g}" for f in swapped[1].final_lr_fractions))
     return "\n".join(lines)
 
 

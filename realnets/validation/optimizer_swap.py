@@ -6,14 +6,19 @@ mean-field Adam for Adam sweeps). Keeping the quadratic and changing the optimiz
 them: the rule's step-matched target is recomputed for the new family at the same reference
 point (B_ref, S_ref), then the NQM is tuned per batch size in the given search space and fitted
 as the headline curve is. A diagnostic, not the rule: the new family's search space is the
-caller's choice, since the sweep only searched its own.
+caller's choice, since the sweep only searched its own. With `decay`, the swapped constant
+curve is tuned again with a linear decay of the rate (`nqm.linear_decay`), at the same target:
+the calibrated model's reading of what a decay does to this network's B_crit.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from nqm import linear_decay
+from nqm.adam_tuning import BETA1
+from nqm.curve import ScalingCurve
 from nqm.scaling import analyse_curve
 from nqm.tuning import SearchSpace, tune_curve
 from realnets.validation.bootstrap import fitted_nqm
@@ -33,6 +38,9 @@ class SwappedPrediction:
       batch_sizes, steps: the tuned curve, steps to target per batch size (None: not reached).
       b_crit, s_min: the fit S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018, eq. 2.11);
         None when it could not be fitted.
+      schedule: 'constant' (the rate tuned constant) or 'linear_decay' (`nqm.linear_decay`).
+      final_lr_fractions: with a decay, the tuned final fraction f per batch size (1: constant).
+      curve: the tuned ScalingCurve itself (every point's metaparameters; not in `to_dict`).
     """
 
     family: str
@@ -42,13 +50,23 @@ class SwappedPrediction:
     steps: tuple[int | None, ...]
     b_crit: float | None
     s_min: float | None
+    schedule: str = "constant"
+    final_lr_fractions: tuple[float | None, ...] | None = None
+    curve: ScalingCurve | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def label(self) -> str:
+        return (f"{self.family} (swapped in)" if self.schedule == "constant"
+                else f"{self.family}, linear decay")
 
     def to_dict(self) -> dict:
-        return {"family": self.family, "target": self.target,
+        return {"family": self.family, "schedule": self.schedule, "target": self.target,
                 "space": {"learning_rate": list(self.space.learning_rate),
                           "one_minus_momentum": list(self.space.one_minus_momentum)},
-                "points": [{"batch_size": b, "steps": s}
-                           for b, s in zip(self.batch_sizes, self.steps)],
+                "points": [{"batch_size": b, "steps": s,
+                            **({} if self.final_lr_fractions is None
+                               else {"final_lr_fraction": self.final_lr_fractions[i]})}
+                           for i, (b, s) in enumerate(zip(self.batch_sizes, self.steps))],
                 "b_crit": self.b_crit, "s_min": self.s_min}
 
 
@@ -64,8 +82,8 @@ def own_prediction(doc: dict) -> dict:
     return {"checkpoint": checkpoint, "nqm": record["nqm"], "match": match, "tuned": tuned}
 
 
-def comparison_rows(doc: dict, swapped: SwappedPrediction) -> list[dict]:
-    """The report's own headline and the swapped prediction side by side, one row each:
+def comparison_rows(doc: dict, *swapped: SwappedPrediction) -> list[dict]:
+    """The report's own headline and the swapped predictions side by side, one row each:
     {"optimizer", "target", "b_crit", "ratio" (to the measured B_crit), "s_min", "steps"}."""
     own = own_prediction(doc)
     measured = doc["measured"]["fit"]["b_crit"]
@@ -73,14 +91,15 @@ def comparison_rows(doc: dict, swapped: SwappedPrediction) -> list[dict]:
     rows = [{"optimizer": f"{own['match']['family']} (the rule's)",
              "target": own["match"]["target"], "b_crit": fit["b_crit"], "s_min": fit["s_min"],
              "steps": [p["steps"] for p in own["tuned"]["points"]]},
-            {"optimizer": f"{swapped.family} (swapped in)", "target": swapped.target,
-             "b_crit": swapped.b_crit, "s_min": swapped.s_min, "steps": list(swapped.steps)}]
+            *({"optimizer": w.label, "target": w.target, "b_crit": w.b_crit, "s_min": w.s_min,
+               "steps": list(w.steps)} for w in swapped)]
     for r in rows:
         r["ratio"] = r["b_crit"] / measured if r["b_crit"] is not None and measured else None
     return rows
 
 
-def swapped_prediction(doc: dict, family: str, space: SearchSpace) -> SwappedPrediction:
+def swapped_prediction(doc: dict, family: str, space: SearchSpace,
+                       decay: bool = False) -> SwappedPrediction | tuple[SwappedPrediction, SwappedPrediction]:
     """The report's calibrated NQM (headline checkpoint) tuned as `family` in `space`, with its
     target matched in steps at the report's reference point, over the headline curve's batch
     sizes and step budget.
@@ -89,10 +108,20 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace) -> SwappedPre
       doc: a validation document (`ValidationDocument.to_dict()`).
       family: 'sgd', 'momentum' or 'adam' (the NQM families of `settings.NQM_FAMILY`).
       space: the search space of that family's metaparameters.
+      decay: also tune a linear decay from the constant curve (momentum or adam), at the same
+        target, rates within `space.learning_rate`, b or b1 from the decay tuner's list inside
+        `space.one_minus_momentum` (`decay_search`); refused before any tuning when its
+        step-by-step work would exceed `nqm.linear_decay.MAX_WORK`.
+
+    Returns:
+      The constant-rate prediction, or (constant, decay) with `decay`.
     """
     families = sorted(set(NQM_FAMILY.values()))
     if family not in families:
         raise ValueError(f"optimizer must be one of {', '.join(families)}, got {family!r}")
+    if decay and family not in linear_decay.OPTIMIZERS:
+        raise ValueError(f"a linear decay is modelled for optimizer "
+                         f"{' or '.join(linear_decay.OPTIMIZERS)}, got {family!r}")
     h = own_prediction(doc)
     match = StepMatch(family=family, batch_size=int(h["match"]["batch_size"]),
                       steps=int(h["match"]["steps"]), space=space)
@@ -101,9 +130,35 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace) -> SwappedPre
     batch_sizes = tuple(int(p["batch_size"]) for p in h["tuned"]["points"])
     curve = tune_curve(dataclasses.replace(config, target=target), nqm_optimizer(family, space),
                        batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space)
+    constant = _prediction(family, space, target, curve)
+    if not decay:
+        return constant
+    problem = dataclasses.replace(config, target=target).problem()
+    linear_decay.check_work(problem, family, [p.steps for p in curve.points])
+    decayed = linear_decay.tune_decay_curve(problem, family, curve, decay_search(family, space),
+                                            learning_rate_bounds=space.learning_rate)
+    return constant, _prediction(family, space, target, decayed, "linear_decay")
+
+
+def decay_search(family: str, space: SearchSpace) -> linear_decay.DecaySearch:
+    """The decay tuner's candidates kept inside the sweep's space: b (momentum) or b1 (Adam)
+    from its default list within 1 - `space.one_minus_momentum` (the constant optimum's own is
+    always tried too)."""
+    om_lo, om_hi = space.one_minus_momentum
+    lo, hi = 1.0 - om_hi, 1.0 - om_lo
+    default = linear_decay.MOMENTUM_BETAS if family == "momentum" else BETA1
+    inside = tuple(b for b in default if lo - 1e-12 <= b <= hi + 1e-12)
+    return linear_decay.DecaySearch(betas=inside or (lo,))
+
+
+def _prediction(family, space, target, curve, schedule="constant") -> SwappedPrediction:
     fit = analyse_curve(curve).fit
-    return SwappedPrediction(family=family, space=space, target=float(target),
-                             batch_sizes=batch_sizes,
-                             steps=tuple(p.steps for p in curve.points),
-                             b_crit=None if fit.b_crit is None else float(fit.b_crit),
-                             s_min=None if fit.s_min is None else float(fit.s_min))
+    return SwappedPrediction(
+        family=family, space=space, target=float(target),
+        batch_sizes=tuple(int(p.batch_size) for p in curve.points),
+        steps=tuple(p.steps for p in curve.points),
+        b_crit=None if fit.b_crit is None else float(fit.b_crit),
+        s_min=None if fit.s_min is None else float(fit.s_min), schedule=schedule,
+        final_lr_fractions=(None if schedule == "constant"
+                            else tuple(p.final_lr_fraction for p in curve.points)),
+        curve=curve)

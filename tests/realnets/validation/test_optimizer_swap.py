@@ -11,10 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nqm.linear_decay import DecaySearch, reference_final_losses
 from nqm.tuning import SearchSpace
 from realnets.cli import main as realnets_main
 from realnets.validation.bootstrap import fitted_nqm
-from realnets.validation.optimizer_swap import (comparison_rows, own_prediction,
+from realnets.validation.optimizer_swap import (comparison_rows, decay_search, own_prediction,
                                                 swapped_prediction)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
@@ -98,3 +99,37 @@ def test_cli_prints_both_rows_and_refuses_bad_input(capsys, tmp_path):
     assert realnets_main(["swap-optimizer", str(tmp_path / "absent"), "--optimizer", "sgd",
                           "--lr-range", "1e-3,1"]) == 2
     assert "not a directory" in capsys.readouterr().err
+
+
+def test_the_decay_reaches_the_same_target_in_at_most_the_constant_steps():
+    """The decay is tuned from the constant curve at the same target: never more steps (the
+    constant optimum is one of its candidates), and each tuned point, rerun by the numpy
+    reference recurrence of nqm.linear_decay, reaches the target at its steps."""
+    doc = _doc("digits_mlp")
+    constant, decayed = swapped_prediction(doc, "momentum", _sweep_space(doc), decay=True)
+    assert decayed.schedule == "linear_decay" and decayed.target == constant.target
+    assert all(d <= c for d, c in zip(decayed.steps, constant.steps))
+    assert decayed.steps[0] < constant.steps[0]          # the decay pays at the smallest batch
+    problem = fitted_nqm(own_prediction(doc)["nqm"], target=decayed.target).problem()
+    for p in decayed.curve.points:
+        assert p.final_lr_fraction in DecaySearch().final_fractions
+        loss = reference_final_losses(problem, "momentum", p.steps, p.batch_size,
+                                      [p.learning_rate], [p.momentum], [p.final_lr_fraction])
+        assert loss[0] <= decayed.target * (1 + 1e-9)
+    rows = comparison_rows(doc, constant, decayed)
+    assert [r["optimizer"] for r in rows] == ["momentum (the rule's)", "momentum (swapped in)",
+                                              "momentum, linear decay"]
+
+
+def test_the_decay_keeps_b1_inside_the_sweeps_space_and_refuses_sgd(capsys):
+    space = SearchSpace(learning_rate=(1e-4, 1e-1), one_minus_momentum=(0.05, 0.5))
+    assert decay_search("adam", space).betas == (0.5, 0.9)
+    assert decay_search("momentum", SearchSpace(learning_rate=(1e-3, 3.0),
+                                                one_minus_momentum=(0.2, 1.0))).betas \
+        == (0.0, 0.3, 0.5, 0.7, 0.8)
+    with pytest.raises(ValueError, match="momentum or adam"):
+        swapped_prediction(_doc("digits_mlp"), "sgd", SearchSpace(learning_rate=(1e-3, 1.0)),
+                           decay=True)
+    assert realnets_main(["swap-optimizer", str(REPORTS / "digits_mlp"), "--optimizer", "sgd",
+                          "--lr-range", "1e-3,1", "--decay"]) == 2
+    assert "--decay" in capsys.readouterr().err
