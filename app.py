@@ -564,6 +564,18 @@ def show_run():
         trials = st.number_input("trials per batch size", 1, 1000, 8, key="run_trials")
         max_steps = st.number_input("step budget per trial (0: the workload's)", 0, 10 ** 7, 0,
                                     key="run_max_steps")
+        final_col, decay_col = st.columns(2)
+        final_text = final_col.text_input(
+            "linear decay: final fraction range", "", key="run_final_lr_fraction",
+            placeholder="blank: constant rate",
+            help="LO,HI within (0, 1], searched on a log scale per trial: the rate falls "
+                 "linearly to this fraction of itself and stays there (docs/trainer.md); "
+                 "as `--final-lr-fraction-range`")
+        decay_text = decay_col.text_input(
+            "decay length range (steps)", "", key="run_decay_steps",
+            placeholder="blank: the step budget",
+            help="LO,HI with 1 <= LO <= HI <= the step budget, searched on a log scale per "
+                 "trial (needs a final fraction range); as `--decay-steps-range`")
         out_text = st.text_input("out directory", "", key="run_out",
                                  placeholder="results/<workload>",
                                  help="blank: results/<workload> (git-ignored); a relative path "
@@ -573,7 +585,8 @@ def show_run():
         return
     try:
         key = run_form.workload_key(workload, own, PLACES)
-        config = run_form.sweep_config(key, batch_text, int(trials), int(max_steps))
+        config = run_form.sweep_config(key, batch_text, int(trials), int(max_steps),
+                                       final_lr_fraction=final_text, decay_steps=decay_text)
         out_dir = run_form.out_dir_for(out_text, key, PLACES)
         if math.isnan(config.goal):    # an own workload without a goal: the pilot rule
             line = st.empty()

@@ -169,6 +169,17 @@ def check_batch_sizes(values: Iterable[int], name: str = "batch_sizes") -> np.nd
     return np.unique(np.asarray(out, dtype=np.int64))
 
 
+def parse_range(text: str, name: str) -> tuple[float, float]:
+    """'1e-3,3' -> (0.001, 3.0): two numbers LO,HI as typed on a command line or in a form
+    (their order and bounds are checked where they are used, e.g. `check_range_pair`)."""
+    parts = str(text).split(",")
+    try:
+        lo, hi = (float(p) for p in parts)
+    except ValueError:
+        raise ValueError(f"{name} must be two numbers LO,HI, got {text!r}") from None
+    return lo, hi
+
+
 def parse_batch_sizes(text: str) -> list[int]:
     """'4,8,16' -> [4, 8, 16]; '4:64' -> powers of two times 4 up to 64: [4, 8, 16, 32, 64]."""
     text = text.strip()

@@ -16,18 +16,9 @@ import sys
 from pathlib import Path
 
 from nqm.argparser import OneLineErrorParser
-from nqm.validation import parse_batch_sizes
+from nqm.validation import parse_batch_sizes, parse_range
 from nqm.curve import to_json
 from realnets.validation.settings import TARGET_RULES
-
-
-def _range(text: str, name: str) -> tuple[float, float]:
-    parts = text.split(",")
-    try:
-        lo, hi = (float(p) for p in parts)
-    except ValueError:
-        raise ValueError(f"{name} must be two numbers LO,HI, got {text!r}") from None
-    return lo, hi
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -258,12 +249,12 @@ def sweep_config(args):
 
     w = workloads.get(args.workload)
     search = w.search
-    lr = _range(args.lr_range, "lr-range") if args.lr_range else search.learning_rate
-    omm = (_range(args.one_minus_momentum_range, "one-minus-momentum-range")
+    lr = parse_range(args.lr_range, "lr-range") if args.lr_range else search.learning_rate
+    omm = (parse_range(args.one_minus_momentum_range, "one-minus-momentum-range")
            if args.one_minus_momentum_range else search.one_minus_momentum)
-    final = (_range(args.final_lr_fraction_range, "final-lr-fraction-range")
+    final = (parse_range(args.final_lr_fraction_range, "final-lr-fraction-range")
              if args.final_lr_fraction_range else search.final_lr_fraction)
-    decay = (_range(args.decay_steps_range, "decay-steps-range")
+    decay = (parse_range(args.decay_steps_range, "decay-steps-range")
              if args.decay_steps_range else search.decay_steps)
     batch_sizes = (parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None
                    else list(w.batch_sizes))
@@ -655,7 +646,7 @@ def swap_command(args) -> str:
     from realnets.validation.optimizer_swap import (comparison_rows, own_prediction,
                                                     swapped_prediction)
 
-    lr = _range(args.lr_range, "--lr-range")
+    lr = parse_range(args.lr_range, "--lr-range")
     if args.optimizer == "sgd":
         if args.one_minus_momentum_range:
             raise ValueError("--one-minus-momentum-range does not apply to --optimizer sgd")
@@ -664,7 +655,7 @@ def swap_command(args) -> str:
         if not args.one_minus_momentum_range:
             raise ValueError(f"--one-minus-momentum-range is required for --optimizer "
                              f"{args.optimizer} (LO,HI within (0, 1])")
-        space = SearchSpace(learning_rate=lr, one_minus_momentum=_range(
+        space = SearchSpace(learning_rate=lr, one_minus_momentum=parse_range(
             args.one_minus_momentum_range, "--one-minus-momentum-range"))
     directory = Path(args.dir)
     if not directory.is_dir():

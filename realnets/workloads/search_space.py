@@ -39,7 +39,8 @@ class TrialSearchSpace:
       final_lr_fraction: (lo, hi) of the linear decay's final fraction, or None for a constant
         learning rate.
       decay_steps: (lo, hi) of the linear decay's length in steps (1 <= lo; a trial's value is
-        rounded to whole steps), or None: the decay spans the step budget. The sweep checks
+        rounded to whole steps), or None: the decay spans the step budget. Only with a
+        final_lr_fraction range (refused otherwise: there would be nothing to decay). The sweep checks
         hi <= its max_steps (`realnets.sweeps.records.SweepConfig`).
     """
 
@@ -60,6 +61,9 @@ class TrialSearchSpace:
                                                 0.0, 1.0))
         if self.decay_steps is not None:
             object.__setattr__(self, "decay_steps", check_decay_steps(self.decay_steps))
+            if self.final_lr_fraction is None:
+                raise ValueError("decay-steps-range needs a final-lr-fraction-range (LO,HI within "
+                                 "(0, 1]): without one the rate is constant")
 
     def to_dict(self) -> dict:
         out = {"learning_rate": list(self.learning_rate),

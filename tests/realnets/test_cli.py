@@ -37,7 +37,10 @@ def _run(capsys, *argv):
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--decay-steps-range", "ten,50"],
      "decay-steps-range must be two numbers"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--max-steps", "100",
+      "--final-lr-fraction-range", "0.1,1",
       "--decay-steps-range", "10,101"], "decay-steps-range must end at or below max-steps (100)"),
+    (["sweep", "--workload", "mnist_mlp", "--out", "X", "--decay-steps-range", "10,50"],
+     "decay-steps-range needs a final-lr-fraction-range"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--goal", "nan"], "goal"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--goal", "-3"], "--goal must be in [0, 1]"),
     (["sweep", "--workload", "mnist_mlp", "--out", "X", "--goal", "1.5"], "error metric"),
@@ -191,6 +194,7 @@ def test_noise_every_flag_reaches_the_trials(capsys, tmp_path):
 
 def test_bad_decay_steps_range_runs_nothing(capsys, tmp_path):
     status, _, err = _run(capsys, "sweep", "--workload", "digits_mlp", "--max-steps", "6",
+                          "--final-lr-fraction-range", "0.1,1",
                           "--decay-steps-range", "2,7", "--out", str(tmp_path / "out"))
     assert status == 2 and "decay-steps-range" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "out").exists()

@@ -341,12 +341,19 @@ def test_run_a_sweep_form_writes_trials_and_shows_progress(tmp_path):
     at.text_input(key="run_batch_sizes").input("8,16")
     at.number_input(key="run_trials").set_value(2)
     at.number_input(key="run_max_steps").set_value(30)
+    at.text_input(key="run_final_lr_fraction").input("0.1,1")
+    at.text_input(key="run_decay_steps").input("2,20")
     at.text_input(key="run_out").input(str(out))
     at.button(key="run_submit").click().run(timeout=240)
     assert not at.exception and not errors(at)
     lines = (out / "trials.jsonl").read_text().splitlines()
     assert sorted((json.loads(l)["batch_size"], json.loads(l)["trial_id"]) for l in lines) == [
         (8, 0), (8, 1), (16, 0), (16, 1)]
+    # the decay's ranges reached the sweep and every trial
+    config = json.loads((out / "config.json").read_text())
+    assert config["search"]["final_lr_fraction"] == [0.1, 1.0]
+    assert config["search"]["decay_steps"] == [2.0, 20.0]
+    assert all(2 <= json.loads(l)["decay_steps"] <= 20 for l in lines)
     assert at.session_state["run_progress"] == (4, 4)
     assert at.get("progress") and any("Done" in s.value for s in at.success)
     # bad input in the form: an error beside it, nothing run
@@ -354,6 +361,12 @@ def test_run_a_sweep_form_writes_trials_and_shows_progress(tmp_path):
     at.button(key="run_submit").click().run()
     assert not at.exception
     assert any("at least one batch size" in e for e in errors(at))
+    # a decay longer than the budget: refused in one line, nothing run
+    at.text_input(key="run_batch_sizes").input("8")
+    at.text_input(key="run_decay_steps").input("2,50")
+    at.button(key="run_submit").click().run()
+    assert not at.exception
+    assert any("decay-steps-range must end at or below max-steps (30)" in e for e in errors(at))
 
 
 def test_run_a_sweep_form_takes_an_own_workload_and_its_pilot_goal(tmp_path):

@@ -1,6 +1,7 @@
 """ui.run_form: the app's sweep form as a SweepConfig, its out directory and its progress."""
 
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,19 @@ def test_sweep_form_values(tmp_path):
         run_form.sweep_config("digits_mlp", "  ", 2, 30)
     with pytest.raises(ValueError, match="workload must be one of"):
         run_form.sweep_config("no_such_workload", "8", 2, 30)
+    # the linear decay's ranges, as the CLI's flags take them; blank keeps the constant rate
+    assert config.search.final_lr_fraction is None and config.search.decay_steps is None
+    decay = run_form.sweep_config("digits_mlp", "8", 2, 0, final_lr_fraction="0.01, 1",
+                                  decay_steps="2,200").search
+    assert decay.final_lr_fraction == (0.01, 1.0) and decay.decay_steps == (2.0, 200.0)
+    assert decay.learning_rate == config.search.learning_rate
+    for kw, says in ((dict(decay_steps="2,200"), "needs a final-lr-fraction-range"),
+                     (dict(final_lr_fraction="0,1"), "final-lr-fraction-range"),
+                     (dict(final_lr_fraction="a"), "final-lr-fraction-range must be two numbers"),
+                     (dict(final_lr_fraction="0.1,1", decay_steps="2,5000"),
+                      "decay-steps-range must end at or below max-steps (2000)")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            run_form.sweep_config("digits_mlp", "8", 2, 0, **kw)
     assert run_form.out_dir_for("", "digits_mlp", PLACES) == PLACES.results / "digits_mlp"
     assert run_form.out_dir_for("results/x", "digits_mlp", PLACES) == PLACES.root / "results" / "x"
     assert run_form.out_dir_for(str(tmp_path), "digits_mlp", PLACES) == tmp_path

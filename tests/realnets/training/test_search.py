@@ -51,7 +51,8 @@ def test_decay_range_gives_whole_steps_spread_over_the_range_on_a_log_scale():
 @pytest.mark.parametrize("bounds, allowed", [((2.5, 3.5), {3}), ((1.0, 1.0), {1}),
                                              ((1.0, 2.4), {1, 2})])
 def test_decay_steps_stay_within_the_whole_steps_of_the_range(bounds, allowed):
-    specs = trial_specs(TrialSearchSpace(decay_steps=bounds), "sgd", 32, seed=0)
+    specs = trial_specs(TrialSearchSpace(final_lr_fraction=(0.1, 0.5), decay_steps=bounds), "sgd",
+                        32, seed=0)
     assert {s.decay_steps for s in specs} <= allowed
 
 
@@ -63,5 +64,10 @@ def test_decay_steps_stay_within_the_whole_steps_of_the_range(bounds, allowed):
 ])
 def test_bad_decay_range_is_one_line_naming_the_flag(bounds, message):
     with pytest.raises(ValueError) as err:
-        TrialSearchSpace(decay_steps=bounds)
+        TrialSearchSpace(final_lr_fraction=(0.1, 0.5), decay_steps=bounds)
     assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_a_decay_length_without_a_final_fraction_is_refused():
+    with pytest.raises(ValueError, match="decay-steps-range needs a final-lr-fraction-range"):
+        TrialSearchSpace(decay_steps=(2, 10))
