@@ -8,12 +8,14 @@ metaparameters in the search space (checked by pilot sweeps on this project's 2-
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from nqm.problem import NQMConfig
-from realnets.workloads import datasets, models
+from realnets.workloads import datasets
 from realnets.workloads.search_space import TrialSearchSpace
-from realnets.workloads.tasks import Task, classification_task, language_task, quadratic_task
+
+if TYPE_CHECKING:   # the builders import jax and flax only when a workload is built, so listing
+    from realnets.workloads.tasks import Task   # the catalogue (every CLI call) stays light
 
 TEXT_CONTEXT = 32
 
@@ -80,27 +82,37 @@ class Workload:
 
 
 def _mnist_mlp(**_) -> Task:
+    from realnets.workloads import models
+    from realnets.workloads.tasks import classification_task
     s = datasets.load_mnist10k()
     return classification_task(models.MLP(hidden=(128, 128)), s.train_x, s.train_y, s.val_x, s.val_y)
 
 
 def _mnist_cnn(**_) -> Task:
+    from realnets.workloads import models
+    from realnets.workloads.tasks import classification_task
     s = datasets.load_mnist10k()
     return classification_task(models.SimpleCNN(features=(16, 32), dense=128),
                                s.train_x, s.train_y, s.val_x, s.val_y)
 
 
 def _mnist1d_mlp(**_) -> Task:
+    from realnets.workloads import models
+    from realnets.workloads.tasks import classification_task
     s = datasets.load_mnist1d(num_samples=10000)
     return classification_task(models.MLP(hidden=(256, 256)), s.train_x, s.train_y, s.val_x, s.val_y)
 
 
 def _digits_mlp(**_) -> Task:
+    from realnets.workloads import models
+    from realnets.workloads.tasks import classification_task
     s = datasets.load_digits()
     return classification_task(models.MLP(hidden=(64,)), s.train_x, s.train_y, s.val_x, s.val_y)
 
 
 def _text(text_file=None, **_) -> Task:
+    from realnets.workloads import models
+    from realnets.workloads.tasks import language_task
     text = datasets.load_text(text_file)
     model = models.CharTransformer(vocab_size=len(text.vocab), context=TEXT_CONTEXT, d_model=64,
                                    num_heads=4, num_layers=2)
@@ -108,6 +120,7 @@ def _text(text_file=None, **_) -> Task:
 
 
 def _nqm(**_) -> Task:
+    from realnets.workloads.tasks import quadratic_task
     return quadratic_task(NQM_WORKLOAD.problem())
 
 
