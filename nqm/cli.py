@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="learning-rate search bounds LOW,HIGH (default 1e-8,10; adam 1e-5,1)")
     c.add_argument("--linear-decay", action="store_true",
                    help="decay the rate linearly over the run, its final fraction tuned too "
-                        "(momentum and adam; evaluated step by step, so small problems only: "
+                        "(sgd, momentum, adam; evaluated step by step, so small problems only: "
                         "docs/nqm_adam.md)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     m = sub.add_parser("compare", help="several optimizers side by side on one problem",
@@ -190,7 +190,7 @@ def run_curve(args) -> dict:
                          f"{problem.initial_loss():g}: nothing to train")
     decay = getattr(args, "linear_decay", False)
     if decay and (spec.name not in linear_decay.OPTIMIZERS or spec.precond_power != 0):
-        raise ValueError("--linear-decay takes --optimizer momentum or adam without "
+        raise ValueError("--linear-decay takes --optimizer sgd, momentum or adam without "
                          f"--precond-power, got {spec.name} with p = {spec.precond_power:g}")
     if decay and problem.train_size is None:     # refuse before tuning on the steps' bound
         _check_decay_work(problem, spec.name, problem.lower_bound_steps(batch_sizes),

@@ -1,5 +1,5 @@
-"""A linear decay of the learning rate over the run, in the NQM, for heavy-ball momentum (exact
-second moments) and mean-field Adam (`nqm.adam`), and steps to target with the decay tuned per
+"""A linear decay of the learning rate over the run, in the NQM, for SGD and heavy-ball momentum
+(exact second moments; SGD is momentum with b = 0) and mean-field Adam (`nqm.adam`), and steps to target with the decay tuned per
 batch size.
 
 A run of horizon T takes the rate a_t = a (1 - (1 - f) t / T) at steps t = 0 .. T-1: it decays
@@ -29,7 +29,7 @@ from nqm.adam_tuning import BETA1, BETA2
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.problem import NQMConfig, Problem
 
-OPTIMIZERS = ("momentum", "adam")
+OPTIMIZERS = ("sgd", "momentum", "adam")
 MOMENTUM_BETAS = (0.0, 0.3, 0.5, 0.7, 0.8, 0.9, 0.95, 0.99)
 # The cap on `estimated_work` that entry points enforce before tuning: a minute or two here
 # (benchmarks/adam_decay.py, compiled loops, 2-core machine beside a niced sweep: momentum's decay
@@ -47,7 +47,7 @@ class DecaySearch:
       final_fractions: f values to try; 1 is the constant rate, 0 decays to zero.
       betas: momenta (b for momentum, b1 for Adam) to try, besides the constant optimum's own;
         None: MOMENTUM_BETAS for momentum (its constant tuner's b is continuous), Adam's
-        constant tuner's list (`nqm.adam_tuning.BETA1`) for Adam.
+        constant tuner's list (`nqm.adam_tuning.BETA1`) for Adam. SGD tries b = 0 only.
       precision: the bisection over the horizon stops when hi / lo <= 1 + precision.
       max_doublings: times the horizon may double when the constant optimum's own steps do not
         reach the target step by step (the constant Adam tuner evaluates over segments).
@@ -79,6 +79,8 @@ class DecaySearch:
         validation.check_whole("max_doublings", self.max_doublings, 0, 20)
 
     def betas_for(self, optimizer: str) -> tuple[float, ...]:
+        if optimizer == "sgd":
+            return (0.0,)
         if self.betas is not None:
             return self.betas
         return MOMENTUM_BETAS if optimizer == "momentum" else tuple(BETA1)
@@ -101,6 +103,8 @@ def _check_rows(optimizer, learning_rate, beta, final_fraction):
     validation.check_all_in_range("learning_rate", lr, 0.0, np.inf, closed_low=False,
                                   closed_high=False)
     validation.check_all_in_range("beta", b, 0.0, 1.0, closed_high=False)
+    if optimizer == "sgd" and np.any(b != 0.0):
+        raise ValueError("beta must be 0 for optimizer sgd (plain SGD has no momentum)")
     validation.check_all_in_range("final_fraction", f, 0.0, 1.0)
     return lr, b, f
 
@@ -111,8 +115,8 @@ def final_losses(problem: Problem, optimizer: str, horizon: int, batch_size: flo
 
     Args:
       problem: the NQM arrays, each (d,).
-      optimizer: 'momentum' (heavy ball, b = beta) or 'adam' (mean field, b1 = beta, b2 = beta2,
-        epsilon 0, bias corrections; `nqm.adam`).
+      optimizer: 'sgd' (beta 0), 'momentum' (heavy ball, b = beta) or 'adam' (mean field,
+        b1 = beta, b2 = beta2, epsilon 0, bias corrections; `nqm.adam`).
       horizon: T >= 1 steps; the rate at step t = 0 .. T-1 is a (1 - (1 - f) t / T).
       batch_size: B (examples per step).
       learning_rate, beta, final_fraction: a, the momentum or b1, and f: scalars or arrays
@@ -274,7 +278,7 @@ def tune_decay_point(problem: Problem, optimizer: str, point: CurvePoint,
 
     Args:
       problem: the problem the constant point was tuned on.
-      optimizer: 'momentum' or 'adam'.
+      optimizer: 'sgd', 'momentum' or 'adam'.
       point: the constant optimum at this batch size (its steps, learning rate and momentum or
         b1, as `tune_curve` / `tune_adam_curve` give them).
       search: the candidates (`DecaySearch`).
@@ -364,8 +368,8 @@ def tune_decay_curve(config: NQMConfig | Problem, optimizer: str, constant: Scal
 
     Args:
       config: the problem the constant curve was tuned on.
-      optimizer: 'momentum' (constant from `tune_curve(config, OptimizerSpec('momentum'))`) or
-        'adam' (from `tune_adam_curve(config, ...)` with the same beta2).
+      optimizer: 'sgd' or 'momentum' (constant from `tune_curve(config, OptimizerSpec(...))` of
+        the same name) or 'adam' (from `tune_adam_curve(config, ...)` with the same beta2).
       constant: that curve; refused when its config names another optimizer, beta2 or target.
       search, beta2, learning_rate_bounds: as for `tune_decay_point`.
 

@@ -150,7 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="LO,HI of 1 - momentum (1 - b1 for adam); required but for sgd")
     w.add_argument("--decay", action="store_true",
                    help="also tune a linear decay of the rate on the same quadratic and target "
-                        "(momentum or adam; docs/nqm_adam.md)")
+                        "(docs/nqm_adam.md)")
     w.add_argument("--format", choices=("table", "json"), default="table")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
@@ -660,8 +660,6 @@ def swap_command(args) -> str:
     directory = Path(args.dir)
     if not directory.is_dir():
         raise ValueError(f"dir {args.dir!r} is not a directory (a validation report's)")
-    if args.decay and args.optimizer == "sgd":
-        raise ValueError("--decay applies to --optimizer momentum or adam (the decay's NQM models)")
     doc = read_validation(directory).to_dict()
     own = own_prediction(doc)
     swapped = swapped_prediction(doc, args.optimizer, space, decay=args.decay)

@@ -108,7 +108,7 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
       doc: a validation document (`ValidationDocument.to_dict()`).
       family: 'sgd', 'momentum' or 'adam' (the NQM families of `settings.NQM_FAMILY`).
       space: the search space of that family's metaparameters.
-      decay: also tune a linear decay from the constant curve (momentum or adam), at the same
+      decay: also tune a linear decay from the constant curve (any family), at the same
         target, rates within `space.learning_rate`, b or b1 from the decay tuner's list inside
         `space.one_minus_momentum` (`decay_search`); refused before any tuning when its
         step-by-step work would exceed `nqm.linear_decay.MAX_WORK`.
@@ -119,9 +119,6 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
     families = sorted(set(NQM_FAMILY.values()))
     if family not in families:
         raise ValueError(f"optimizer must be one of {', '.join(families)}, got {family!r}")
-    if decay and family not in linear_decay.OPTIMIZERS:
-        raise ValueError(f"a linear decay is modelled for optimizer "
-                         f"{' or '.join(linear_decay.OPTIMIZERS)}, got {family!r}")
     h = own_prediction(doc)
     match = StepMatch(family=family, batch_size=int(h["match"]["batch_size"]),
                       steps=int(h["match"]["steps"]), space=space)
@@ -143,7 +140,9 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
 def decay_search(family: str, space: SearchSpace) -> linear_decay.DecaySearch:
     """The decay tuner's candidates kept inside the sweep's space: b (momentum) or b1 (Adam)
     from its default list within 1 - `space.one_minus_momentum` (the constant optimum's own is
-    always tried too)."""
+    always tried too); SGD tries b = 0 only."""
+    if family == "sgd":
+        return linear_decay.DecaySearch()
     om_lo, om_hi = space.one_minus_momentum
     lo, hi = 1.0 - om_hi, 1.0 - om_lo
     default = linear_decay.MOMENTUM_BETAS if family == "momentum" else BETA1

@@ -359,7 +359,7 @@ def test_linear_decay_is_the_library_s_and_refuses_what_it_cannot_do(capsys):
     assert code == 0 and "final_lr_fraction" in out.splitlines()[0]
     code, out, _ = run(args[:-2] + ["adam", "--linear-decay"], capsys)
     assert code == 0 and "b2 = 0.999" in out and "linear decay of the rate" in out
-    for bad, name in ((["--optimizer", "sgd"], "--optimizer momentum or adam"),
+    for bad, name in ((["--optimizer", "ema"], "--optimizer sgd, momentum or adam"),
                       (["--optimizer", "momentum", "--precond-power", "0.5"], "--precond-power"),
                       (["--optimizer", "adam", "--dim", "10000"], "--dim")):
         code, out, err = run(["curve", "--batch-sizes", "4,256", "--linear-decay", "--dim", "8"]

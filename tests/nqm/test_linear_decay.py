@@ -130,6 +130,22 @@ def test_decay_pays_at_small_batch_only(momentum_curves):
         assert d.final_lr_fraction is not None and 0.0 <= d.final_lr_fraction <= 1.0
 
 
+def test_sgd_is_momentum_without_momentum(small):
+    """SGD's decay: the momentum loop with b = 0, tuned from the constant SGD curve with b = 0
+    only; the decay pays at the small batch as for momentum."""
+    lr, f = np.array([0.05, 0.2, 0.6]), np.array([1.0, 0.1, 0.0])
+    np.testing.assert_array_equal(linear_decay.final_losses(small, "sgd", 40, 4, lr, 0.0, f),
+                                  linear_decay.final_losses(small, "momentum", 40, 4, lr, 0.0, f))
+    cfg = NQMConfig(dim=30, target=0.01)
+    constant = tune_curve(cfg, OptimizerSpec("sgd"), [4, 4096])
+    decay = linear_decay.tune_decay_curve(cfg, "sgd", constant)
+    assert all(p.momentum == 0.0 for p in decay.points)
+    assert decay.points[0].steps < 0.6 * constant.points[0].steps
+    assert decay.points[1].steps <= constant.points[1].steps
+    with pytest.raises(ValueError, match="constant was tuned with optimizer 'sgd'"):
+        linear_decay.tune_decay_curve(cfg, "momentum", constant)
+
+
 def test_the_tuned_point_reaches_the_target_and_no_candidate_does_much_earlier(momentum_curves):
     cfg, constant, decay = momentum_curves
     problem = cfg.problem()
@@ -167,7 +183,8 @@ def test_curve_point_keeps_its_final_fraction():
 
 
 @pytest.mark.parametrize("kwargs, name", [
-    (dict(optimizer="sgd"), "optimizer"),
+    (dict(optimizer="rmsprop"), "optimizer"),
+    (dict(optimizer="sgd"), "beta must be 0 for optimizer sgd"),
     (dict(horizon=0), "horizon"),
     (dict(final_fraction=1.5), "final_fraction"),
     (dict(learning_rate=-0.1), "learning_rate"),
@@ -253,6 +270,6 @@ def test_what_the_tuner_refuses(small):
     with pytest.raises(ValueError, match="point must be"):
         linear_decay.tune_decay_point(small, "momentum", {"batch_size": 4})
     with pytest.raises(ValueError, match="optimizer"):
-        linear_decay.estimated_work(small, "sgd", [10])
+        linear_decay.estimated_work(small, "ema", [10])
     with pytest.raises(ValueError, match="steps"):
         linear_decay.estimated_work(small, "adam", [-5])
