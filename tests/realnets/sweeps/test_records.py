@@ -115,8 +115,9 @@ def test_config_missing_optional_fields_gets_the_defaults_from_the_dataclass():
     ({"batch_sizes": [8, 8]}, "batch-sizes must not repeat"),
     ({"workload": 3}, "workload must be a name, got 3"),
     ({"search": {"decay_steps": [0.5, 50]}}, "decay-steps-range must be LO,HI with 1 <= LO <= HI"),
-    ({"search": {"decay_steps": [10, 101]}},
+    ({"search": {"final_lr_fraction": [0.1, 1.0], "decay_steps": [10, 101]}},
      "decay-steps-range must end at or below max-steps (100), got 10,101"),
+    ({"search": {"decay_steps": [10, 50]}}, "decay-steps-range needs a final-lr-fraction-range"),
 ])
 def test_bad_config_field_is_one_line_naming_file_and_field(tmp_path, change, message):
     (tmp_path / "config.json").write_text(json.dumps(_config(**change)))
@@ -177,6 +178,7 @@ def test_bad_trial_field_is_one_line_naming_file_record_and_field(tmp_path, chan
 def test_config_with_a_decay_length_range_round_trips_and_one_without_writes_none():
     with_range = SweepConfig.from_dict(_config(search={"learning_rate": [1e-3, 3.0],
                                                        "one_minus_momentum": [0.01, 1.0],
+                                                       "final_lr_fraction": [0.1, 1.0],
                                                        "decay_steps": [10, 100]}))
     assert with_range.search.decay_steps == (10.0, 100.0)
     assert with_range.to_dict()["search"]["decay_steps"] == [10.0, 100.0]
