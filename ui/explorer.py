@@ -23,11 +23,11 @@ from nqm.tuning import OptimizerSpec, default_space, tune_curve
 
 OPTIMIZER_LABELS = {"sgd": "SGD", "momentum": "momentum", "ema": "EMA (averaging)",
                     "schedule": "schedule (10 pieces)", "adam": "Adam (mean field)",
-                    "momentum_decay": "momentum, linear decay",
+                    "sgd_decay": "SGD, linear decay", "momentum_decay": "momentum, linear decay",
                     "adam_decay": "Adam (mean field), linear decay"}
 # A linear decay of the rate over the run (`nqm.linear_decay`), tuned from the constant curve of
 # its optimizer, within that optimizer's default rate bounds.
-DECAY_OF = {"momentum_decay": "momentum", "adam_decay": "adam"}
+DECAY_OF = {"sgd_decay": "sgd", "momentum_decay": "momentum", "adam_decay": "adam"}
 # Mean-field Adam is tuned by scanning learning rates for every b1 (`nqm.adam_tuning`): ~15 s
 # at d = 100 over 13 batch sizes on a busy 2-core machine, and linear in d.
 ADAM_MAX_DIM = 300

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from nqm import linear_decay
 from nqm.curve import ScalingCurve
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse, analyse_curve
@@ -34,6 +35,8 @@ class PredictionSetup:
       exact: True when the measured curve is the `nqm` workload, i.e. this NQM trained by SGD:
         then the prediction is in the same units (steps to the same loss) and needs no scaling.
       label: what the chart's legend calls it.
+      decay_bounds: (lo, hi) learning-rate bounds of a linear decay tuned from the constant
+        curve (`nqm.linear_decay`), when the exact NQM's sweep searched one; None: constant.
     """
 
     config: NQMConfig
@@ -41,24 +44,28 @@ class PredictionSetup:
     max_steps: int
     exact: bool
     label: str
+    decay_bounds: tuple[float, float] | None = None
 
 
 def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
                      optimizer: str = "sgd", precond_power: float = 0.0) -> PredictionSetup:
     """The exact prediction for the `nqm` workload (`workloads.NQM_WORKLOAD` at the sweep's goal,
-    tuned for its optimizer within its step budget); for any other curve, the explorer's problem
-    with the explorer's optimizer (a linear decay at its optimizer's constant rate, Adam at
-    p = 0)."""
+    tuned for its optimizer within its step budget, with a linear decay inside the sweep's rate
+    range when the sweep searched one); for any other curve, the explorer's problem with the
+    explorer's optimizer (a linear decay at its optimizer's constant rate, Adam at p = 0)."""
     if measured_config.get("workload") == "nqm":
         goal = measured_config.get("goal", workloads.NQM_WORKLOAD.target)
         problem = replace(workloads.NQM_WORKLOAD, target=float(goal))
         name = "momentum" if measured_config.get("optimizer") == "momentum" else "sgd"
         budget = measured_config.get("max_steps") or NO_BUDGET
-        label = (f"NQM exact: {name}, d = {problem.dim}, h_i = i^-{problem.spectrum_exponent:g}, "
-                 f"target {problem.target:g}")
-        return PredictionSetup(problem, OptimizerSpec(name), int(budget), True, label)
-    # the explorer's decays are predicted at a constant rate, as every sweep ran; Adam at p = 0,
-    # as the explorer tunes it
+        search = measured_config.get("search") or {}
+        decay = (tuple(float(x) for x in search["learning_rate"])
+                 if search.get("final_lr_fraction") is not None else None)
+        label = (f"NQM exact: {name}{', linear decay' if decay else ''}, d = {problem.dim}, "
+                 f"h_i = i^-{problem.spectrum_exponent:g}, target {problem.target:g}")
+        return PredictionSetup(problem, OptimizerSpec(name), int(budget), True, label, decay)
+    # the explorer's NQM is not fitted to the sweep: its decays are drawn at their constant rate
+    # (the rate of the shipped sweeps of the networks); Adam at p = 0, as the explorer tunes it
     optimizer = DECAY_OF.get(optimizer, optimizer)
     precond_power = 0.0 if optimizer == "adam" else float(precond_power)
     spec = OptimizerSpec(optimizer, precond_power)
@@ -69,9 +76,17 @@ def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
 
 
 def predict(setup: PredictionSetup, batch_sizes) -> ScalingCurve:
-    """The tuned NQM curve of `setup` at `batch_sizes` (`nqm.tuning.tune_curve`)."""
-    return tune_curve(setup.config, setup.optimizer, tuple(int(b) for b in batch_sizes),
-                      setup.max_steps)
+    """The tuned NQM curve of `setup` at `batch_sizes` (`nqm.tuning.tune_curve`; then
+    `nqm.linear_decay.tune_decay_curve` within `setup.decay_bounds` when set, refused in one
+    line above its work cap)."""
+    curve = tune_curve(setup.config, setup.optimizer, tuple(int(b) for b in batch_sizes),
+                       setup.max_steps)
+    if setup.decay_bounds is None:
+        return curve
+    problem = setup.config.problem()
+    linear_decay.check_work(problem, setup.optimizer.name, [p.steps for p in curve.points])
+    return linear_decay.tune_decay_curve(problem, setup.optimizer.name, curve,
+                                         learning_rate_bounds=setup.decay_bounds)
 
 
 @dataclass(frozen=True)

@@ -33,12 +33,12 @@ def test_decays_are_tuned_once_from_their_constant_curve_in_its_bounds():
     than the constant rate at any batch size."""
     config = NQMConfig(dim=12, target=0.02)
     batch = (4, 64, 1024)
-    result = explorer.explore(config, ("momentum_decay", "momentum", "adam_decay"), (0.5, 0.0),
-                              batch)
+    result = explorer.explore(config, ("momentum_decay", "momentum", "adam_decay", "sgd_decay"),
+                              (0.5, 0.0), batch)
     assert list(result.summary["optimizer"]) == [
-        "momentum, p = 0.5", "momentum", "momentum, linear decay",
+        "momentum, p = 0.5", "momentum", "SGD, linear decay", "momentum, linear decay",
         "Adam (mean field), linear decay"]
-    for name in ("momentum", "adam"):
+    for name in ("sgd", "momentum", "adam"):
         spec = OptimizerSpec(name)
         constant = tune_curve(config, spec, batch, 10 ** 8, default_space(spec))
         direct = linear_decay.tune_decay_curve(

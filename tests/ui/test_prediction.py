@@ -4,6 +4,7 @@ construction and against the tuned NQM itself."""
 import numpy as np
 import pytest
 
+from nqm import linear_decay
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.problem import NQMConfig
 from nqm.tuning import OptimizerSpec, tune_curve
@@ -78,6 +79,19 @@ def test_the_nqm_workload_gets_the_exact_prediction():
     np.testing.assert_array_equal(predicted.steps, exact.steps)
     bound = prediction.lower_bound(setup, batch_sizes)
     assert (bound["steps"].to_numpy() < predicted.steps).all()
+    # a sweep of it that searched a linear decay: the exact model with the decay, tuned inside
+    # the sweep's rate range, fewer steps at the small batch than the constant rate
+    decayed = prediction.prediction_setup(
+        {"workload": "nqm", "goal": NQM_WORKLOAD.target, "optimizer": "sgd", "max_steps": 20000,
+         "search": {"learning_rate": [0.004, 4.0], "final_lr_fraction": [0.001, 1.0]}},
+        NQMConfig(dim=300), "momentum")
+    assert decayed.decay_bounds == (0.004, 4.0) and "linear decay" in decayed.label
+    curve = prediction.predict(decayed, batch_sizes)
+    direct = linear_decay.tune_decay_curve(NQM_WORKLOAD, "sgd", exact,
+                                           learning_rate_bounds=(0.004, 4.0))
+    np.testing.assert_array_equal(curve.steps, direct.steps)
+    assert curve.steps[0] < 0.7 * exact.steps[0]
+    assert all(p.learning_rate <= 4.0 for p in curve.points)
     # any other workload: the explorer's problem and optimizer, no bound drawn
     other = prediction.prediction_setup({"workload": "mnist_mlp"}, NQMConfig(dim=300),
                                         "momentum", 0.5)
