@@ -108,14 +108,6 @@ def parse_optimizers(text: str) -> list[tuple[str, float]]:
     return out
 
 
-def _range(text: str, name: str) -> tuple[float, float]:
-    try:
-        lo, hi = (float(x) for x in text.split(","))
-    except ValueError:
-        raise ValueError(f"{name} must be two numbers LOW,HIGH, got {text!r}") from None
-    return lo, hi
-
-
 def run_compare(args) -> dict:
     """Tunes one curve per optimizer in `args.optimizers`; returns {label: curve JSON object}."""
     results = {}
@@ -177,7 +169,7 @@ def run_curve(args) -> dict:
         raise ValueError(f"--precond-power / --pieces: {err}") from None
     try:
         space = (default_space(spec) if args.lr_range is None
-                 else SearchSpace(learning_rate=_range(args.lr_range, "lr-range")))
+                 else SearchSpace(learning_rate=validation.parse_range(args.lr_range, "lr-range")))
     except ValueError as err:
         raise ValueError(f"--lr-range: {err}") from None
     batch_sizes = validation.parse_batch_sizes(args.batch_sizes)

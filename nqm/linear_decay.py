@@ -1,5 +1,5 @@
-"""A linear decay of the learning rate over the run, in the NQM, for SGD and heavy-ball momentum
-(exact second moments; SGD is momentum with b = 0) and mean-field Adam (`nqm.adam`), and steps to target with the decay tuned per
+"""A linear decay of the learning rate over the run, in the NQM, for SGD and heavy-ball
+momentum (exact second moments; SGD is momentum with b = 0) and mean-field Adam (`nqm.adam`), and steps to target with the decay tuned per
 batch size.
 
 A run of horizon T takes the rate a_t = a (1 - (1 - f) t / T) at steps t = 0 .. T-1: it decays
@@ -8,8 +8,8 @@ metaparameters: the best case of a decay over a fixed budget). That is Shallue e
 linear decay with its horizon at the steps to target; the trainer's decays over a trial's whole
 budget by default instead (`realnets.training.step.make_optimizer`, decay_steps = the budget
 unless `--decay-steps-range` searches it; a sweep searches f with `--final-lr-fraction-range`),
-which changes the rate little before a goal reached early in the budget, and the shipped sweeps
-keep f = 1. f = 1 is the constant rate of `nqm.moments` and `nqm.adam`. Steps to target is the
+which changes the rate little before a goal reached early in the budget; the shipped sweeps
+keep f = 1 but for the decay test's (docs/nqm_adam.md). f = 1 is the constant rate of `nqm.moments` and `nqm.adam`. Steps to target is the
 smallest horizon T whose run ends at or below the target: a bisection over T, each candidate
 evaluated step by step for every row of metaparameters at once (no closed form over segments).
 `simulate_final_losses` is the Monte-Carlo reference of the real optimizers with the same schedule.
@@ -214,7 +214,7 @@ def simulate_final_losses(problem: Problem, optimizer: str, horizon: int, batch_
                           learning_rate: float, beta: float, final_fraction: float,
                           beta2: float = BETA2, runs: int = 1000, seed: int = 0):
     """Monte Carlo of the real optimizer with the decay: `nqm.montecarlo.simulate_losses`
-    (momentum) or `nqm.adam.simulate_losses` (Adam: its squared gradients, not their
+    (SGD, momentum) or `nqm.adam.simulate_losses` (Adam: its squared gradients, not their
     expectation; epsilon 0, bias corrections) with the rates of `schedule`.
 
     Returns:
@@ -223,7 +223,7 @@ def simulate_final_losses(problem: Problem, optimizer: str, horizon: int, batch_
     horizon = validation.check_whole("horizon", horizon, 1, 10 ** 6)
     lr, b, f = (float(x[0]) for x in _check_rows(optimizer, learning_rate, beta, final_fraction))
     rates = schedule(lr, f, horizon)
-    if optimizer == "momentum":
+    if optimizer in ("sgd", "momentum"):
         result = montecarlo.simulate_losses(problem, horizon, batch_size, rates, momentum=b,
                                             runs=runs, seed=seed)
     else:

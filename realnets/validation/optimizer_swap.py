@@ -110,8 +110,10 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
       space: the search space of that family's metaparameters.
       decay: also tune a linear decay from the constant curve (any family), at the same
         target, rates within `space.learning_rate`, b or b1 from the decay tuner's list inside
-        `space.one_minus_momentum` (`decay_search`); refused before any tuning when its
-        step-by-step work would exceed `nqm.linear_decay.MAX_WORK`.
+        `space.one_minus_momentum` (`decay_search`). Refused in one line when its step-by-step
+        work would exceed `nqm.linear_decay.MAX_WORK`: before any tuning on the report's
+        headline steps (exact for the report's own family, an estimate for another), and after
+        the constant tuning on that curve's own steps.
 
     Returns:
       The constant-rate prediction, or (constant, decay) with `decay`.
@@ -125,16 +127,27 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
     config = fitted_nqm(h["nqm"], target=1.0)
     target, _ = step_matched_target(config, match)
     batch_sizes = tuple(int(p["batch_size"]) for p in h["tuned"]["points"])
+    problem = dataclasses.replace(config, target=target).problem()
+    if decay:
+        _check_decay_work(problem, family, [p["steps"] for p in h["tuned"]["points"]],
+                          " (estimated on the report's headline steps)")
     curve = tune_curve(dataclasses.replace(config, target=target), nqm_optimizer(family, space),
                        batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space)
     constant = _prediction(family, space, target, curve)
     if not decay:
         return constant
-    problem = dataclasses.replace(config, target=target).problem()
-    linear_decay.check_work(problem, family, [p.steps for p in curve.points])
+    _check_decay_work(problem, family, [p.steps for p in curve.points], "")
     decayed = linear_decay.tune_decay_curve(problem, family, curve, decay_search(family, space),
                                             learning_rate_bounds=space.learning_rate)
     return constant, _prediction(family, space, target, decayed, "linear_decay")
+
+
+def _check_decay_work(problem, family, steps, qualifier):
+    try:
+        linear_decay.check_work(problem, family, steps)
+    except ValueError as err:
+        raise ValueError(f"decay{qualifier}: {err}; the calibrated NQM is too large or its "
+                         "steps too many for the step-by-step decay here") from None
 
 
 def decay_search(family: str, space: SearchSpace) -> linear_decay.DecaySearch:

@@ -357,6 +357,11 @@ def test_linear_decay_is_the_library_s_and_refuses_what_it_cannot_do(capsys):
     assert data["config"]["schedule"] == "linear_decay"
     code, out, _ = run(args, capsys)
     assert code == 0 and "final_lr_fraction" in out.splitlines()[0]
+    code, out, _ = run(args[:-2] + ["sgd", "--linear-decay", "--format", "json"], capsys)
+    sgd = linear_decay.tune_decay_curve(cfg.problem(), "sgd",
+                                        tune_curve(cfg, OptimizerSpec("sgd"), [4, 256], 10 ** 8))
+    assert code == 0 and [p["steps"] for p in json.loads(out)["points"]] == list(sgd.steps)
+    assert all(p["momentum"] == 0.0 for p in json.loads(out)["points"])
     code, out, _ = run(args[:-2] + ["adam", "--linear-decay"], capsys)
     assert code == 0 and "b2 = 0.999" in out and "linear decay of the rate" in out
     for bad, name in ((["--optimizer", "ema"], "--optimizer sgd, momentum or adam"),

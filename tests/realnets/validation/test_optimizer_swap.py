@@ -128,3 +128,26 @@ def test_the_decay_keeps_b1_inside_the_sweeps_space():
                                                 one_minus_momentum=(0.2, 1.0))).betas \
         == (0.0, 0.3, 0.5, 0.7, 0.8)
     assert decay_search("sgd", SearchSpace(learning_rate=(1e-3, 1.0))).betas_for("sgd") == (0.0,)
+
+
+def test_cli_decay_rows_json_and_refusal_before_tuning(capsys, monkeypatch):
+    args = ["swap-optimizer", str(REPORTS / "digits_mlp"), "--optimizer", "momentum",
+            "--lr-range", "1e-3,3", "--one-minus-momentum-range", "0.01,1", "--decay"]
+    assert realnets_main(args + ["--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["optimizer"] for r in out["rows"]][-1] == "momentum, linear decay"
+    assert out["decay"]["schedule"] == "linear_decay"
+    assert [p["steps"] for p in out["decay"]["points"]] == out["rows"][-1]["steps"]
+    assert all(0.0 <= p["final_lr_fraction"] <= 1.0 for p in out["decay"]["points"])
+    assert realnets_main(args) == 0
+    assert "decay's final fraction f at B = ...:" in capsys.readouterr().out
+    # too much step-by-step work: refused on the report's own steps, before any tuning
+    import realnets.validation.optimizer_swap as swap
+
+    def no_tuning(*a, **k):
+        raise AssertionError("tuned before refusing")
+    monkeypatch.setattr(swap, "tune_curve", no_tuning)
+    monkeypatch.setattr(swap.linear_decay, "MAX_WORK", 1.0)
+    assert realnets_main(args) == 2
+    err = capsys.readouterr().err
+    assert "decay (estimated on the report's headline steps)" in err and err.count("\n") == 1
