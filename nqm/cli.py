@@ -145,11 +145,8 @@ def format_compare(results: dict) -> str:
 
 
 def _check_decay_work(problem, optimizer, steps, qualifier):
-    try:
-        linear_decay.check_work(problem, optimizer, steps)
-    except ValueError as err:
-        raise ValueError(f"--linear-decay{qualifier}: {err}; use a smaller --dim or larger "
-                         "--batch-sizes") from None
+    linear_decay.check_work(problem, optimizer, steps, f"--linear-decay{qualifier}",
+                            "use a smaller --dim or larger --batch-sizes")
 
 
 def run_curve(args) -> dict:

@@ -350,14 +350,17 @@ def estimated_work(problem: Problem, optimizer: str, steps,
     return 4.0 * float(finite.sum()) * search.rows(optimizer, -1.0) * problem.dim * nodes
 
 
-def check_work(problem: Problem, optimizer: str, steps) -> float:
+def check_work(problem: Problem, optimizer: str, steps, name: str = "decay",
+               advice: str = "") -> float:
     """Raises a one-line ValueError when `estimated_work(problem, optimizer, steps)` exceeds
-    MAX_WORK (the entry points call it before tuning, on the constant curve's steps or their
-    lower bound, and add the controls that shrink it); returns the work otherwise."""
+    MAX_WORK; returns the work otherwise. The entry points call it before tuning, on the
+    constant curve's steps or an estimate of them, with `name` (what the message starts with:
+    their parameter) and `advice` (their controls that shrink the work)."""
     work = estimated_work(problem, optimizer, steps)
     if work > MAX_WORK:
-        raise ValueError(f"the step-by-step tuning of the decay would march about {work:.2g} "
-                         f"direction-steps or more, above {MAX_WORK:.2g} (a minute or two here)")
+        raise ValueError(f"{name}: the step-by-step tuning of the decay would march about "
+                         f"{work:.2g} direction-steps or more, above {MAX_WORK:.2g} (a minute or "
+                         f"two here){'; ' + advice if advice else ''}")
     return work
 
 

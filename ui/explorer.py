@@ -160,11 +160,9 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
 
 def check_decay_work(problem, optimizer: str, steps) -> None:
     """`linear_decay.check_work` with the explorer's label and the controls that shrink it."""
-    try:
-        linear_decay.check_work(problem, optimizer, steps)
-    except ValueError as err:
-        raise ValueError(f"{OPTIMIZER_LABELS[optimizer + '_decay']}: {err}; choose fewer "
-                         "dimensions d, a higher target loss or larger batch sizes") from None
+    linear_decay.check_work(problem, optimizer, steps, OPTIMIZER_LABELS[optimizer + "_decay"],
+                            "choose fewer dimensions d, a higher target loss or larger batch "
+                            "sizes")
 
 
 @functools.lru_cache(maxsize=64)

@@ -129,25 +129,17 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
     batch_sizes = tuple(int(p["batch_size"]) for p in h["tuned"]["points"])
     problem = dataclasses.replace(config, target=target).problem()
     if decay:
-        _check_decay_work(problem, family, [p["steps"] for p in h["tuned"]["points"]],
-                          " (estimated on the report's headline steps)")
+        linear_decay.check_work(problem, family, [p["steps"] for p in h["tuned"]["points"]],
+                                "decay (estimated on the report's headline steps)")
     curve = tune_curve(dataclasses.replace(config, target=target), nqm_optimizer(family, space),
                        batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space)
     constant = _prediction(family, space, target, curve)
     if not decay:
         return constant
-    _check_decay_work(problem, family, [p.steps for p in curve.points], "")
+    linear_decay.check_work(problem, family, [p.steps for p in curve.points])
     decayed = linear_decay.tune_decay_curve(problem, family, curve, decay_search(family, space),
                                             learning_rate_bounds=space.learning_rate)
     return constant, _prediction(family, space, target, decayed, "linear_decay")
-
-
-def _check_decay_work(problem, family, steps, qualifier):
-    try:
-        linear_decay.check_work(problem, family, steps)
-    except ValueError as err:
-        raise ValueError(f"decay{qualifier}: {err}; the calibrated NQM is too large or its "
-                         "steps too many for the step-by-step decay here") from None
 
 
 def decay_search(family: str, space: SearchSpace) -> linear_decay.DecaySearch:
