@@ -1,6 +1,6 @@
 """A linear decay of the learning rate over the run, in the NQM, for SGD and heavy-ball
-momentum (exact second moments; SGD is momentum with b = 0) and mean-field Adam (`nqm.adam`), and steps to target with the decay tuned per
-batch size.
+momentum (exact second moments; SGD is momentum with b = 0) and mean-field Adam (`nqm.adam`),
+and steps to target with the decay tuned per batch size.
 
 A run of horizon T takes the rate a_t = a (1 - (1 - f) t / T) at steps t = 0 .. T-1: it decays
 linearly from a to a f over exactly the run to the target (the horizon is tuned with the other
@@ -9,7 +9,8 @@ linear decay with its horizon at the steps to target; the trainer's decays over 
 budget by default instead (`realnets.training.step.make_optimizer`, decay_steps = the budget
 unless `--decay-steps-range` searches it; a sweep searches f with `--final-lr-fraction-range`),
 which changes the rate little before a goal reached early in the budget; the shipped sweeps
-keep f = 1 but for the decay test's (docs/nqm_adam.md). f = 1 is the constant rate of `nqm.moments` and `nqm.adam`. Steps to target is the
+keep f = 1 but for the decay test's (docs/nqm_adam.md). f = 1 is the constant rate of
+`nqm.moments` and `nqm.adam`. Steps to target is the
 smallest horizon T whose run ends at or below the target: a bisection over T, each candidate
 evaluated step by step for every row of metaparameters at once (no closed form over segments).
 `simulate_final_losses` is the Monte-Carlo reference of the real optimizers with the same schedule.

@@ -24,7 +24,8 @@ from nqm.tuning import SearchSpace, tune_curve
 from realnets.validation.bootstrap import fitted_nqm
 from realnets.validation.reconciliation import headline
 from realnets.validation.settings import NQM_FAMILY
-from realnets.validation.targets import StepMatch, nqm_optimizer, step_matched_target
+from realnets.validation.targets import (StepMatch, betas_inside, nqm_optimizer,
+                                         step_matched_target)
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,6 @@ class SwappedPrediction:
       b_crit, s_min: the fit S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018, eq. 2.11);
         None when it could not be fitted.
       schedule: 'constant' (the rate tuned constant) or 'linear_decay' (`nqm.linear_decay`).
-      final_lr_fractions: with a decay, the tuned final fraction f per batch size (1: constant).
       curve: the tuned ScalingCurve itself (every point's metaparameters; not in `to_dict`).
     """
 
@@ -51,8 +51,14 @@ class SwappedPrediction:
     b_crit: float | None
     s_min: float | None
     schedule: str = "constant"
-    final_lr_fractions: tuple[float | None, ...] | None = None
     curve: ScalingCurve | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def final_lr_fractions(self) -> tuple[float | None, ...] | None:
+        """With a decay, the tuned final fraction f per batch size; None at a constant rate."""
+        if self.schedule == "constant" or self.curve is None:
+            return None
+        return tuple(p.final_lr_fraction for p in self.curve.points)
 
     @property
     def label(self) -> str:
@@ -127,11 +133,12 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
     config = fitted_nqm(h["nqm"], target=1.0)
     target, _ = step_matched_target(config, match)
     batch_sizes = tuple(int(p["batch_size"]) for p in h["tuned"]["points"])
-    problem = dataclasses.replace(config, target=target).problem()
+    matched = dataclasses.replace(config, target=target)
+    problem = matched.problem()
     if decay:
         linear_decay.check_work(problem, family, [p["steps"] for p in h["tuned"]["points"]],
                                 "decay (estimated on the report's headline steps)")
-    curve = tune_curve(dataclasses.replace(config, target=target), nqm_optimizer(family, space),
+    curve = tune_curve(matched, nqm_optimizer(family, space),
                        batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space)
     constant = _prediction(family, space, target, curve)
     if not decay:
@@ -148,11 +155,9 @@ def decay_search(family: str, space: SearchSpace) -> linear_decay.DecaySearch:
     always tried too); SGD tries b = 0 only."""
     if family == "sgd":
         return linear_decay.DecaySearch()
-    om_lo, om_hi = space.one_minus_momentum
-    lo, hi = 1.0 - om_hi, 1.0 - om_lo
     default = linear_decay.MOMENTUM_BETAS if family == "momentum" else BETA1
-    inside = tuple(b for b in default if lo - 1e-12 <= b <= hi + 1e-12)
-    return linear_decay.DecaySearch(betas=inside or (lo,))
+    return linear_decay.DecaySearch(betas=betas_inside(default, space)
+                                    or (1.0 - space.one_minus_momentum[1],))
 
 
 def _prediction(family, space, target, curve, schedule="constant") -> SwappedPrediction:
@@ -162,7 +167,4 @@ def _prediction(family, space, target, curve, schedule="constant") -> SwappedPre
         batch_sizes=tuple(int(p.batch_size) for p in curve.points),
         steps=tuple(p.steps for p in curve.points),
         b_crit=None if fit.b_crit is None else float(fit.b_crit),
-        s_min=None if fit.s_min is None else float(fit.s_min), schedule=schedule,
-        final_lr_fractions=(None if schedule == "constant"
-                            else tuple(p.final_lr_fraction for p in curve.points)),
-        curve=curve)
+        s_min=None if fit.s_min is None else float(fit.s_min), schedule=schedule, curve=curve)

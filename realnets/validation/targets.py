@@ -37,10 +37,15 @@ def nqm_optimizer(family: str, space: SearchSpace) -> OptimizerSpec:
     sizes on a busy 2-core machine, docs/nqm_adam.md)."""
     if family != "adam":
         return OptimizerSpec(family)
-    om_lo, om_hi = space.one_minus_momentum
-    lo, hi = 1.0 - om_hi, 1.0 - om_lo
-    inside = tuple(b for b in BETA1 if lo - 1e-12 <= b <= hi + 1e-12)
-    return OptimizerSpec("adam", beta1=inside or tuple(sorted({lo, min(hi, 0.999)})))
+    lo, hi = 1.0 - space.one_minus_momentum[1], 1.0 - space.one_minus_momentum[0]
+    return OptimizerSpec("adam", beta1=betas_inside(BETA1, space)
+                         or tuple(sorted({lo, min(hi, 0.999)})))
+
+
+def betas_inside(betas, space: SearchSpace) -> tuple[float, ...]:
+    """The momenta (b or b1) of `betas` inside 1 - `space.one_minus_momentum` (may be empty)."""
+    lo, hi = 1.0 - space.one_minus_momentum[1], 1.0 - space.one_minus_momentum[0]
+    return tuple(b for b in betas if lo - 1e-12 <= b <= hi + 1e-12)
 
 
 @dataclass(frozen=True)
