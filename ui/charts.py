@@ -119,8 +119,16 @@ STATUS_COLORS = alt.Scale(domain=["reached", "not reached", "infeasible"],
 def trials_chart(trials: pd.DataFrame, columns: int = 3) -> alt.FacetChart:
     """The search behind each measured point: every trial over learning rate x (1 - momentum)
     (log-log), coloured by status, the best trial (the one that set the point) as a large
-    diamond; one panel per batch size."""
+    diamond; one panel per batch size. A trial's linear decay (final fraction, length) is in its
+    tooltip when the sweep searched one."""
     data = trials.assign(best_trial=np.where(trials["best"], "best trial", "trial"))
+    tooltip = ["batch_size", "trial_id", "status", "learning_rate", "momentum"]
+    if "final_lr_fraction" in data and (data["final_lr_fraction"] < 1).any():
+        # a sweep that searched a linear decay: each trial's own (constant-rate sweeps: none)
+        tooltip.append(alt.Tooltip("final_lr_fraction:Q", title="final rate fraction f"))
+        if data["decay_steps"].notna().any():
+            tooltip.append(alt.Tooltip("decay_steps:Q", title="decay length (steps)"))
+    tooltip += ["steps_to_goal", "steps_run"]
     return alt.Chart(data).mark_point(filled=True, opacity=0.8).encode(
         x=alt.X("learning_rate:Q", scale=LOG10, title="learning rate"),
         y=alt.Y("one_minus_momentum:Q", scale=LOG10, title="1 - momentum"),
@@ -129,8 +137,7 @@ def trials_chart(trials: pd.DataFrame, columns: int = 3) -> alt.FacetChart:
                                                         range=["circle", "diamond"]), title=""),
         size=alt.Size("best_trial:N", scale=alt.Scale(domain=["trial", "best trial"],
                                                       range=[30, 160]), legend=None),
-        tooltip=["batch_size", "trial_id", "status", "learning_rate", "momentum",
-                 "steps_to_goal", "steps_run"],
+        tooltip=tooltip,
     ).properties(width=200, height=160).facet(
         facet=alt.Facet("batch_size:O", title="batch size"), columns=columns)
 

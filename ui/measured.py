@@ -45,8 +45,9 @@ class Measured:
       summary: one row: curve, s_min, b_crit, r2, cbs20, maximal_from; where the trials ran
         to their end, also b_crit_resampled_p16 / _p84 (`realnets.sweeps.curve.b_crit_resampled`).
       trials: one row per trial: batch_size, trial_id, status ('reached', 'not reached',
-        'infeasible'), learning_rate, momentum, one_minus_momentum, steps_to_goal, steps_run, best
-        (the trial that set the point).
+        'infeasible'), learning_rate, momentum, one_minus_momentum, final_lr_fraction and
+        decay_steps (its linear decay: 1 and NaN for a constant rate), steps_to_goal, steps_run,
+        best (the trial that set the point).
       noise: the best trial's B_simple along training, per batch size: batch_size, trial_id,
         step, b_simple (empty when the data hold no noise-scale estimates, e.g. batch_science).
     """
@@ -155,12 +156,17 @@ def perfect_scaling(batch_sizes: np.ndarray, steps: np.ndarray) -> np.ndarray:
 
 
 TRIAL_COLUMNS = ("batch_size", "trial_id", "status", "learning_rate", "momentum",
-                 "one_minus_momentum", "steps_to_goal", "steps_run", "best")
+                 "one_minus_momentum", "final_lr_fraction", "decay_steps", "steps_to_goal",
+                 "steps_run", "best")
+NUMERIC_TRIAL_COLUMNS = ("learning_rate", "momentum", "one_minus_momentum", "final_lr_fraction",
+                         "decay_steps", "steps_to_goal", "steps_run")
 
 
 def trials_table(curve: ScalingCurve) -> pd.DataFrame:
     """Every trial behind the curve's points (see Measured.trials). A trial without momentum
-    (plain SGD) has momentum 0, so 1 - momentum = 1."""
+    (plain SGD) has momentum 0, so 1 - momentum = 1; a constant rate has final_lr_fraction 1
+    (also for records written before decays existed), and decay_steps is NaN unless the decay's
+    length was searched (else it spans the run)."""
     rows = []
     for p in curve.points:
         best = best_row(p.trials)
@@ -172,10 +178,12 @@ def trials_table(curve: ScalingCurve) -> pd.DataFrame:
                          "status": STATUS_LABELS.get(t.get("status"), str(t.get("status"))),
                          "learning_rate": t.get("learning_rate"), "momentum": momentum,
                          "one_minus_momentum": 1.0 - momentum,
+                         "final_lr_fraction": t.get("final_lr_fraction", 1.0),
+                         "decay_steps": t.get("decay_steps"),
                          "steps_to_goal": t.get("steps_to_goal"), "steps_run": t.get("steps_run"),
                          "best": is_best})
     out = pd.DataFrame(rows, columns=TRIAL_COLUMNS)
-    for col in ("learning_rate", "momentum", "one_minus_momentum", "steps_to_goal", "steps_run"):
+    for col in NUMERIC_TRIAL_COLUMNS:
         out[col] = pd.to_numeric(out[col], errors="coerce").astype(float)
     out["best"] = out["best"].astype(bool)
     return out

@@ -62,8 +62,11 @@ def load_batch_science(root, goal: float | None = None,
     is <= goal (None if no trial gets there); the point's learning rate and momentum are those of
     that trial (ties at one step go to the lowest trial id). Every trial of the study is kept in
     `CurvePoint.trials`, in the trial-record format of our own sweeps (`trials.jsonl`):
-    `{batch_size, trial_id, status, learning_rate, momentum, steps_to_goal, steps_run,
-    eval: {step: [...], metric: [...]}, seed: None, metaparameters: {...}}`.
+    `{batch_size, trial_id, status, learning_rate, momentum, final_lr_fraction, steps_to_goal,
+    steps_run, eval: {step: [...], metric: [...]}, seed: None, metaparameters: {...}}`, plus
+    `decay_steps` when the trial's rate decays over a given number of steps. The published linear
+    decay maps onto ours: `end_learning_rate_factor` -> final_lr_fraction (1.0 when absent: a
+    constant rate), `learning_rate_decay_steps` -> decay_steps.
 
     Statuses are mapped onto ours (COMPLETE = reached the goal, INCOMPLETE = ran without reaching
     it, INFEASIBLE = diverged):
@@ -367,6 +370,7 @@ def _load_trial(batch_size: int, trial_dir: Path, goal: float, metric: str) -> d
     momentum = _number_or_none(parameters.get("momentum"))
     if momentum is None and _number_or_none(parameters.get("one_minus_momentum")) is not None:
         momentum = 1.0 - parameters["one_minus_momentum"]
+    final_lr_fraction, decay_steps = _linear_decay(parameters, meta_path)
 
     if published == "INFEASIBLE" or non_finite:
         status, steps_to_goal = "INFEASIBLE", None
@@ -380,8 +384,26 @@ def _load_trial(batch_size: int, trial_dir: Path, goal: float, metric: str) -> d
             "status": status,
             "learning_rate": _number_or_none(parameters.get("learning_rate")),
             "momentum": momentum,
+            "final_lr_fraction": final_lr_fraction,
+            **({} if decay_steps is None else {"decay_steps": decay_steps}),
             "steps_to_goal": steps_to_goal,
             "steps_run": int(steps_run),
             "eval": {"step": steps, "metric": values},
             "seed": None,
             "metaparameters": parameters}
+
+
+def _linear_decay(parameters: dict, meta_path: Path) -> tuple[float, int | None]:
+    """(final_lr_fraction, decay_steps) of a trial's linear decay, in our trial-record names:
+    the published `end_learning_rate_factor` (the rate ends at that fraction of
+    `learning_rate`) and `learning_rate_decay_steps` (the steps it takes to get there); 1.0 and
+    None for a constant rate (neither parameter present)."""
+    where = repr(str(meta_path))
+    final, steps = 1.0, None
+    if "end_learning_rate_factor" in parameters:   # present but non-finite (None here) is refused
+        final = located(where, validation.check_in_range, "end_learning_rate_factor",
+                        parameters["end_learning_rate_factor"], 0.0, 1.0)
+    if "learning_rate_decay_steps" in parameters:
+        steps = located(where, validation.check_whole, "learning_rate_decay_steps",
+                        parameters["learning_rate_decay_steps"], 1)
+    return float(final), steps

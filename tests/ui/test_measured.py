@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ui import measured, prediction, run_form
+from ui import charts, measured, prediction, run_form
 from ui.places import Places
 
 PLACES = Places.under(Path(__file__).resolve().parents[2])
@@ -130,6 +130,31 @@ def test_bad_sweep_directories_raise_a_value_error_naming_the_problem(tmp_path, 
             (path / name).write_text(text)
     with pytest.raises(ValueError, match=message):
         measured.load_sweep_dir(path)
+
+
+def test_the_trials_table_and_scatter_carry_a_searched_decay(mnist_mlp):
+    decay_dir = PLACES.sweeps / "digits_mlp_decay"
+    decayed = measured.load_sweep_dir(decay_dir)
+    by_key = {(r["batch_size"], str(r["trial_id"])): (r["final_lr_fraction"], r["decay_steps"])
+              for r in raw_records(decay_dir)}
+    got = dict(zip(zip(decayed.trials["batch_size"], decayed.trials["trial_id"]),
+                   zip(decayed.trials["final_lr_fraction"], decayed.trials["decay_steps"])))
+    assert got == by_key and len(got) == len(decayed.trials)
+    assert (decayed.trials["final_lr_fraction"] < 1).mean() > 0.9   # f drawn in [0.01, 1]
+    # a constant-rate sweep: f = 1, no length, and no decay in the scatter's tooltip
+    assert (mnist_mlp.trials["final_lr_fraction"] == 1).all()
+    assert mnist_mlp.trials["decay_steps"].isna().all()
+
+    def tooltip_fields(trials):
+        tooltip = charts.trials_chart(trials).to_dict()["spec"]["encoding"]["tooltip"]
+        return [t["field"] for t in tooltip]
+    assert tooltip_fields(decayed.trials)[5:7] == ["final_lr_fraction", "decay_steps"]
+    assert "final_lr_fraction" not in tooltip_fields(mnist_mlp.trials)
+    # the published archive's decays too (the fixture's batch size 128)
+    (bs,) = measured.load_batch_science_dir(FIXTURE, goal=0.02)
+    at_128 = bs.trials[bs.trials["batch_size"] == 128]
+    assert list(at_128["final_lr_fraction"]) == [0.0123, 0.0871]
+    assert list(at_128["decay_steps"]) == [4500, 5200]
 
 
 def test_batch_science_trials_and_counts():

@@ -17,8 +17,8 @@ from realnets.sweeps.batch_science import load_batch_science
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "batch_science"
 WORKLOAD = FIXTURE / "mnist" / "simple_cnn_base" / "nesterov_momentum"
-RECORD_KEYS = {"batch_size", "trial_id", "status", "learning_rate", "momentum", "steps_to_goal",
-               "steps_run", "eval", "seed", "metaparameters"}
+RECORD_KEYS = {"batch_size", "trial_id", "status", "learning_rate", "momentum", "final_lr_fraction",
+               "steps_to_goal", "steps_run", "eval", "seed", "metaparameters"}
 
 
 def load_one(root=FIXTURE, **kwargs):
@@ -75,7 +75,7 @@ def test_trial_records_have_the_sweep_format():
     curve = load_one()
     for point in curve.points:
         for t in point.trials:
-            assert set(t) == RECORD_KEYS
+            assert set(t) - {"decay_steps"} == RECORD_KEYS
             assert t["batch_size"] == point.batch_size and isinstance(t["trial_id"], str)
             assert t["seed"] is None
             assert len(t["eval"]["step"]) == len(t["eval"]["metric"])
@@ -84,7 +84,7 @@ def test_trial_records_have_the_sweep_format():
     infeasible = trials_by_id(curve.points[0])["3"]
     assert infeasible == {
         "batch_size": 64, "trial_id": "3", "status": "INFEASIBLE", "learning_rate": 3.162,
-        "momentum": 0.9981, "steps_to_goal": None, "steps_run": 1000,
+        "momentum": 0.9981, "final_lr_fraction": 1.0, "steps_to_goal": None, "steps_run": 1000,
         # the CSV's last row is nan/inf: None, never NaN
         "eval": {"step": [0, 500, 1000], "metric": [0.9003, 0.8875, None]},
         "seed": None, "metaparameters": {"learning_rate": 3.162, "momentum": 0.9981}}
@@ -93,6 +93,31 @@ def test_trial_records_have_the_sweep_format():
     assert t["eval"]["step"] == [0, 500, 1000, 1500, 2000, 3000, 4000, 6000]
     assert t["eval"]["metric"][:2] == [0.9012, 0.1204] and t["steps_run"] == 6000
     assert trials_by_id(curve.points[3])["2"]["steps_run"] == 1000
+
+
+def test_the_published_linear_decay_maps_onto_our_decay_fields():
+    curve = load_one()
+    decays = {(p.batch_size, t["trial_id"]): (t["final_lr_fraction"], t.get("decay_steps"))
+              for p in curve.points for t in p.trials}
+    assert decays[(128, "1")] == (0.0123, 4500) and decays[(128, "2")] == (0.0871, 5200)
+    assert {v for (b, _), v in decays.items() if b != 128} == {(1.0, None)}   # constant rates
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("end_learning_rate_factor", 1.5, "end_learning_rate_factor must be in [0, 1], got 1.5"),
+    ("end_learning_rate_factor", "fast", "end_learning_rate_factor must be a finite number"),
+    ("end_learning_rate_factor", None, "end_learning_rate_factor must be a finite number"),
+    ("learning_rate_decay_steps", 2.5, "learning_rate_decay_steps must be a whole number >= 1"),
+    ("learning_rate_decay_steps", 0, "learning_rate_decay_steps must be a whole number >= 1")])
+def test_a_bad_decay_parameter_names_the_file_and_the_range(broken, name, value, message):
+    root, workload = broken
+    path = workload / "128" / "2" / "metadata.json"
+    meta = json.loads(path.read_text())
+    meta["parameters"][name] = value
+    path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="^'" + str(path) + "': " + message.replace("[", r"\[")
+                       .replace("]", r"\]")):
+        load_one(root)
 
 
 def test_a_looser_goal_changes_steps_as_expected():
