@@ -206,6 +206,74 @@ def _adam_final(problem, horizon, batch_size, lr, b1, f, beta2):
     return model.loss()
 
 
+def held_schedule(learning_rate: float, final_fraction: float, decay_steps: int,
+                  steps: int) -> np.ndarray:
+    """The trainer's rates (`realnets.training.step`): a_t = a (1 - (1 - f) min(t / T, 1)) for
+    t = 0 .. steps-1, T = decay_steps: linear to a f over T steps, then held there. float64
+    (steps,); equal to `schedule(a, f, T)` over its first T steps."""
+    steps = validation.check_whole("steps", steps, 1, 10 ** 7)
+    decay_steps = validation.check_whole("decay_steps", decay_steps, 1)
+    t = np.minimum(np.arange(steps), decay_steps)
+    return _rate(learning_rate, final_fraction, t, decay_steps)
+
+
+def held_decay_losses(problem: Problem, optimizer: str, batch_size: float, learning_rate: float,
+                      beta: float, final_fraction: float, decay_steps: int, steps: int,
+                      beta2: float = BETA2) -> np.ndarray:
+    """E[L] at steps 0 .. `steps` of one run with the trainer's schedule (`held_schedule`): the
+    NQM's counterpart of a trial whose decay length was fixed or searched (`--decay-steps-range`),
+    where `final_losses` ends its decay exactly at the horizon.
+
+    Args:
+      problem, optimizer, batch_size, beta2: as for `final_losses`.
+      learning_rate, beta, final_fraction: a, the momentum or b1, and f (scalars).
+      decay_steps: T >= 1, the steps the decay takes (the rate stays at a f after it).
+      steps: how many steps to run (>= 1).
+
+    Returns:
+      float64 (steps + 1,): the expected loss after 0 .. steps steps (inf once a step diverged).
+      Marched by the numpy step functions of `nqm.adam` (one row: no compiled loop needed).
+    """
+    steps = validation.check_whole("steps", steps, 1, 10 ** 7)
+    decay_steps = validation.check_whole("decay_steps", decay_steps, 1)
+    horizon, lr, b, f, beta2 = _check_run(problem, optimizer, steps, batch_size, learning_rate,
+                                          beta, final_fraction, beta2)
+    if lr.size != 1:
+        raise ValueError(f"learning_rate, beta and final_fraction must be scalars, got {lr.size} rows")
+    rates = held_schedule(float(lr[0]), float(f[0]), decay_steps, horizon)
+    out = np.empty(horizon + 1)
+    with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
+        if optimizer == "adam":
+            model = adam.MeanFieldAdam(problem, batch_size, lr, b, beta2, 0.0)
+            rows, one = np.arange(1), np.ones(1, dtype=np.int64)
+            out[0] = float(model.loss()[0])
+            for t in range(horizon):
+                model.lr_N = rates[t:t + 1]
+                model.advance(rows, one)
+                out[t + 1] = float(model.loss()[0])
+        else:
+            h = problem.curvature_D
+            sigma2 = problem.noise_D * problem.noise_factor(float(batch_size))
+            s11 = problem.init_second_moment_D[None, :].astype(float).copy()
+            s12, s22 = np.zeros_like(s11), np.zeros_like(s11)
+            out[0] = float(s11[0] @ (0.5 * h))
+            for t in range(horizon):
+                s11, s12, s22 = adam.one_step(s11, s12, s22, rates[t], h, b[0], sigma2)
+                out[t + 1] = float(s11[0] @ (0.5 * h))
+    return np.where(np.isfinite(out), out, np.inf)
+
+
+def held_decay_steps(problem: Problem, optimizer: str, batch_size: float, learning_rate: float,
+                     beta: float, final_fraction: float, decay_steps: int, max_steps: int,
+                     beta2: float = BETA2) -> int | None:
+    """Steps to target of one run with the trainer's schedule: the first step at which
+    `held_decay_losses` is <= problem.target, or None if not within `max_steps`."""
+    loss = held_decay_losses(problem, optimizer, batch_size, learning_rate, beta, final_fraction,
+                             decay_steps, max_steps, beta2)
+    hit = np.flatnonzero(loss <= problem.target)
+    return int(hit[0]) if hit.size else None
+
+
 def schedule(learning_rate: float, final_fraction: float, horizon: int) -> np.ndarray:
     """The rates a_t = a (1 - (1 - f) t / T) of steps t = 0 .. T-1, float64 (T,)."""
     return _rate(learning_rate, final_fraction, np.arange(horizon), horizon)

@@ -686,8 +686,13 @@ def swap_command(args) -> str:
                      f"{num(r['ratio']):>7} {num(r['s_min']):>7}  "
                      + " ".join("-" if s is None else str(s) for s in r["steps"]))
     if args.decay:
-        lines.append("decay's final fraction f at B = ...: " + " ".join(
-            "-" if f is None else f"{f:g}" for f in swapped[1].final_lr_fractions))
+        points = swapped[1].to_dict()["points"]
+        for name, key in (("final fraction f", "final_lr_fraction"),
+                          ("learning rate a", "learning_rate"),
+                          ("momentum b" if args.optimizer != "adam" else "b1", "momentum")):
+            values = [p[key] for p in points]
+            lines.append(f"decay's {name} at B = ...: " + " ".join(
+                "-" if v is None else f"{v:.4g}" for v in values))
     return "\n".join(lines)
 
 

@@ -65,13 +65,19 @@ class SwappedPrediction:
         return (f"{self.family} (swapped in)" if self.schedule == "constant"
                 else f"{self.family}, linear decay")
 
+    def _decay_point(self, i: int) -> dict:
+        """With a decay, point i's tuned metaparameters (a, b or b1, f); else nothing."""
+        if self.final_lr_fractions is None:
+            return {}
+        p = self.curve.points[i]
+        return {"learning_rate": p.learning_rate, "momentum": p.momentum,
+                "final_lr_fraction": p.final_lr_fraction}
+
     def to_dict(self) -> dict:
         return {"family": self.family, "schedule": self.schedule, "target": self.target,
                 "space": {"learning_rate": list(self.space.learning_rate),
                           "one_minus_momentum": list(self.space.one_minus_momentum)},
-                "points": [{"batch_size": b, "steps": s,
-                            **({} if self.final_lr_fractions is None
-                               else {"final_lr_fraction": self.final_lr_fractions[i]})}
+                "points": [{"batch_size": b, "steps": s, **self._decay_point(i)}
                            for i, (b, s) in enumerate(zip(self.batch_sizes, self.steps))],
                 "b_crit": self.b_crit, "s_min": self.s_min}
 

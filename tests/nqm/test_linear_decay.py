@@ -90,6 +90,53 @@ def test_adam_decay_without_averages_is_the_per_node_recurrence(small):
     assert got == pytest.approx(want, rel=1e-10)
 
 
+def test_the_trainer_s_held_decay_is_the_general_recurrence(small):
+    """The trainer's schedule (linear to a f over T steps, then held at a f) through nqm.recurrence's
+    3x3 moments; at T it is the decay that ends there (final_losses), and the first step at or
+    below the target is its steps to target."""
+    B, a, b, f, T, n = 8.0, 0.15, 0.8, 0.2, 40, 120
+    rates = a * (1.0 - (1.0 - f) * np.minimum(np.arange(n), T) / T)
+    np.testing.assert_array_equal(linear_decay.held_schedule(a, f, T, n), rates)
+    want = recurrence.iterate_losses(small, n, B, rates, momentum=b)     # steps 0 .. n
+    got = linear_decay.held_decay_losses(small, "momentum", B, a, b, f, T, n)
+    assert got.shape == want.shape == (n + 1,)
+    np.testing.assert_allclose(got, want, rtol=1e-10)
+    assert got[T] == pytest.approx(linear_decay.final_losses(small, "momentum", T, B, a, b, f)[0],
+                                   rel=1e-10)
+    # a decay over T steps then held is not the decay to the same f over the whole run
+    assert got[n] < 0.9 * linear_decay.final_losses(small, "momentum", n, B, a, b, f)[0]
+    target = float(np.quantile(got, 0.3))
+    problem = NQMConfig(dim=8, target=target).problem()
+    steps = linear_decay.held_decay_steps(problem, "momentum", B, a, b, f, T, n)
+    assert steps == int(np.flatnonzero(got <= target)[0]) and got[steps - 1] > target
+    assert linear_decay.held_decay_steps(problem, "momentum", B, a, b, f, T, 3) is None
+
+
+def test_the_trainer_s_held_decay_for_adam_is_the_per_node_recurrence(small):
+    """Adam with b1 = b2 = 0 (see the test above for the recurrence), with the held schedule."""
+    B, a, f, T, n = 16.0, 0.05, 0.1, 30, 70
+    z, w = adam.init_quadrature(adam.INIT_NODES)
+    h, s2 = small.curvature_D, small.noise_D / B
+    x = z[:, None] ** 2 * small.init_second_moment_D[None, :]
+    want = []
+    for t in range(n):
+        eta = a * (1.0 - (1.0 - f) * min(t, T) / T) / np.sqrt(h * h * x + s2)
+        x = (1.0 - eta * h) ** 2 * x + eta * eta * s2
+        want.append(float(w @ (x @ (0.5 * h))))
+    got = linear_decay.held_decay_losses(small, "adam", B, a, 0.0, f, T, n, beta2=0.0)
+    np.testing.assert_allclose(got[1:], want, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kwargs, name", [({"decay_steps": 0}, "decay_steps"),
+                                          ({"steps": 2.5}, "steps"),
+                                          ({"learning_rate": [0.1, 0.2]}, "learning_rate")])
+def test_the_held_decay_refuses_bad_input_in_one_line(small, kwargs, name):
+    args = {"problem": small, "optimizer": "momentum", "batch_size": 4.0, "learning_rate": 0.1,
+            "beta": 0.5, "final_fraction": 0.1, "decay_steps": 10, "steps": 20, **kwargs}
+    with pytest.raises(ValueError, match=f"^{name}"):
+        linear_decay.held_decay_losses(**args)
+
+
 def test_monte_carlo_of_momentum_is_its_exact_moments(small):
     """The library's Monte Carlo against the exact recurrence (its check for the Adam test)."""
     args = (small, "momentum", 60, 16.0, 0.2, 0.8)

@@ -140,7 +140,14 @@ def test_cli_decay_rows_json_and_refusal_before_tuning(capsys, monkeypatch):
     assert [p["steps"] for p in out["decay"]["points"]] == out["rows"][-1]["steps"]
     assert all(0.0 <= p["final_lr_fraction"] <= 1.0 for p in out["decay"]["points"])
     assert realnets_main(args) == 0
-    assert "decay's final fraction f at B = ...:" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "decay's final fraction f at B = ...:" in text
+    # the decay's tuned rate and momentum, printed as in the JSON (the NQM's choice per B)
+    for name, key in (("learning rate a", "learning_rate"), ("momentum b", "momentum")):
+        line = next(x for x in text.splitlines() if x.startswith(f"decay's {name} at B = ...: "))
+        np.testing.assert_allclose([float(v) for v in line.split(": ")[1].split()],
+                                   [p[key] for p in out["decay"]["points"]], rtol=1e-3)
+    assert all(p["learning_rate"] <= 3.0 for p in out["decay"]["points"])   # inside --lr-range
     # too much step-by-step work: refused on the report's own steps, before any tuning
     import realnets.validation.optimizer_swap as swap
 
