@@ -14,7 +14,7 @@ from realnets.validation.settings import ValidationConfig
 from realnets.workloads.search_space import TrialSearchSpace
 
 ROOT = Path(__file__).resolve().parents[3]
-SWEEPS = sorted(p.parent for p in (ROOT / "sweeps").glob("*/config.json"))
+SWEEPS = sorted(p.parent for p in (ROOT / "sweeps").rglob("config.json"))   # arms nest one deeper
 VALIDATIONS = sorted(p.parent for p in (ROOT / "reports" / "validation").glob("*/validation.json"))
 
 
