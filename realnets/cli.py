@@ -224,12 +224,13 @@ def _add_branch_parser(sub) -> None:
     b.add_argument("--no-progress", action="store_true")
 
 
-def _goal(text: str | None, default: float) -> float:
-    """--goal as a number (PILOT_GOAL for 'auto', set by the pilot later; the default if absent)."""
+def _goal(text: str | None) -> float | None:
+    """--goal as a number (PILOT_GOAL for 'auto', set by the pilot later; None if absent: the
+    workload's)."""
     from realnets.sweeps.records import PILOT_GOAL
 
     if text is None:
-        return default
+        return None
     if text.strip().lower() == "auto":
         return PILOT_GOAL
     try:
@@ -242,34 +243,26 @@ def _goal(text: str | None, default: float) -> float:
 
 
 def sweep_config(args):
-    """SweepConfig from parsed flags, the workload's defaults filling what is not given."""
+    """SweepConfig from parsed flags, the workload's defaults filling what is not given
+    (`SweepConfig.for_workload`)."""
     from realnets import workloads
-    from realnets.workloads.search_space import TrialSearchSpace
     from realnets.sweeps.records import SweepConfig
 
-    w = workloads.get(args.workload)
-    search = w.search
-    lr = parse_range(args.lr_range, "lr-range") if args.lr_range else search.learning_rate
-    omm = (parse_range(args.one_minus_momentum_range, "one-minus-momentum-range")
-           if args.one_minus_momentum_range else search.one_minus_momentum)
-    final = (parse_range(args.final_lr_fraction_range, "final-lr-fraction-range")
-             if args.final_lr_fraction_range else search.final_lr_fraction)
-    decay = (parse_range(args.decay_steps_range, "decay-steps-range")
-             if args.decay_steps_range else search.decay_steps)
-    batch_sizes = (parse_batch_sizes(args.batch_sizes) if args.batch_sizes is not None
-                   else list(w.batch_sizes))
-    _check_text_file(args.text_file, w)
-    return SweepConfig(
-        workload=w.key, metric=w.recorded_metric, batch_sizes=tuple(batch_sizes),
-        trials=args.trials,
-        max_steps=args.max_steps if args.max_steps is not None else w.max_steps,
-        goal=_goal(args.goal, w.goal),
-        optimizer=args.optimizer or w.optimizer, search=TrialSearchSpace(lr, omm, final, decay),
-        seed=args.seed,
-        eval_resolution=(args.eval_resolution if args.eval_resolution is not None
-                         else w.eval_resolution),
-        vmap_trials=args.vmap_trials, max_rows_per_device=args.max_rows_per_device,
-        full_trials=args.full_trials, noise_every=args.noise_every,
+    def range_of(text, name):
+        return parse_range(text, name) if text else None
+
+    _check_text_file(args.text_file, workloads.get(args.workload))
+    return SweepConfig.for_workload(
+        args.workload, args.trials,
+        batch_sizes=None if args.batch_sizes is None else parse_batch_sizes(args.batch_sizes),
+        max_steps=args.max_steps, goal=_goal(args.goal),
+        optimizer=args.optimizer, learning_rate=range_of(args.lr_range, "lr-range"),
+        one_minus_momentum=range_of(args.one_minus_momentum_range, "one-minus-momentum-range"),
+        final_lr_fraction=range_of(args.final_lr_fraction_range, "final-lr-fraction-range"),
+        decay_steps=range_of(args.decay_steps_range, "decay-steps-range"),
+        eval_resolution=args.eval_resolution, seed=args.seed, vmap_trials=args.vmap_trials,
+        max_rows_per_device=args.max_rows_per_device, full_trials=args.full_trials,
+        noise_every=args.noise_every,
         text_file=None if args.text_file is None else str(Path(args.text_file).resolve()))
 
 

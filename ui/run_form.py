@@ -11,7 +11,6 @@ import pandas as pd
 from nqm.validation import parse_batch_sizes, parse_range
 from realnets import workloads
 from realnets.sweeps.records import SweepConfig
-from realnets.workloads.search_space import TrialSearchSpace
 from ui.measured import Measured
 from ui.places import Places
 
@@ -38,26 +37,20 @@ def workload_key(chosen: str, own: str, places: Places) -> str:
 def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 0,
                  seed: int = 0, final_lr_fraction: str = "",
                  decay_steps: str = "") -> SweepConfig:
-    """A SweepConfig from the app's form, the workload's defaults filling the rest (as
-    `python -m realnets sweep` does); `batch_sizes` as the CLI takes them ('16,32' or '16:256');
+    """A SweepConfig from the app's form, the workload's defaults filling the rest
+    (`SweepConfig.for_workload`, as for `python -m realnets sweep`); `batch_sizes` as the CLI takes them ('16,32' or '16:256');
     max_steps 0: the workload's budget. `final_lr_fraction` and `decay_steps` are the linear
     decay's searched ranges as 'LO,HI' (the CLI's `--final-lr-fraction-range` and
     `--decay-steps-range`); blank: the workload's (a constant rate for the shipped ones; a decay
     length needs a final fraction). Raises ValueError naming the bad field (before any work)."""
-    w = workloads.get(workload)
-    sizes = parse_batch_sizes(batch_sizes or "")
-    final = ((final_lr_fraction or "").strip() and
-             parse_range(final_lr_fraction, "final-lr-fraction-range"))
-    decay = (decay_steps or "").strip() and parse_range(decay_steps, "decay-steps-range")
-    search = w.search
-    if final or decay:
-        search = TrialSearchSpace(search.learning_rate, search.one_minus_momentum,
-                                  final or search.final_lr_fraction, decay or search.decay_steps)
-    return SweepConfig(workload=w.key, metric=w.recorded_metric, batch_sizes=tuple(sizes),
-                       trials=int(trials),
-                       max_steps=int(max_steps) or w.max_steps, goal=w.goal, optimizer=w.optimizer,
-                       search=search,
-                       seed=int(seed), eval_resolution=w.eval_resolution)
+    def range_of(text, name):
+        return parse_range(text, name) if (text or "").strip() else None
+
+    return SweepConfig.for_workload(
+        workload, int(trials), batch_sizes=parse_batch_sizes(batch_sizes or ""),
+        max_steps=int(max_steps) or None, seed=int(seed),
+        final_lr_fraction=range_of(final_lr_fraction, "final-lr-fraction-range"),
+        decay_steps=range_of(decay_steps, "decay-steps-range"))
 
 
 def out_dir_for(text: str, workload: str, places: Places) -> Path:

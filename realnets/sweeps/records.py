@@ -112,6 +112,30 @@ class SweepConfig:
             set_("noise_every", validation.check_whole("noise-every", self.noise_every, 0,
                                                        10 ** 6))
 
+    @classmethod
+    def for_workload(cls, workload: str, trials: int, *, batch_sizes=None, max_steps=None,
+                     goal=None, optimizer=None, learning_rate=None, one_minus_momentum=None,
+                     final_lr_fraction=None, decay_steps=None, eval_resolution=None,
+                     **settings) -> "SweepConfig":
+        """A sweep of `workload` (a catalogue name or an own workload's key) with its defaults
+        (`realnets.workloads.Workload`) filling every argument left None: its batch sizes,
+        budget, goal, optimizer, search ranges ((lo, hi) pairs) and evaluation cadence. The one
+        place those defaults fill a sweep (the CLI's flags and the app's form both come here);
+        `settings` are the remaining fields (seed, vmap_trials, full_trials, text_file...)."""
+        w = workloads.get(workload)
+        space = w.search
+        search = TrialSearchSpace(
+            space.learning_rate if learning_rate is None else learning_rate,
+            space.one_minus_momentum if one_minus_momentum is None else one_minus_momentum,
+            space.final_lr_fraction if final_lr_fraction is None else final_lr_fraction,
+            space.decay_steps if decay_steps is None else decay_steps)
+        return cls(workload=w.key, metric=w.recorded_metric,
+                   batch_sizes=tuple(w.batch_sizes if batch_sizes is None else batch_sizes),
+                   trials=trials, max_steps=w.max_steps if max_steps is None else max_steps,
+                   goal=w.goal if goal is None else goal, optimizer=optimizer or w.optimizer,
+                   search=search, eval_resolution=(w.eval_resolution if eval_resolution is None
+                                                   else eval_resolution), **settings)
+
     def to_dict(self) -> dict:
         out = asdict(self)
         out["batch_sizes"] = list(self.batch_sizes)

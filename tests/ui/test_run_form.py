@@ -44,6 +44,24 @@ def test_sweep_form_values(tmp_path):
     assert run_form.out_dir_for(str(tmp_path), "digits_mlp", PLACES) == tmp_path
 
 
+@pytest.mark.parametrize("workload", ["digits_mlp", "mnist_mlp", "text_transformer"])
+def test_the_form_and_the_cli_fill_the_same_defaults(workload):
+    """Both come through SweepConfig.for_workload: the same fields give the same config, and
+    what neither gives is the workload's own."""
+    from realnets import workloads
+    from realnets.cli import build_parser, sweep_config
+    w = workloads.get(workload)
+    form = run_form.sweep_config(workload, "8:64", 3, 0, seed=2, final_lr_fraction="0.1,1")
+    flags = build_parser().parse_args(["sweep", "--workload", workload, "--batch-sizes", "8:64",
+                                       "--trials", "3", "--seed", "2", "--final-lr-fraction-range",
+                                       "0.1,1", "--out", "x"])
+    assert form == sweep_config(flags)
+    assert (form.goal, form.max_steps, form.optimizer, form.eval_resolution) == (
+        w.goal, w.max_steps, w.optimizer, w.eval_resolution)
+    assert form.search.learning_rate == w.search.learning_rate
+    assert form.search.final_lr_fraction == (0.1, 1.0)
+
+
 def test_finished_trials_counts_only_this_configs_trials(tmp_path, mnist_mlp):
     config = run_form.sweep_config("mnist_mlp", "16,32,8192", 10, 0)
     # 16 and 32 hold trials 0..31; only ids 0..9 belong to this config; 8192 has none
