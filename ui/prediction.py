@@ -16,7 +16,7 @@ from nqm import linear_decay
 from nqm.curve import ScalingCurve
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse, analyse_curve
-from nqm.tuning import OptimizerSpec, tune_curve
+from nqm.tuning import OptimizerSpec, default_space, tune_curve
 from realnets import workloads
 from ui.explorer import DECAY_OF
 from ui.measured import perfect_scaling
@@ -36,7 +36,8 @@ class PredictionSetup:
         then the prediction is in the same units (steps to the same loss) and needs no scaling.
       label: what the chart's legend calls it.
       decay_bounds: (lo, hi) learning-rate bounds of a linear decay tuned from the constant
-        curve (`nqm.linear_decay`), when the exact NQM's sweep searched one; None: constant.
+        curve (`nqm.linear_decay`), when the sweep searched one (the sweep's range for the exact
+        NQM, the explorer's default for the explorer's decays); None: constant.
     """
 
     config: NQMConfig
@@ -52,7 +53,8 @@ def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
     """The exact prediction for the `nqm` workload (`workloads.NQM_WORKLOAD` at the sweep's goal,
     tuned for its optimizer within its step budget, with a linear decay inside the sweep's rate
     range when the sweep searched one); for any other curve, the explorer's problem with the
-    explorer's optimizer (a linear decay at its optimizer's constant rate, Adam at p = 0)."""
+    explorer's optimizer (Adam at p = 0; a linear decay, at p = 0 within the explorer's rate
+    bounds, only beside a sweep that searched one: else its optimizer at a constant rate)."""
     if measured_config.get("workload") == "nqm":
         goal = measured_config.get("goal", workloads.NQM_WORKLOAD.target)
         problem = replace(workloads.NQM_WORKLOAD, target=float(goal))
@@ -64,23 +66,29 @@ def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
         label = (f"NQM exact: {name}{', linear decay' if decay else ''}, d = {problem.dim}, "
                  f"h_i = i^-{problem.spectrum_exponent:g}, target {problem.target:g}")
         return PredictionSetup(problem, OptimizerSpec(name), int(budget), True, label, decay)
-    # the explorer's NQM is not fitted to the sweep: its decays are drawn at their constant rate
-    # (the rate of the shipped sweeps of the networks); Adam at p = 0, as the explorer tunes it
+    # the explorer's NQM is not fitted to the sweep: a decay chosen in the explorer is drawn
+    # only beside a sweep that searched one, else at its constant rate (as that sweep ran); the
+    # decays and Adam at p = 0, with the explorer's rate bounds, as the explorer tunes them
+    searched = (measured_config.get("search") or {}).get("final_lr_fraction") is not None
+    decayed = optimizer in DECAY_OF and searched
     optimizer = DECAY_OF.get(optimizer, optimizer)
-    precond_power = 0.0 if optimizer == "adam" else float(precond_power)
+    precond_power = 0.0 if optimizer == "adam" or decayed else float(precond_power)
     spec = OptimizerSpec(optimizer, precond_power)
-    label = (f"NQM: {optimizer}{f', p = {precond_power:g}' if precond_power else ''}, "
+    bounds = tuple(float(x) for x in default_space(spec).learning_rate) if decayed else None
+    label = (f"NQM: {optimizer}{', linear decay' if decayed else ''}"
+             f"{f', p = {precond_power:g}' if precond_power else ''}, "
              f"d = {explorer_config.dim}, h_i = i^-{explorer_config.spectrum_exponent:g}, "
              f"c = {explorer_config.noise}, target {explorer_config.target:g}")
-    return PredictionSetup(explorer_config, spec, NO_BUDGET, False, label)
+    return PredictionSetup(explorer_config, spec, NO_BUDGET, False, label, bounds)
 
 
 def predict(setup: PredictionSetup, batch_sizes) -> ScalingCurve:
-    """The tuned NQM curve of `setup` at `batch_sizes` (`nqm.tuning.tune_curve`; then
+    """The tuned NQM curve of `setup` at `batch_sizes` (`nqm.tuning.tune_curve` in the family's
+    default space, as the explorer tunes it; then
     `nqm.linear_decay.tune_decay_curve` within `setup.decay_bounds` when set, refused in one
     line above its work cap)."""
     curve = tune_curve(setup.config, setup.optimizer, tuple(int(b) for b in batch_sizes),
-                       setup.max_steps)
+                       setup.max_steps, default_space(setup.optimizer))
     if setup.decay_bounds is None:
         return curve
     problem = setup.config.problem()

@@ -105,3 +105,23 @@ def test_the_nqm_workload_gets_the_exact_prediction():
         setup = prediction.prediction_setup({"workload": "mnist_mlp"}, NQMConfig(dim=300), name,
                                             power)
         assert setup.optimizer == want and setup.label.startswith(f"NQM: {want.name}, d = 300")
+        assert setup.decay_bounds is None
+
+
+@pytest.mark.parametrize("name", ["momentum_decay", "adam_decay", "adam"])
+def test_beside_a_sweep_that_searched_a_decay_the_explorers_curve_is_drawn_as_tuned(name):
+    """The explorer's own curve (`explorer._tuned_curve`: a decay from the constant curve, at
+    p = 0, in the family's default space) beside a network sweep that searched a decay."""
+    from ui import explorer
+    # a high target: Adam's best rate at B = 256 lies above its own bound 1 (4.4 in [1e-8, 10])
+    config, batch_sizes = NQMConfig(dim=20, target=0.2), (4, 32, 256)
+    searched = {"workload": "digits_mlp", "search": {"learning_rate": [1e-3, 3.0],
+                                                     "final_lr_fraction": [0.01, 1.0]}}
+    setup = prediction.prediction_setup(searched, config, name, 0.5)
+    assert (setup.decay_bounds is not None) == (name != "adam")
+    assert ("linear decay" in setup.label) == (name != "adam")
+    got = prediction.predict(setup, batch_sizes)
+    want = explorer._tuned_curve(config, name, 0.0, batch_sizes, prediction.NO_BUDGET)
+    np.testing.assert_array_equal(got.steps, want.steps)
+    assert [(p.learning_rate, p.final_lr_fraction) for p in got.points] == [
+        (p.learning_rate, p.final_lr_fraction) for p in want.points]
