@@ -334,7 +334,8 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
 
     setup = prediction.prediction_setup(measured.config, nqm_config,
                                         optimizers[0] if optimizers else "sgd",
-                                        float(powers[0]) if powers else 0.0)
+                                        float(powers[0]) if powers else 0.0,
+                                        bool((measured.trials["final_lr_fraction"] < 1).any()))
     scale = False
     if not setup.exact:
         scale = st.checkbox("scale to measured S_min", value=True, key="scale_nqm",

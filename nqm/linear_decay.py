@@ -183,27 +183,46 @@ def _rate(learning_rate, final_fraction, t, horizon):
     return learning_rate * (1.0 - (1.0 - final_fraction) * t / horizon)
 
 
+def _march(problem, optimizer, batch_size, lr, b, beta2, rate_at, steps, record=False):
+    """Every row's run for `steps` steps, the rows' rates at step t being rate_at(t) (N,), by
+    the numpy step functions (`adam.one_step` for SGD and momentum, `MeanFieldAdam.advance`):
+    E[L] (N,) after the last step, or with `record` float64 (steps + 1, N) after 0 .. steps."""
+    if optimizer == "adam":
+        model = adam.MeanFieldAdam(problem, batch_size, lr, b, beta2, 0.0)
+        rows, one = np.arange(lr.size), np.ones(lr.size, dtype=np.int64)
+
+        def step(t):
+            model.lr_N = rate_at(t)
+            model.advance(rows, one)
+        loss = model.loss
+    else:
+        h = problem.curvature_D
+        sigma2 = problem.noise_D * problem.noise_factor(float(batch_size))
+        s = [np.broadcast_to(problem.init_second_moment_D, (lr.size, h.size)).astype(float),
+             np.zeros((lr.size, h.size)), np.zeros((lr.size, h.size))]
+        b_col = b[:, None]
+
+        def step(t):
+            s[:] = adam.one_step(*s, rate_at(t)[:, None], h, b_col, sigma2)
+
+        def loss():
+            return s[0] @ (0.5 * h)
+    losses = [loss()] if record else None
+    for t in range(steps):
+        step(t)
+        if record:
+            losses.append(loss())
+    return np.array(losses) if record else loss()
+
+
 def _momentum_final(problem, horizon, batch_size, lr, b, f):
-    h = problem.curvature_D
-    sigma2 = problem.noise_D * problem.noise_factor(float(batch_size))
-    s11 = np.broadcast_to(problem.init_second_moment_D, (lr.size, h.size)).copy()
-    s12 = np.zeros_like(s11)
-    s22 = np.zeros_like(s11)
-    b_col = b[:, None]
-    for t in range(horizon):
-        eta = _rate(lr, f, t, horizon)[:, None]
-        s11, s12, s22 = adam.one_step(s11, s12, s22, eta, h, b_col, sigma2)
-    return s11 @ (0.5 * h)
+    return _march(problem, "momentum", batch_size, lr, b, None,
+                  lambda t: _rate(lr, f, t, horizon), horizon)
 
 
 def _adam_final(problem, horizon, batch_size, lr, b1, f, beta2):
-    model = adam.MeanFieldAdam(problem, batch_size, lr, b1, beta2, 0.0)
-    rows = np.arange(lr.size)
-    one = np.ones(lr.size, dtype=np.int64)
-    for t in range(horizon):
-        model.lr_N = _rate(lr, f, t, horizon)
-        model.advance(rows, one)
-    return model.loss()
+    return _march(problem, "adam", batch_size, lr, b1, beta2,
+                  lambda t: _rate(lr, f, t, horizon), horizon)
 
 
 def held_schedule(learning_rate: float, final_fraction: float, decay_steps: int,
@@ -211,6 +230,9 @@ def held_schedule(learning_rate: float, final_fraction: float, decay_steps: int,
     """The trainer's rates (`realnets.training.step`): a_t = a (1 - (1 - f) min(t / T, 1)) for
     t = 0 .. steps-1, T = decay_steps: linear to a f over T steps, then held there. float64
     (steps,); equal to `schedule(a, f, T)` over its first T steps."""
+    validation.check_in_range("learning_rate", learning_rate, 0.0, np.inf, closed_low=False,
+                              closed_high=False)
+    validation.check_in_range("final_fraction", final_fraction, 0.0, 1.0)
     steps = validation.check_whole("steps", steps, 1, 10 ** 7)
     decay_steps = validation.check_whole("decay_steps", decay_steps, 1)
     t = np.minimum(np.arange(steps), decay_steps)
@@ -232,7 +254,8 @@ def held_decay_losses(problem: Problem, optimizer: str, batch_size: float, learn
 
     Returns:
       float64 (steps + 1,): the expected loss after 0 .. steps steps (inf once a step diverged).
-      Marched by the numpy step functions of `nqm.adam` (one row: no compiled loop needed).
+      Marched by the numpy step functions of `nqm.adam`, as `reference_final_losses` (one row:
+      no compiled loop needed).
     """
     steps = validation.check_whole("steps", steps, 1, 10 ** 7)
     decay_steps = validation.check_whole("decay_steps", decay_steps, 1)
@@ -241,25 +264,9 @@ def held_decay_losses(problem: Problem, optimizer: str, batch_size: float, learn
     if lr.size != 1:
         raise ValueError(f"learning_rate, beta and final_fraction must be scalars, got {lr.size} rows")
     rates = held_schedule(float(lr[0]), float(f[0]), decay_steps, horizon)
-    out = np.empty(horizon + 1)
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
-        if optimizer == "adam":
-            model = adam.MeanFieldAdam(problem, batch_size, lr, b, beta2, 0.0)
-            rows, one = np.arange(1), np.ones(1, dtype=np.int64)
-            out[0] = float(model.loss()[0])
-            for t in range(horizon):
-                model.lr_N = rates[t:t + 1]
-                model.advance(rows, one)
-                out[t + 1] = float(model.loss()[0])
-        else:
-            h = problem.curvature_D
-            sigma2 = problem.noise_D * problem.noise_factor(float(batch_size))
-            s11 = problem.init_second_moment_D[None, :].astype(float).copy()
-            s12, s22 = np.zeros_like(s11), np.zeros_like(s11)
-            out[0] = float(s11[0] @ (0.5 * h))
-            for t in range(horizon):
-                s11, s12, s22 = adam.one_step(s11, s12, s22, rates[t], h, b[0], sigma2)
-                out[t + 1] = float(s11[0] @ (0.5 * h))
+        out = _march(problem, optimizer, batch_size, lr, b, beta2, lambda t: rates[t:t + 1],
+                     horizon, record=True)[:, 0]
     return np.where(np.isfinite(out), out, np.inf)
 
 

@@ -180,6 +180,11 @@ def parse_range(text: str, name: str) -> tuple[float, float]:
     return lo, hi
 
 
+def parse_optional_range(text: str | None, name: str) -> tuple[float, float] | None:
+    """`parse_range`, or None for a field left blank (None or whitespace): the default's."""
+    return parse_range(text, name) if (text or "").strip() else None
+
+
 def parse_batch_sizes(text: str) -> list[int]:
     """'4,8,16' -> [4, 8, 16]; '4:64' -> powers of two times 4 up to 64: [4, 8, 16, 32, 64]."""
     text = text.strip()

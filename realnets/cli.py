@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from nqm.argparser import OneLineErrorParser
-from nqm.validation import parse_batch_sizes, parse_range
+from nqm.validation import parse_batch_sizes, parse_optional_range, parse_range
 from nqm.curve import to_json
 from realnets.validation.settings import TARGET_RULES
 
@@ -248,18 +248,16 @@ def sweep_config(args):
     from realnets import workloads
     from realnets.sweeps.records import SweepConfig
 
-    def range_of(text, name):
-        return parse_range(text, name) if text else None
-
     _check_text_file(args.text_file, workloads.get(args.workload))
+    ranges = {field: parse_optional_range(getattr(args, flag.replace("-", "_")), flag)
+              for field, flag in (("learning_rate", "lr-range"),
+                                  ("one_minus_momentum", "one-minus-momentum-range"),
+                                  ("final_lr_fraction", "final-lr-fraction-range"),
+                                  ("decay_steps", "decay-steps-range"))}
     return SweepConfig.for_workload(
         args.workload, args.trials,
         batch_sizes=None if args.batch_sizes is None else parse_batch_sizes(args.batch_sizes),
-        max_steps=args.max_steps, goal=_goal(args.goal),
-        optimizer=args.optimizer, learning_rate=range_of(args.lr_range, "lr-range"),
-        one_minus_momentum=range_of(args.one_minus_momentum_range, "one-minus-momentum-range"),
-        final_lr_fraction=range_of(args.final_lr_fraction_range, "final-lr-fraction-range"),
-        decay_steps=range_of(args.decay_steps_range, "decay-steps-range"),
+        max_steps=args.max_steps, goal=_goal(args.goal), optimizer=args.optimizer, **ranges,
         eval_resolution=args.eval_resolution, seed=args.seed, vmap_trials=args.vmap_trials,
         max_rows_per_device=args.max_rows_per_device, full_trials=args.full_trials,
         noise_every=args.noise_every,

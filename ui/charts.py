@@ -126,7 +126,7 @@ def trials_chart(trials: pd.DataFrame, columns: int = 3) -> alt.FacetChart:
     if "final_lr_fraction" in data and (data["final_lr_fraction"] < 1).any():
         # a sweep that searched a linear decay: each trial's own (constant-rate sweeps: none)
         tooltip.append(alt.Tooltip("final_lr_fraction:Q", title="final rate fraction f"))
-        if data["decay_steps"].notna().any():
+        if "decay_steps" in data and data["decay_steps"].notna().any():
             tooltip.append(alt.Tooltip("decay_steps:Q", title="decay length (steps)"))
     tooltip += ["steps_to_goal", "steps_run"]
     return alt.Chart(data).mark_point(filled=True, opacity=0.8).encode(

@@ -134,7 +134,7 @@ def explore(config: NQMConfig, optimizers: tuple[str, ...], precond_powers: tupl
     rows, summary, analyses = [], [], {}
     for name, precond_power in runs:
         start = time.perf_counter()
-        curve = _tuned_curve(config, name, precond_power, batch_sizes, max_steps)
+        curve = tuned_curve(config, name, precond_power, batch_sizes, max_steps)
         seconds = time.perf_counter() - start
         label = OPTIMIZER_LABELS[name] + (f", p = {precond_power:g}" if precond_power else "")
         analysis: Analysis = analyse_curve(curve)
@@ -175,9 +175,10 @@ def constant_curve(config: NQMConfig, name: str, precond_power: float,
     return tune_curve(config.problem(), spec, batch_sizes, max_steps, default_space(spec))
 
 
-def _tuned_curve(config, name, precond_power, batch_sizes, max_steps):
-    """The tuned curve of one explorer optimizer; a decay starts from its optimizer's constant
-    curve at the same power (`constant_curve`)."""
+def tuned_curve(config: NQMConfig, name: str, precond_power: float, batch_sizes, max_steps: int) -> ScalingCurve:
+    """The tuned curve of one explorer optimizer (a name of OPTIMIZER_LABELS) in its default
+    space; a decay starts from its optimizer's constant curve at the same power
+    (`constant_curve`, cached), within that space's rates. The Measured tab draws the same."""
     base = DECAY_OF.get(name, name)
     constant = constant_curve(config, base, float(precond_power), tuple(batch_sizes), max_steps)
     if name not in DECAY_OF:

@@ -18,7 +18,7 @@ from nqm.problem import NQMConfig
 from nqm.scaling import analyse, analyse_curve
 from nqm.tuning import OptimizerSpec, default_space, tune_curve
 from realnets import workloads
-from ui.explorer import DECAY_OF
+from ui.explorer import DECAY_OF, tuned_curve
 from ui.measured import perfect_scaling
 
 NO_BUDGET = 10 ** 8                    # the NQM explorer's step budget
@@ -38,6 +38,8 @@ class PredictionSetup:
       decay_bounds: (lo, hi) learning-rate bounds of a linear decay tuned from the constant
         curve (`nqm.linear_decay`), when the sweep searched one (the sweep's range for the exact
         NQM, the explorer's default for the explorer's decays); None: constant.
+      explorer_optimizer: for the explorer's NQM (not exact), the explorer's name of what is
+        tuned (`ui.explorer.tuned_curve`: e.g. 'momentum', 'momentum_decay'); None when exact.
     """
 
     config: NQMConfig
@@ -46,15 +48,18 @@ class PredictionSetup:
     exact: bool
     label: str
     decay_bounds: tuple[float, float] | None = None
+    explorer_optimizer: str | None = None
 
 
 def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
-                     optimizer: str = "sgd", precond_power: float = 0.0) -> PredictionSetup:
+                     optimizer: str = "sgd", precond_power: float = 0.0,
+                     decayed_trials: bool = False) -> PredictionSetup:
     """The exact prediction for the `nqm` workload (`workloads.NQM_WORKLOAD` at the sweep's goal,
     tuned for its optimizer within its step budget, with a linear decay inside the sweep's rate
     range when the sweep searched one); for any other curve, the explorer's problem with the
     explorer's optimizer (Adam at p = 0; a linear decay, at p = 0 within the explorer's rate
-    bounds, only beside a sweep that searched one: else its optimizer at a constant rate)."""
+    bounds, only beside a sweep that searched one or whose trials decayed, `decayed_trials`, as
+    a batch_science study's may: else its optimizer at a constant rate)."""
     if measured_config.get("workload") == "nqm":
         goal = measured_config.get("goal", workloads.NQM_WORKLOAD.target)
         problem = replace(workloads.NQM_WORKLOAD, target=float(goal))
@@ -70,7 +75,8 @@ def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
     # only beside a sweep that searched one, else at its constant rate (as that sweep ran); the
     # decays and Adam at p = 0, with the explorer's rate bounds, as the explorer tunes them
     searched = (measured_config.get("search") or {}).get("final_lr_fraction") is not None
-    decayed = optimizer in DECAY_OF and searched
+    decayed = optimizer in DECAY_OF and (searched or decayed_trials)
+    tuned_as = optimizer if decayed else DECAY_OF.get(optimizer, optimizer)
     optimizer = DECAY_OF.get(optimizer, optimizer)
     precond_power = 0.0 if optimizer == "adam" or decayed else float(precond_power)
     spec = OptimizerSpec(optimizer, precond_power)
@@ -79,16 +85,19 @@ def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
              f"{f', p = {precond_power:g}' if precond_power else ''}, "
              f"d = {explorer_config.dim}, h_i = i^-{explorer_config.spectrum_exponent:g}, "
              f"c = {explorer_config.noise}, target {explorer_config.target:g}")
-    return PredictionSetup(explorer_config, spec, NO_BUDGET, False, label, bounds)
+    return PredictionSetup(explorer_config, spec, NO_BUDGET, False, label, bounds, tuned_as)
 
 
 def predict(setup: PredictionSetup, batch_sizes) -> ScalingCurve:
-    """The tuned NQM curve of `setup` at `batch_sizes` (`nqm.tuning.tune_curve` in the family's
-    default space, as the explorer tunes it; then
-    `nqm.linear_decay.tune_decay_curve` within `setup.decay_bounds` when set, refused in one
-    line above its work cap)."""
-    curve = tune_curve(setup.config, setup.optimizer, tuple(int(b) for b in batch_sizes),
-                       setup.max_steps, default_space(setup.optimizer))
+    """The tuned NQM curve of `setup` at `batch_sizes`: the explorer's own curve
+    (`ui.explorer.tuned_curve`) for the explorer's NQM; for the exact one `nqm.tuning.tune_curve`,
+    then `nqm.linear_decay.tune_decay_curve` within `setup.decay_bounds` when set. A decay is
+    refused in one line above its work cap."""
+    batch_sizes = tuple(int(b) for b in batch_sizes)
+    if not setup.exact:
+        return tuned_curve(setup.config, setup.explorer_optimizer, setup.optimizer.precond_power,
+                           batch_sizes, setup.max_steps)
+    curve = tune_curve(setup.config, setup.optimizer, batch_sizes, setup.max_steps)
     if setup.decay_bounds is None:
         return curve
     problem = setup.config.problem()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nqm.validation import parse_batch_sizes, parse_range
+from nqm.validation import parse_batch_sizes, parse_optional_range
 from realnets import workloads
 from realnets.sweeps.records import SweepConfig
 from ui.measured import Measured
@@ -43,14 +43,11 @@ def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 
     decay's searched ranges as 'LO,HI' (the CLI's `--final-lr-fraction-range` and
     `--decay-steps-range`); blank: the workload's (a constant rate for the shipped ones; a decay
     length needs a final fraction). Raises ValueError naming the bad field (before any work)."""
-    def range_of(text, name):
-        return parse_range(text, name) if (text or "").strip() else None
-
     return SweepConfig.for_workload(
         workload, int(trials), batch_sizes=parse_batch_sizes(batch_sizes or ""),
         max_steps=int(max_steps) or None, seed=int(seed),
-        final_lr_fraction=range_of(final_lr_fraction, "final-lr-fraction-range"),
-        decay_steps=range_of(decay_steps, "decay-steps-range"))
+        final_lr_fraction=parse_optional_range(final_lr_fraction, "final-lr-fraction-range"),
+        decay_steps=parse_optional_range(decay_steps, "decay-steps-range"))
 
 
 def out_dir_for(text: str, workload: str, places: Places) -> Path:

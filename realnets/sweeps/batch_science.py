@@ -404,6 +404,9 @@ def _linear_decay(parameters: dict, meta_path: Path) -> tuple[float, int | None]
         final = located(where, validation.check_in_range, "end_learning_rate_factor",
                         parameters["end_learning_rate_factor"], 0.0, 1.0)
     if "learning_rate_decay_steps" in parameters:
+        if "end_learning_rate_factor" not in parameters:
+            raise ValueError(f"{where}: learning_rate_decay_steps needs an end_learning_rate_factor "
+                             "(in [0, 1]): without one the rate is constant")
         steps = located(where, validation.check_whole, "learning_rate_decay_steps",
                         parameters["learning_rate_decay_steps"], 1)
     return float(final), steps

@@ -125,9 +125,14 @@ def test_the_trainer_s_held_decay_for_adam_is_the_per_node_recurrence(small):
         want.append(float(w @ (x @ (0.5 * h))))
     got = linear_decay.held_decay_losses(small, "adam", B, a, 0.0, f, T, n, beta2=0.0)
     np.testing.assert_allclose(got[1:], want, rtol=1e-10)
+    # with its averages (b1 0.9, b2 0.99): at T it is the compiled loop's decay that ends there
+    held = linear_decay.held_decay_losses(small, "adam", B, a, 0.9, f, T, n, beta2=0.99)
+    assert held[T] == pytest.approx(linear_decay.final_losses(small, "adam", T, B, a, 0.9, f,
+                                                              beta2=0.99)[0], rel=1e-10)
 
 
 @pytest.mark.parametrize("kwargs, name", [({"decay_steps": 0}, "decay_steps"),
+                                          ({"final_fraction": 1.5}, "final_fraction"),
                                           ({"steps": 2.5}, "steps"),
                                           ({"learning_rate": [0.1, 0.2]}, "learning_rate")])
 def test_the_held_decay_refuses_bad_input_in_one_line(small, kwargs, name):
@@ -135,6 +140,13 @@ def test_the_held_decay_refuses_bad_input_in_one_line(small, kwargs, name):
             "beta": 0.5, "final_fraction": 0.1, "decay_steps": 10, "steps": 20, **kwargs}
     with pytest.raises(ValueError, match=f"^{name}"):
         linear_decay.held_decay_losses(**args)
+
+
+def test_the_held_schedule_refuses_bad_input_in_one_line():
+    for args, name in (((0.0, 0.5, 3, 5), "learning_rate"), ((0.1, -0.1, 3, 5), "final_fraction"),
+                       ((0.1, 0.5, 0, 5), "decay_steps"), ((0.1, 0.5, 3, 0), "steps")):
+        with pytest.raises(ValueError, match=f"^{name}"):
+            linear_decay.held_schedule(*args)
 
 
 def test_monte_carlo_of_momentum_is_its_exact_moments(small):

@@ -7,8 +7,9 @@ import pytest
 from nqm import linear_decay
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.problem import NQMConfig
-from nqm.tuning import OptimizerSpec, tune_curve
+from nqm.tuning import OptimizerSpec, default_space, tune_curve
 from ui import prediction
+from ui.explorer import DECAY_OF
 from realnets.workloads import NQM_WORKLOAD
 
 POW2 = [16, 32, 64, 128, 256, 512, 1024]
@@ -110,18 +111,27 @@ def test_the_nqm_workload_gets_the_exact_prediction():
 
 @pytest.mark.parametrize("name", ["momentum_decay", "adam_decay", "adam"])
 def test_beside_a_sweep_that_searched_a_decay_the_explorers_curve_is_drawn_as_tuned(name):
-    """The explorer's own curve (`explorer._tuned_curve`: a decay from the constant curve, at
-    p = 0, in the family's default space) beside a network sweep that searched a decay."""
-    from ui import explorer
-    # a high target: Adam's best rate at B = 256 lies above its own bound 1 (4.4 in [1e-8, 10])
+    """The explorer's curve beside a network sweep that searched a decay (or whose published
+    trials decayed): the constant curve in the family's default space, then for a decay
+    `tune_decay_curve` from it within those rates, at p = 0, built here step by step."""
     config, batch_sizes = NQMConfig(dim=20, target=0.2), (4, 32, 256)
+    # a high target: Adam's best rate at B = 256 lies above its own bound 1 (4.4 in [1e-8, 10])
+    base = DECAY_OF.get(name, name)
+    space = default_space(OptimizerSpec(base))
+    want = tune_curve(config, OptimizerSpec(base), batch_sizes, prediction.NO_BUDGET, space)
+    if name != base:
+        want = linear_decay.tune_decay_curve(config.problem(), base, want,
+                                             learning_rate_bounds=space.learning_rate)
     searched = {"workload": "digits_mlp", "search": {"learning_rate": [1e-3, 3.0],
                                                      "final_lr_fraction": [0.01, 1.0]}}
-    setup = prediction.prediction_setup(searched, config, name, 0.5)
-    assert (setup.decay_bounds is not None) == (name != "adam")
-    assert ("linear decay" in setup.label) == (name != "adam")
-    got = prediction.predict(setup, batch_sizes)
-    want = explorer._tuned_curve(config, name, 0.0, batch_sizes, prediction.NO_BUDGET)
-    np.testing.assert_array_equal(got.steps, want.steps)
-    assert [(p.learning_rate, p.final_lr_fraction) for p in got.points] == [
-        (p.learning_rate, p.final_lr_fraction) for p in want.points]
+    published = {"workload": None, "dataset": "mnist"}          # a batch_science study's config
+    for measured_config, decayed_trials in ((searched, False), (published, True)):
+        setup = prediction.prediction_setup(measured_config, config, name, 0.5, decayed_trials)
+        assert (setup.decay_bounds is not None) == (name != "adam")
+        assert ("linear decay" in setup.label) == (name != "adam")
+        got = prediction.predict(setup, batch_sizes)
+        np.testing.assert_array_equal(got.steps, want.steps)
+        assert [(p.learning_rate, p.final_lr_fraction) for p in got.points] == [
+            (p.learning_rate, p.final_lr_fraction) for p in want.points]
+    # neither searched nor decayed: the constant rate
+    assert prediction.prediction_setup(published, config, name, 0.5).decay_bounds is None

@@ -120,6 +120,16 @@ def test_a_bad_decay_parameter_names_the_file_and_the_range(broken, name, value,
         load_one(root)
 
 
+def test_a_decay_length_without_a_final_factor_is_refused(broken):
+    root, workload = broken
+    path = workload / "128" / "1" / "metadata.json"
+    meta = json.loads(path.read_text())
+    del meta["parameters"]["end_learning_rate_factor"]
+    path.write_text(json.dumps(meta))
+    with pytest.raises(ValueError, match="learning_rate_decay_steps needs an end_learning_rate_factor"):
+        load_one(root)
+
+
 def test_a_looser_goal_changes_steps_as_expected():
     curve = load_one(goal=0.03)
     assert curve.config["goal"] == 0.03

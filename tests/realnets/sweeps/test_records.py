@@ -199,3 +199,28 @@ def test_trial_record_with_and_without_decay_steps_round_trips():
     keys = list(out)
     assert keys[keys.index("final_lr_fraction") + 1] == "decay_steps" and out["decay_steps"] == 37
     assert TrialRecord.from_dict(json.loads(json.dumps(out))) == decayed
+
+
+def test_a_sweep_for_a_workload_takes_its_defaults_unless_given():
+    import math
+
+    from realnets import workloads
+    from realnets.sweeps.records import PILOT_GOAL
+    w = workloads.get("mnist_cnn")
+    plain = SweepConfig.for_workload("mnist_cnn", 4)
+    assert (plain.batch_sizes, plain.max_steps, plain.goal, plain.optimizer, plain.search,
+            plain.eval_resolution, plain.metric) == (
+        tuple(w.batch_sizes), w.max_steps, w.goal, w.optimizer, w.search, w.eval_resolution,
+        w.recorded_metric)
+    given = SweepConfig.for_workload(
+        "mnist_cnn", 4, batch_sizes=(16, 64), max_steps=30, goal=PILOT_GOAL, optimizer="adam",
+        learning_rate=(1e-3, 1e-2), final_lr_fraction=(0.1, 1.0), decay_steps=(2, 30),
+        eval_resolution=0.1, seed=3, full_trials=True)
+    assert (given.batch_sizes, given.max_steps, given.optimizer, given.seed, given.full_trials,
+            given.eval_resolution) == ((16, 64), 30, "adam", 3, True, 0.1)
+    assert math.isnan(given.goal)                      # 'auto': the pilot sets it later
+    assert given.search == TrialSearchSpace((1e-3, 1e-2), w.search.one_minus_momentum,
+                                            (0.1, 1.0), (2, 30))
+    with pytest.raises(ValueError, match="decay-steps-range must end at or below max-steps"):
+        SweepConfig.for_workload("mnist_cnn", 4, max_steps=10, final_lr_fraction=(0.1, 1.0),
+                                 decay_steps=(2, 30))
