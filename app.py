@@ -318,7 +318,7 @@ def describe(config: dict) -> str:
 
 def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     from ui import prediction
-    from ui.measured import resampled_columns
+    from ui.measured import decayed, resampled_columns
     st.subheader("Steps to result measured on a network, beside the NQM")
     measured = pick_measured()
     if measured is None:
@@ -335,7 +335,7 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     setup = prediction.prediction_setup(measured.config, nqm_config,
                                         optimizers[0] if optimizers else "sgd",
                                         float(powers[0]) if powers else 0.0,
-                                        bool((measured.trials["final_lr_fraction"] < 1).any()))
+                                        decayed(measured.trials))
     scale = False
     if not setup.exact:
         scale = st.checkbox("scale to measured S_min", value=True, key="scale_nqm",

@@ -158,10 +158,8 @@ def reference_final_losses(problem: Problem, optimizer: str, horizon: int, batch
     horizon, lr, b, f, beta2 = _check_run(problem, optimizer, horizon, batch_size, learning_rate,
                                           beta, final_fraction, beta2)
     with np.errstate(over="ignore", invalid="ignore", under="ignore", divide="ignore"):
-        if optimizer == "adam":
-            loss = _adam_final(problem, horizon, batch_size, lr, b, f, beta2)
-        else:
-            loss = _momentum_final(problem, horizon, batch_size, lr, b, f)
+        loss = _march(problem, optimizer, batch_size, lr, b, beta2,
+                      lambda t: _rate(lr, f, t, horizon), horizon)
     return np.where(np.isfinite(loss), loss, np.inf)
 
 
@@ -215,16 +213,6 @@ def _march(problem, optimizer, batch_size, lr, b, beta2, rate_at, steps, record=
     return np.array(losses) if record else loss()
 
 
-def _momentum_final(problem, horizon, batch_size, lr, b, f):
-    return _march(problem, "momentum", batch_size, lr, b, None,
-                  lambda t: _rate(lr, f, t, horizon), horizon)
-
-
-def _adam_final(problem, horizon, batch_size, lr, b1, f, beta2):
-    return _march(problem, "adam", batch_size, lr, b1, beta2,
-                  lambda t: _rate(lr, f, t, horizon), horizon)
-
-
 def held_schedule(learning_rate: float, final_fraction: float, decay_steps: int,
                   steps: int) -> np.ndarray:
     """The trainer's rates (`realnets.training.step`): a_t = a (1 - (1 - f) min(t / T, 1)) for
@@ -257,8 +245,7 @@ def held_decay_losses(problem: Problem, optimizer: str, batch_size: float, learn
       Marched by the numpy step functions of `nqm.adam`, as `reference_final_losses` (one row:
       no compiled loop needed).
     """
-    steps = validation.check_whole("steps", steps, 1, 10 ** 7)
-    decay_steps = validation.check_whole("decay_steps", decay_steps, 1)
+    steps = validation.check_whole("steps", steps, 1, 10 ** 7)   # named here, not 'horizon'
     horizon, lr, b, f, beta2 = _check_run(problem, optimizer, steps, batch_size, learning_rate,
                                           beta, final_fraction, beta2)
     if lr.size != 1:
@@ -275,6 +262,7 @@ def held_decay_steps(problem: Problem, optimizer: str, batch_size: float, learni
                      beta2: float = BETA2) -> int | None:
     """Steps to target of one run with the trainer's schedule: the first step at which
     `held_decay_losses` is <= problem.target, or None if not within `max_steps`."""
+    max_steps = validation.check_whole("max_steps", max_steps, 1, 10 ** 7)
     loss = held_decay_losses(problem, optimizer, batch_size, learning_rate, beta, final_fraction,
                              decay_steps, max_steps, beta2)
     hit = np.flatnonzero(loss <= problem.target)

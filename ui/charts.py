@@ -11,6 +11,8 @@ import altair as alt
 import numpy as np
 import pandas as pd
 
+from ui.measured import decayed
+
 LOG2 = alt.Scale(type="log", base=2)
 LOG10 = alt.Scale(type="log")
 
@@ -123,7 +125,7 @@ def trials_chart(trials: pd.DataFrame, columns: int = 3) -> alt.FacetChart:
     tooltip when the sweep searched one."""
     data = trials.assign(best_trial=np.where(trials["best"], "best trial", "trial"))
     tooltip = ["batch_size", "trial_id", "status", "learning_rate", "momentum"]
-    if "final_lr_fraction" in data and (data["final_lr_fraction"] < 1).any():
+    if decayed(data):
         # a sweep that searched a linear decay: each trial's own (constant-rate sweeps: none)
         tooltip.append(alt.Tooltip("final_lr_fraction:Q", title="final rate fraction f"))
         if "decay_steps" in data and data["decay_steps"].notna().any():

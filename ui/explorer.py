@@ -175,7 +175,8 @@ def constant_curve(config: NQMConfig, name: str, precond_power: float,
     return tune_curve(config.problem(), spec, batch_sizes, max_steps, default_space(spec))
 
 
-def tuned_curve(config: NQMConfig, name: str, precond_power: float, batch_sizes, max_steps: int) -> ScalingCurve:
+def tuned_curve(config: NQMConfig, name: str, precond_power: float, batch_sizes,
+                max_steps: int) -> ScalingCurve:
     """The tuned curve of one explorer optimizer (a name of OPTIMIZER_LABELS) in its default
     space; a decay starts from its optimizer's constant curve at the same power
     (`constant_curve`, cached), within that space's rates. The Measured tab draws the same."""

@@ -162,6 +162,11 @@ NUMERIC_TRIAL_COLUMNS = ("learning_rate", "momentum", "one_minus_momentum", "fin
                          "decay_steps", "steps_to_goal", "steps_run")
 
 
+def decayed(trials: pd.DataFrame) -> bool:
+    """Whether any trial of a `trials_table` decayed its rate (final_lr_fraction below 1)."""
+    return bool((trials["final_lr_fraction"] < 1).any()) if "final_lr_fraction" in trials else False
+
+
 def trials_table(curve: ScalingCurve) -> pd.DataFrame:
     """Every trial behind the curve's points (see Measured.trials). A trial without momentum
     (plain SGD) has momentum 0, so 1 - momentum = 1; a constant rate has final_lr_fraction 1

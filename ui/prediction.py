@@ -16,7 +16,7 @@ from nqm import linear_decay
 from nqm.curve import ScalingCurve
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse, analyse_curve
-from nqm.tuning import OptimizerSpec, default_space, tune_curve
+from nqm.tuning import OptimizerSpec, tune_curve
 from realnets import workloads
 from ui.explorer import DECAY_OF, tuned_curve
 from ui.measured import perfect_scaling
@@ -35,11 +35,12 @@ class PredictionSetup:
       exact: True when the measured curve is the `nqm` workload, i.e. this NQM trained by SGD:
         then the prediction is in the same units (steps to the same loss) and needs no scaling.
       label: what the chart's legend calls it.
-      decay_bounds: (lo, hi) learning-rate bounds of a linear decay tuned from the constant
-        curve (`nqm.linear_decay`), when the sweep searched one (the sweep's range for the exact
-        NQM, the explorer's default for the explorer's decays); None: constant.
+      decay_bounds: for the exact NQM, the (lo, hi) learning-rate bounds of a linear decay tuned
+        from the constant curve (`nqm.linear_decay`) when its sweep searched one (the sweep's
+        rate range); None: constant, and always None for the explorer's NQM.
       explorer_optimizer: for the explorer's NQM (not exact), the explorer's name of what is
-        tuned (`ui.explorer.tuned_curve`: e.g. 'momentum', 'momentum_decay'); None when exact.
+        tuned (`ui.explorer.tuned_curve`, its own bounds: e.g. 'momentum', 'momentum_decay');
+        None when exact.
     """
 
     config: NQMConfig
@@ -80,12 +81,12 @@ def prediction_setup(measured_config: dict, explorer_config: NQMConfig,
     optimizer = DECAY_OF.get(optimizer, optimizer)
     precond_power = 0.0 if optimizer == "adam" or decayed else float(precond_power)
     spec = OptimizerSpec(optimizer, precond_power)
-    bounds = tuple(float(x) for x in default_space(spec).learning_rate) if decayed else None
     label = (f"NQM: {optimizer}{', linear decay' if decayed else ''}"
              f"{f', p = {precond_power:g}' if precond_power else ''}, "
              f"d = {explorer_config.dim}, h_i = i^-{explorer_config.spectrum_exponent:g}, "
              f"c = {explorer_config.noise}, target {explorer_config.target:g}")
-    return PredictionSetup(explorer_config, spec, NO_BUDGET, False, label, bounds, tuned_as)
+    return PredictionSetup(explorer_config, spec, NO_BUDGET, False, label,
+                           explorer_optimizer=tuned_as)
 
 
 def predict(setup: PredictionSetup, batch_sizes) -> ScalingCurve:

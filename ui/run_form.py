@@ -38,8 +38,8 @@ def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 
                  seed: int = 0, final_lr_fraction: str = "",
                  decay_steps: str = "") -> SweepConfig:
     """A SweepConfig from the app's form, the workload's defaults filling the rest
-    (`SweepConfig.for_workload`, as for `python -m realnets sweep`); `batch_sizes` as the CLI takes them ('16,32' or '16:256');
-    max_steps 0: the workload's budget. `final_lr_fraction` and `decay_steps` are the linear
+    (`SweepConfig.for_workload`, as for `python -m realnets sweep`); `batch_sizes` as the CLI
+    takes them ('16,32' or '16:256'); max_steps 0: the workload's budget. `final_lr_fraction` and `decay_steps` are the linear
     decay's searched ranges as 'LO,HI' (the CLI's `--final-lr-fraction-range` and
     `--decay-steps-range`); blank: the workload's (a constant rate for the shipped ones; a decay
     length needs a final fraction). Raises ValueError naming the bad field (before any work)."""

@@ -142,6 +142,11 @@ def test_the_held_decay_refuses_bad_input_in_one_line(small, kwargs, name):
         linear_decay.held_decay_losses(**args)
 
 
+def test_held_decay_steps_names_its_own_budget(small):
+    with pytest.raises(ValueError, match="^max_steps must be a whole number"):
+        linear_decay.held_decay_steps(small, "momentum", 4.0, 0.1, 0.5, 0.1, 10, 0)
+
+
 def test_the_held_schedule_refuses_bad_input_in_one_line():
     for args, name in (((0.0, 0.5, 3, 5), "learning_rate"), ((0.1, -0.1, 3, 5), "final_fraction"),
                        ((0.1, 0.5, 0, 5), "decay_steps"), ((0.1, 0.5, 3, 0), "steps")):

@@ -106,7 +106,7 @@ def test_the_nqm_workload_gets_the_exact_prediction():
         setup = prediction.prediction_setup({"workload": "mnist_mlp"}, NQMConfig(dim=300), name,
                                             power)
         assert setup.optimizer == want and setup.label.startswith(f"NQM: {want.name}, d = 300")
-        assert setup.decay_bounds is None
+        assert setup.decay_bounds is None and setup.explorer_optimizer == want.name
 
 
 @pytest.mark.parametrize("name", ["momentum_decay", "adam_decay", "adam"])
@@ -127,11 +127,11 @@ def test_beside_a_sweep_that_searched_a_decay_the_explorers_curve_is_drawn_as_tu
     published = {"workload": None, "dataset": "mnist"}          # a batch_science study's config
     for measured_config, decayed_trials in ((searched, False), (published, True)):
         setup = prediction.prediction_setup(measured_config, config, name, 0.5, decayed_trials)
-        assert (setup.decay_bounds is not None) == (name != "adam")
+        assert setup.explorer_optimizer == name and setup.decay_bounds is None
         assert ("linear decay" in setup.label) == (name != "adam")
         got = prediction.predict(setup, batch_sizes)
         np.testing.assert_array_equal(got.steps, want.steps)
         assert [(p.learning_rate, p.final_lr_fraction) for p in got.points] == [
             (p.learning_rate, p.final_lr_fraction) for p in want.points]
     # neither searched nor decayed: the constant rate
-    assert prediction.prediction_setup(published, config, name, 0.5).decay_bounds is None
+    assert prediction.prediction_setup(published, config, name, 0.5).explorer_optimizer == base
