@@ -455,7 +455,8 @@ def show_reconciliation(measured, where, doc) -> None:
     st.subheader("Critical batch size: measured and predicted")
     st.caption(f"From `{where.relative_to(PLACES.root)}/report.md` (made by `python -m realnets "
                "validate`). Headline NQM: the rule of docs/prediction_rule.md. Ratio: estimate / "
-               "measured B_crit; range: 16-84% (measured over resampled trials, NQM over "
+               "measured B_crit; range: 16-84% (measured over resampled trials or reruns of "
+               "the best trials with other seeds, NQM over "
                "bootstrap NQMs), or the leave-one-batch-size-out spread. B_simple and B_noise "
                "are the baselines: the NQM adds something where it is at least as close.")
     st.session_state["reconciliation"] = reports.reconciliation_table(doc)

@@ -52,6 +52,8 @@ class CurvePoint:
       final_lr_fraction: f of a linear decay from learning_rate to f learning_rate over the
         run (`nqm.linear_decay`), or None (a constant rate or another schedule).
       trials: optional records of every trial behind this point (measured curves).
+      repeats: optional records of the best trial's configuration run again with other seeds
+        (measured curves, `realnets.sweeps.repeats`), each with its seed and steps_to_goal.
     """
 
     batch_size: int
@@ -63,6 +65,7 @@ class CurvePoint:
     schedule: tuple[float, ...] = ()
     final_lr_fraction: float | None = None
     trials: tuple[dict, ...] = field(default=(), repr=False, compare=False)
+    repeats: tuple[dict, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def reached(self) -> bool:
@@ -83,6 +86,8 @@ class CurvePoint:
             out["final_lr_fraction"] = self.final_lr_fraction
         if self.trials:
             out["trials"] = list(self.trials)
+        if self.repeats:
+            out["repeats"] = list(self.repeats)
         return out
 
     @classmethod
@@ -98,7 +103,7 @@ class CurvePoint:
                    momentum=d.get("momentum"), ema_decay=d.get("ema_decay"),
                    edge=tuple(d.get("edge", ())), schedule=tuple(d.get("schedule", ())),
                    final_lr_fraction=d.get("final_lr_fraction"),
-                   trials=tuple(d.get("trials", ())))
+                   trials=tuple(d.get("trials", ())), repeats=tuple(d.get("repeats", ())))
 
 
 @dataclass(frozen=True)

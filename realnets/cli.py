@@ -79,6 +79,18 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("dir")
     r.add_argument("--format", choices=("table", "json", "csv"), default="table")
 
+    q = sub.add_parser("repeat", help="run each batch size's best trial again with other seeds: "
+                                      "an interval of B_crit for a sweep whose trials stopped "
+                                      "early")
+    q.add_argument("dir", help="sweep directory (its reruns are written beside its trials)")
+    q.add_argument("--seeds", required=True,
+                   help="data orders, e.g. 1,2,3,4 (not the sweep's own seed)")
+    q.add_argument("--inits", type=int, default=1,
+                   help="initialisations per seed (trial ids 0 .. inits - 1)")
+    q.add_argument("--step-cap", type=float, default=3.0,
+                   help="stop a rerun at this multiple of the sweep's steps at its batch size")
+    q.add_argument("--no-progress", action="store_true")
+
     m = sub.add_parser("summary", help="the validation summary (summary.json) as a Markdown table")
     m.add_argument("file", nargs="?", default="reports/validation/summary.json",
                    help="summary file written by validate (default: %(default)s)")
@@ -339,12 +351,12 @@ def workloads_text(fmt: str) -> str:
 def report_text(path: str, fmt: str) -> str:
     from realnets.sweeps import report
     from realnets.sweeps.curve import build_curve
-    from realnets.sweeps.records import load_sweep
+    from realnets.sweeps.records import load_sweep, read_repeats
 
     config, records = load_sweep(Path(path))
     if not records:
         raise ValueError(f"sweep directory {path} has no finished trials yet")
-    return report.render(build_curve(records, config), fmt)
+    return report.render(build_curve(records, config, read_repeats(Path(path))), fmt)
 
 
 def import_text(args) -> str:
@@ -391,6 +403,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation.predictions import reference_nqm
     from realnets.validation.quadratic_path import complete, path_reading
     from realnets.validation.reconciliation import reconciliation
+    from realnets.sweeps.records import read_repeats
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
     from realnets.validation.transfer import reading
@@ -438,7 +451,8 @@ def validate_command(args, argv) -> str:
                                                 progress=not args.no_progress, log=say)
         task = workload.build(text_file=config.text_file)
         made = pipeline.validate(task, config, records, vcfg, log=say,
-                                 reference=reference_nqm(workload.name))
+                                 reference=reference_nqm(workload.name),
+                                 repeats=read_repeats(sweep_dir))
         made["provenance"] = {"command": "python -m realnets " + shlex.join(argv),
                               "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
         doc = files.ValidationDocument.from_dict(made)
@@ -548,6 +562,24 @@ def _whole_list(text: str, name: str) -> tuple[int, ...]:
         return tuple(int(t) for t in text.split(",") if t.strip())
     except ValueError:
         raise ValueError(f"{name} must be whole numbers separated by commas, got {text!r}") from None
+
+
+def repeat_command(args) -> str:
+    """`repeat`: the reruns of a sweep's winners (`realnets.sweeps.repeats`), then its report."""
+    from realnets.sweeps.repeats import RepeatConfig, run_repeats
+    from realnets.sweeps.runner import write_curve
+
+    config = RepeatConfig(seeds=_whole_list(args.seeds, "seeds"), inits=args.inits,
+                          step_cap=args.step_cap)
+    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+
+    def done(block, records):
+        steps = [r["steps_to_goal"] for r in records]
+        say(f"B = {block.run.batch_size}, seed {block.run.seed}: steps to goal {steps}")
+
+    run_repeats(Path(args.dir), config, on_block=done)
+    write_curve(Path(args.dir))
+    return report_text(args.dir, "table")
 
 
 def branch_command(args) -> str:
@@ -727,6 +759,8 @@ def main(argv=None) -> int:
             text = plan_command(args)
         elif args.command == "validate":
             text = validate_command(args, list(sys.argv[1:] if argv is None else argv))
+        elif args.command == "repeat":
+            text = repeat_command(args)
         elif args.command == "summary":
             text = summary_text(args.file, args.rebuild)
         elif args.command == "swap-optimizer":

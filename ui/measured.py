@@ -25,7 +25,7 @@ from nqm.scaling import Fit
 from realnets.sweeps import report
 from realnets.sweeps.batch_science import load_batch_science
 from realnets.sweeps.curve import best_row, best_trial, build_curve, curve_document
-from realnets.sweeps.records import CurveDocument, TrialRecord, load_sweep
+from realnets.sweeps.records import CurveDocument, TrialRecord, load_sweep, read_repeats
 
 STATUS_LABELS = {"COMPLETE": "reached", "INCOMPLETE": "not reached", "INFEASIBLE": "infeasible"}
 
@@ -43,7 +43,8 @@ class Measured:
         learning_rate, momentum, efficiency, regime, reached / not_reached / infeasible (trial
         counts), b_simple, edge, perfect (S(B0) B0 / B), fit (S_min (1 + B_crit / B) of the fit).
       summary: one row: curve, s_min, b_crit, r2, cbs20, maximal_from; where the trials ran
-        to their end, also b_crit_resampled_p16 / _p84 (`realnets.sweeps.curve.b_crit_resampled`).
+        to their end or the best trials were rerun with other seeds, also
+        b_crit_resampled_p16 / _p84 (`realnets.sweeps.curve.b_crit_resampled`).
       trials: one row per trial: batch_size, trial_id, status ('reached', 'not reached',
         'infeasible'), learning_rate, momentum, one_minus_momentum, final_lr_fraction and
         decay_steps (its linear decay: 1 and NaN for a constant rate), steps_to_goal, steps_run,
@@ -106,7 +107,7 @@ def load_sweep_dir(path) -> Measured:
     """
     path = Path(path)
     config, records = load_sweep(path)
-    return measured(build_curve(records, config), records, name=path.name)
+    return measured(build_curve(records, config, read_repeats(path)), records, name=path.name)
 
 
 def load_batch_science_dir(path, goal: float | None, metric: str | None = None) -> list[Measured]:
@@ -141,7 +142,7 @@ def measured(curve: ScalingCurve, records: Sequence[TrialRecord] = (),
 def resampled_columns(document: CurveDocument) -> dict:
     """The summary columns of the B_crit over resampled trials (`curve.b_crit_resampled`):
     b_crit_resampled_p16 / _p84 where the trials could be resampled (--full-trials sweeps,
-    batch_science), else none."""
+    batch_science) or the best trials were rerun with other seeds, else none."""
     r = document.b_crit_resampled
     if r is None or not r["available"] or r["median"] is None:
         return {}

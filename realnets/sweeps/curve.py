@@ -76,10 +76,26 @@ def _edges(best: TrialRecord, search: TrialSearchSpace) -> tuple[str, ...]:
     return tuple(edges)
 
 
-def build_curve(records: Sequence[TrialRecord], config: SweepConfig) -> ScalingCurve:
+def same_configuration(run: TrialRecord, best: TrialRecord) -> bool:
+    """Whether `run` trained `best`'s metaparameters at its batch size (a rerun made before the
+    sweep was resumed and another trial won is not one of the winner's)."""
+    return (run.batch_size == best.batch_size and run.learning_rate == best.learning_rate
+            and run.momentum == best.momentum and run.final_lr_fraction == best.final_lr_fraction
+            and run.decay_steps == best.decay_steps)
+
+
+def repeat_summary(record: TrialRecord) -> dict:
+    """What a curve point keeps of a rerun of its best trial (`realnets.sweeps.repeats`)."""
+    return {"seed": record.seed, "trial_id": record.trial_id, "status": record.status,
+            "steps_to_goal": record.steps_to_goal, "steps_run": record.steps_run}
+
+
+def build_curve(records: Sequence[TrialRecord], config: SweepConfig,
+                repeats: Sequence[TrialRecord] = ()) -> ScalingCurve:
     """The measured ScalingCurve: per batch size, steps to result = the fewest steps_to_goal of
     its trials (None if no trial reached the goal), with the best trial's metaparameters; its
-    config is the sweep's config.json."""
+    config is the sweep's config.json. `repeats` (repeats.jsonl, `realnets.sweeps.repeats`):
+    reruns of the best trials with other seeds; each point keeps those of its own winner."""
     by_batch: dict[int, list[TrialRecord]] = {}
     for r in records:
         by_batch.setdefault(r.batch_size, []).append(r)
@@ -87,12 +103,15 @@ def build_curve(records: Sequence[TrialRecord], config: SweepConfig) -> ScalingC
     for batch_size, trials in sorted(by_batch.items()):
         trials = sorted(trials, key=lambda r: trial_order(r.trial_id))
         best = best_trial(trials)
+        ordered = sorted(repeats, key=lambda r: (r.seed, trial_order(r.trial_id)))
+        own = () if best is None else tuple(repeat_summary(r) for r in ordered
+                                            if same_configuration(r, best))
         points.append(CurvePoint(
             batch_size=batch_size, steps=None if best is None else best.steps_to_goal,
             learning_rate=None if best is None else best.learning_rate,
             momentum=None if best is None else best.momentum,
             edge=() if best is None else _edges(best, config.search),
-            trials=tuple(trial_summary(r) for r in trials)))
+            trials=tuple(trial_summary(r) for r in trials), repeats=own))
     return ScalingCurve(points=tuple(points), source="measured", config=config.to_dict())
 
 
@@ -156,8 +175,13 @@ def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int 
     # a batch_science curve's config has no full_trials: its trials all ran to their end
     uncensored = curve.source == "batch_science" or bool(curve.config.get("full_trials"))
     if not uncensored:
+        reached = [p for p in curve.points if p.reached]
+        if reached and all(p.repeats for p in reached):
+            return b_crit_over_repeats(curve, resamples, seed)
         return {"available": False,
-                "note": "trials stopped when one reached the goal; needs --full-trials"}
+                "note": "trials stopped when one reached the goal; needs --full-trials, or "
+                        "the best trials run again with other seeds (python -m realnets "
+                        "repeat)"}
     rng = np.random.default_rng(seed)
     sizes = np.asarray([p.batch_size for p in curve.points], float)
     steps = []
@@ -171,11 +195,54 @@ def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int 
         b_crit = fit_mccandlish(sizes, drawn).b_crit
         if b_crit is not None:
             fits.append(b_crit)
-    out = {"available": True, "resamples": int(resamples), "fitted": len(fits),
-           "median": None, "p16": None, "p84": None,
+    out = {"available": True, "method": "trials", "resamples": int(resamples),
+           "fitted": len(fits), "median": None, "p16": None, "p84": None,
            "note": "B_crit refitted with each batch size's trials drawn again with replacement: "
                    "the spread from which trials the search drew (not from the data order or "
                    "initialisation, and not the bias of too few trials)"}
+    if len(fits) >= resamples / 2:
+        out.update(median=float(np.median(fits)), p16=float(np.percentile(fits, 16)),
+                   p84=float(np.percentile(fits, 84)))
+    return out
+
+
+def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int = 0) -> dict:
+    """How much the measured B_crit depends on the data order and initialisation of the runs
+    that set the curve (`realnets.sweeps.repeats`).
+
+    Per resample, every batch size that reached the goal draws one run, uniformly among its
+    sweep's own winning run and that configuration's reruns with other seeds (a rerun not at the
+    goal within its cap counts as not reached, as an unreached point is everywhere else), and the
+    McCandlish fit is redone. Batch sizes where no trial reached the goal stay unreached.
+
+    Returns b_crit_resampled's keys with "method" "repeats" and "runs" (per point, the runs drawn
+    from: 0 where not reached); "available" False when a reached point has no reruns.
+    """
+    if any(p.reached and not p.repeats for p in curve.points):
+        missing = [p.batch_size for p in curve.points if p.reached and not p.repeats]
+        return {"available": False,
+                "note": f"no reruns of the best trial at batch sizes {missing} "
+                        "(python -m realnets repeat)"}
+    rng = np.random.default_rng(seed)
+    sizes = np.asarray([p.batch_size for p in curve.points], float)
+    runs = []
+    for p in curve.points:
+        own = [] if not p.reached else [float(p.steps)] + [
+            np.inf if r["steps_to_goal"] is None else float(r["steps_to_goal"]) for r in p.repeats]
+        runs.append(np.asarray(own))
+    fits = []
+    for _ in range(int(resamples)):
+        drawn = np.asarray([r[rng.integers(0, r.size)] if r.size else np.nan for r in runs])
+        drawn = np.where(np.isfinite(drawn), drawn, np.nan)
+        b_crit = fit_mccandlish(sizes, drawn).b_crit
+        if b_crit is not None:
+            fits.append(b_crit)
+    out = {"available": True, "method": "repeats", "resamples": int(resamples),
+           "fitted": len(fits), "runs": [int(r.size) for r in runs],
+           "median": None, "p16": None, "p84": None,
+           "note": "B_crit refitted with one run drawn per batch size among the winning "
+                   "configuration's run and its reruns with other seeds: the spread from the "
+                   "data order and initialisation (not from which trials the search drew)"}
     if len(fits) >= resamples / 2:
         out.update(median=float(np.median(fits)), p16=float(np.percentile(fits, 16)),
                    p84=float(np.percentile(fits, 84)))

@@ -30,6 +30,7 @@ from realnets.training.trainer import STATUSES
 from realnets.workloads.tasks import METRIC_RANGES, check_goal
 from realnets.workloads.search_space import TrialSearchSpace
 
+REPEATS_FILE = "repeats.jsonl"   # reruns of the best trials (realnets.sweeps.repeats)
 PILOT_GOAL = math.nan   # --goal auto, before the pilot has chosen the goal
 # Fields that define the study: a rerun with other values would mix incomparable trials.
 IDENTITY = ("workload", "goal", "optimizer", "search", "max_steps", "seed", "eval_resolution",
@@ -408,6 +409,12 @@ def read_trials(path: Path) -> list[TrialRecord]:
 def read_config(path: Path) -> SweepConfig:
     """The SweepConfig of a config.json."""
     return located(path, SweepConfig.from_dict, store.read_json(path, "sweep config"))
+
+
+def read_repeats(out_dir: Path) -> list[TrialRecord]:
+    """The reruns of a sweep's best trials with other seeds (`realnets.sweeps.repeats`) recorded
+    in its directory; [] when it has none."""
+    return read_trials(Path(out_dir) / REPEATS_FILE)
 
 
 def load_sweep(out_dir: Path) -> tuple[SweepConfig, list[TrialRecord]]:

@@ -49,6 +49,12 @@ def format_goal(v) -> str:
 def _resampled_line(r: dict | None) -> str:
     if r is None or not r["available"]:
         return f"B_crit over resampled trials: not available ({r['note'] if r else 'no trials'})"
+    if r.get("method") == "repeats":
+        runs = sorted({n for n in r["runs"] if n})
+        count = "-".join(str(n) for n in (runs[0], runs[-1])) if len(runs) > 1 else runs[0]
+        return (f"B_crit over reruns of the best trials with other seeds ({count} runs per "
+                f"batch size): median {_fmt(r['median'])}, 16-84% {_fmt(r['p16'])} .. "
+                f"{_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} draws fitted)")
     return (f"B_crit over resampled trials: median {_fmt(r['median'])}, 16-84% "
             f"{_fmt(r['p16'])} .. {_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
             f"resamples fitted)")

@@ -24,7 +24,8 @@ from nqm.curve import ScalingCurve
 from realnets import store, workloads
 from realnets.sweeps.blocks import Block, Executor, as_if_stopped_at
 from realnets.sweeps.curve import build_curve, curve_document
-from realnets.sweeps.records import IDENTITY, SweepConfig, TrialRecord, read_config, read_trials
+from realnets.sweeps.records import (IDENTITY, SweepConfig, TrialRecord, load_sweep, read_config,
+                                     read_repeats, read_trials)
 from realnets.training.search import TrialSpec, trial_specs
 from realnets.training.trainer import RunConfig, run_trials
 from realnets.workloads.tasks import check_batch_sizes_fit
@@ -124,6 +125,7 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
         store.write_json_atomic(out_dir / "config.json", config.to_dict())
         store.repair_jsonl(out_dir / "trials.jsonl")
     records = read_trials(out_dir / "trials.jsonl")
+    repeats = read_repeats(out_dir)      # reruns of earlier winners (realnets.sweeps.repeats)
 
     blocks = plan_blocks(config, records)
     if executor is None:
@@ -157,13 +159,22 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
         if writer and not queue and batch_size != config.batch_sizes[-1]:
             # kept current for readers of a running sweep; the last one is written below
             store.write_json_atomic(out_dir / "curve.json",
-                                    curve_document(build_curve(records, config)).to_dict())
+                                    curve_document(build_curve(records, config, repeats)).to_dict())
     if any(by_batch.values()):
         raise RuntimeError(f"the executor returned no result for blocks "
                            f"{sorted(i for q in by_batch.values() for i in q)}")
-    curve = build_curve(records, config)
+    curve = build_curve(records, config, repeats)
     if writer:
         store.write_json_atomic(out_dir / "curve.json", curve_document(curve).to_dict())
+    return curve
+
+
+def write_curve(out_dir: Path) -> ScalingCurve:
+    """Rewrites a sweep directory's curve.json from its trials and reruns (after
+    `realnets.sweeps.repeats.run_repeats`, or to bring an older file up to date)."""
+    config, records = load_sweep(out_dir)
+    curve = build_curve(records, config, read_repeats(out_dir))
+    store.write_json_atomic(Path(out_dir) / "curve.json", curve_document(curve).to_dict())
     return curve
 
 

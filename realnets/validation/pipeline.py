@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import Sequence
 
 import jax
 
@@ -140,7 +141,8 @@ def branching(task: Task, sweep_config: SweepConfig, trial: TrialRecord, repeats
 
 def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
              vcfg: ValidationConfig, devices=None, log=None,
-             reference: NQMConfig | None = None) -> dict:
+             reference: NQMConfig | None = None,
+             repeats: Sequence[TrialRecord] = ()) -> dict:
     """Runs the whole validation of one measured sweep; returns the JSON-ready document.
 
     Args:
@@ -152,6 +154,8 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
       log: optional callable(str) for progress lines.
       reference: the NQM the task was built from, if known (`reference_nqm`): its own tuned and
         search-matched curves are added as "reference" (target: the same as the calibrated NQM's).
+      repeats: the sweep's reruns of its best trials with other seeds (`read_repeats`): the
+        measured B_crit's interval where the trials stopped early.
 
     Returns:
       dict with workload, settings, measured, calibration_run, checkpoints (per checkpoint: step,
@@ -164,7 +168,7 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
     """
     say = log or (lambda _: None)
     seconds = {}
-    curve = build_curve(records, sweep_config)
+    curve = build_curve(records, sweep_config, repeats)
     batch_size = calibration_batch_size(curve, vcfg.batch_size)
     trial = best_trial(records, batch_size)
     say(f"rerunning trial {trial.trial_id} at B = {batch_size} to step {trial.steps_to_goal}")

@@ -60,10 +60,15 @@ def measured_interval(measured: dict) -> tuple[float | None, float | None, str]:
     if interval is None:
         return None, None, "no interval: not in this document (made before it was computed)"
     if interval.get("available") is False:
-        return None, None, "no interval: trials stopped early (needs a --full-trials sweep)"
+        return None, None, ("no interval: trials stopped early (needs a --full-trials sweep, or "
+                            "reruns of the best trials: python -m realnets repeat)")
     if interval.get("p16") is None or interval.get("p84") is None:
         return None, None, (f"no interval: fewer than half of the {interval.get('resamples')} "
                             "resamples of the trials could be fitted")
+    if interval.get("method") == "repeats":
+        return interval["p16"], interval["p84"], (
+            f"16-84% over {interval.get('resamples')} draws of one run per batch size among "
+            "the best trial and its reruns with other seeds (data order and initialisation)")
     return interval["p16"], interval["p84"], (f"16-84% over {interval.get('resamples')} "
                                               "resamples of each batch size's trials")
 

@@ -48,6 +48,15 @@ def _pm(measured: dict | None, digits: int = 4) -> str:
     return _fmt(value, digits) + ("" if err is None else f" ± {_fmt(err, 2)}")
 
 
+def _interval_words(interval: dict) -> str:
+    """How the measured B_crit's interval was made, in the words of the report's footnote."""
+    if not interval.get("available"):
+        return "none: the sweep stopped trials at the first goal"
+    if interval.get("method") == "repeats":
+        return "16-84% over reruns of each batch size's best trial with other seeds"
+    return "16-84% over resampled trials"
+
+
 def _table(header: list[str], rows: list[list]) -> list[str]:
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     out += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
@@ -373,7 +382,8 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     lines += ["## Reconciliation: the critical batch size measured and predicted", ""]
     lines += reconciliation_markdown(doc)
     lines += ["", f"Headline: the {checkpoint} checkpoint, {TARGET_LABELS.get(rule, rule)} "
-              "(docs/prediction_rule.md). Ranges: 16-84% over resampled trials (measured), the "
+              "(docs/prediction_rule.md). Ranges: 16-84% over resampled trials or reruns of the "
+              "best trials with other seeds (measured: the row says which), the "
               "smallest and largest B_crit refitted without one batch size (leave one out), "
               "16-84% over bootstrap NQMs (prediction). The local CBS is measured by branching "
               "from the reference run (docs/branching.md; settings by the rule in "
@@ -401,8 +411,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
                  f"(parametric bootstrap; {sum(b['failed'] for b in boots)} draws failed)"
                  if boots else "(no bootstrap run)")
               + "; the measured B_crit's interval is in the reconciliation above ("
-              + ("16-84% over resampled trials" if (doc["measured"].get("interval") or {})
-                 .get("available") else "none: the sweep stopped trials at the first goal")
+              + _interval_words(doc["measured"].get("interval") or {})
               + ").", ""]
     if STEPS_CHART in charts:
         c = charts[STEPS_CHART]

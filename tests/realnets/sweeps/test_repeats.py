@@ -1,0 +1,160 @@
+"""Reruns of a sweep's best trials with other seeds, and the B_crit interval drawn from them."""
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from nqm.curve import CurvePoint, ScalingCurve
+from nqm.scaling import fit_mccandlish
+from realnets.cli import main
+from realnets.sweeps.curve import b_crit_over_repeats, b_crit_resampled, build_curve
+from realnets.sweeps.records import SweepConfig, TrialRecord, load_sweep, read_repeats
+from realnets.sweeps.repeats import CONFIG_FILE, RepeatConfig, plan_repeats, run_repeats
+from realnets.sweeps.runner import run_sweep
+from realnets.workloads.search_space import TrialSearchSpace
+
+
+def _config(**kw):
+    base = dict(workload="nqm", batch_sizes=(64, 256), trials=3, max_steps=400, goal=0.05,
+                optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)), vmap_trials=0)
+    return SweepConfig(**{**base, **kw})
+
+
+def _record(batch_size, trial_id, steps, lr=0.5, seed=0, steps_run=None, **kw):
+    return TrialRecord(batch_size=batch_size, trial_id=trial_id, learning_rate=lr, seed=seed,
+                       status="COMPLETE" if steps else "INCOMPLETE", steps_to_goal=steps,
+                       steps_run=steps_run or steps or 400, **kw)
+
+
+@pytest.fixture(scope="module")
+def sweep_dir(tmp_path_factory):
+    """A small early-stopped sweep of the nqm workload (seconds)."""
+    out = tmp_path_factory.mktemp("sweep")
+    run_sweep(_config(), out, progress=False)
+    return out
+
+
+def test_plan_reruns_each_winner_per_seed_with_a_capped_budget_and_its_own_schedule():
+    config = _config(batch_sizes=(64, 256, 1024), max_steps=400)
+    records = [_record(64, 0, 120, lr=0.3), _record(64, 1, 90, lr=0.7),
+               _record(256, 0, 200, lr=0.9, final_lr_fraction=0.1, decay_steps=300),
+               _record(1024, 0, None)]
+    blocks = plan_repeats(config, records, RepeatConfig(seeds=(3, 5), inits=2, step_cap=3.0),
+                          done=[])
+    assert [(b.run.batch_size, b.run.seed) for b in blocks] == [(64, 3), (64, 5), (256, 3),
+                                                                 (256, 5)]
+    first, third = blocks[0], blocks[2]
+    assert first.run.stop_after == 270 and third.run.stop_after == 400    # 3 x 200 > budget
+    assert not first.run.stop_at_first_goal and first.run.max_steps == 400
+    assert [t.trial_id for t in first.trials] == [0, 1]
+    assert {t.learning_rate for t in first.trials} == {0.7}                # the winner's
+    assert third.trials[0].final_lr_fraction == 0.1 and third.trials[0].decay_steps == 300
+    # inits already rerun for the current winner are not run again; a stale winner's are
+    done = [_record(64, 0, 100, lr=0.7, seed=3), _record(64, 1, 95, lr=0.3, seed=3)]
+    again = plan_repeats(config, records, RepeatConfig(seeds=(3,), inits=2), done=done)
+    assert [t.trial_id for t in again[0].trials] == [1]
+
+
+def test_bad_requests_are_refused_in_one_line_naming_the_parameter():
+    with pytest.raises(ValueError, match="seeds must not repeat"):
+        RepeatConfig(seeds=(1, 1))
+    with pytest.raises(ValueError, match="inits"):
+        RepeatConfig(seeds=(1,), inits=0)
+    with pytest.raises(ValueError, match="step-cap"):
+        RepeatConfig(seeds=(1,), step_cap=0.5)
+    with pytest.raises(ValueError, match="sweep's own seed 0"):
+        plan_repeats(_config(), [_record(64, 0, 10)], RepeatConfig(seeds=(0, 1)), done=[])
+
+
+def test_interval_over_repeats_matches_enumerating_every_choice():
+    """Independent check: with three runs per batch size, each of the 3^3 curves is equally
+    likely; each resampled quantile must lie within 5 points of the same quantile of the
+    enumerated B_crits."""
+    sizes = [16, 64, 256]
+    runs = {16: (400, 520, 330), 64: (130, 160, 210), 256: (60, 95, 41)}
+    points = tuple(CurvePoint(batch_size=b, steps=runs[b][0],
+                              repeats=tuple({"seed": s, "trial_id": 0, "status": "COMPLETE",
+                                             "steps_to_goal": v, "steps_run": v}
+                                            for s, v in enumerate(runs[b][1:], start=1)))
+                   for b in sizes)
+    curve = ScalingCurve(points=points, source="measured", config={"full_trials": False})
+    out = b_crit_over_repeats(curve, resamples=4000)
+    enumerated = [fit_mccandlish(np.asarray(sizes, float), np.asarray(pick, float)).b_crit
+                  for pick in itertools.product(*(runs[b] for b in sizes))]
+    assert out["method"] == "repeats" and out["runs"] == [3, 3, 3]
+    for key, q in (("p16", 16), ("median", 50), ("p84", 84)):
+        lo, hi = np.percentile(enumerated, [q - 5, q + 5])
+        assert lo <= out[key] <= hi, (key, lo, out[key], hi)
+    # the censored sweep's interval comes from the reruns
+    assert b_crit_resampled(curve, resamples=4000) == out
+    # reruns identical to the winners: no spread, the fit's own B_crit
+    same = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=runs[b][0],
+                   repeats=({"seed": 1, "trial_id": 0, "status": "COMPLETE",
+                             "steps_to_goal": runs[b][0], "steps_run": runs[b][0]},))
+        for b in sizes), source="measured", config={})
+    fit = fit_mccandlish(np.asarray(sizes, float), np.asarray([runs[b][0] for b in sizes], float))
+    flat = b_crit_over_repeats(same)
+    assert flat["p16"] == pytest.approx(fit.b_crit) and flat["p84"] == pytest.approx(fit.b_crit)
+
+
+def test_a_reached_point_without_reruns_leaves_no_interval():
+    points = (CurvePoint(batch_size=16, steps=100, repeats=({"steps_to_goal": 90},)),
+              CurvePoint(batch_size=64, steps=40))
+    out = b_crit_resampled(ScalingCurve(points=points, source="measured", config={}))
+    assert out["available"] is False
+
+
+def test_rerun_on_the_real_trainer_resumes_and_feeds_the_curve(sweep_dir):
+    config, records = load_sweep(sweep_dir)
+    assert b_crit_resampled(build_curve(records, config))["available"] is False
+    made = []
+    first = RepeatConfig(seeds=(1,), inits=2)
+    run_repeats(sweep_dir, first, on_block=lambda block, recs: made.append(block.run.batch_size))
+    assert made == [p.batch_size for p in build_curve(records, config).points if p.reached]
+    # a second seed later: the first seed's runs are kept, not rerun
+    made.clear()
+    second = RepeatConfig(seeds=(1, 2), inits=2)
+    reruns = run_repeats(sweep_dir, second, on_block=lambda block, recs: made.append(block.run.seed))
+    assert made == [2] * len(made) and len(reruns) == 2 * 2 * len(made)
+    assert sorted({r.seed for r in read_repeats(sweep_dir)}) == [1, 2]
+    assert json.loads((sweep_dir / CONFIG_FILE).read_text())["seeds"] == [1, 2]
+    curve = build_curve(records, config, read_repeats(sweep_dir))
+    for point in curve.points:
+        if point.reached:
+            assert len(point.repeats) == 4
+            # the nqm workload is a quadratic: a rerun lands near the winner's steps
+            steps = [r["steps_to_goal"] for r in point.repeats]
+            assert all(s is not None and 0.5 < s / point.steps < 2 for s in steps)
+    interval = b_crit_resampled(curve)
+    assert interval["available"] and interval["method"] == "repeats"
+    with pytest.raises(ValueError, match="step-cap must be 3"):
+        run_repeats(sweep_dir, RepeatConfig(seeds=(1,), step_cap=2.0))
+
+
+def test_a_rerun_stopped_by_the_cap_says_so(tmp_path):
+    config = _config(batch_sizes=(64,), max_steps=400)
+    out = tmp_path / "s"
+    out.mkdir()
+    (out / "config.json").write_text(json.dumps(config.to_dict()))
+    (out / "trials.jsonl").write_text(json.dumps(_record(64, 0, 50).to_dict()) + "\n")
+
+    def trainer(task, run, trials):
+        return [{**_record(64, t.trial_id, None, lr=t.learning_rate, seed=run.seed,
+                           steps_run=run.stop_after).to_dict(), "reason": "stopped"}
+                for t in trials]
+
+    reruns = run_repeats(out, RepeatConfig(seeds=(7,), step_cap=2.0), task=object(),
+                         run_trials=trainer)
+    assert reruns[0].steps_run == 100 and "2 x the sweep's steps" in reruns[0].reason
+
+
+def test_cli_repeat_refuses_bad_seeds_in_one_line(sweep_dir, capsys):
+    assert main(["repeat", str(sweep_dir), "--seeds", "one"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "seeds must be whole numbers" in err
+    assert main(["repeat", str(sweep_dir / "nowhere"), "--seeds", "1"]) == 2
+    assert "does not exist" in capsys.readouterr().err
