@@ -149,8 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--summary", help="summary file whose entry for this workload is replaced "
                                      "(default: summary.json beside the --out directory)")
     v.add_argument("--reuse", action="store_true",
-                   help="re-render OUT/validation.json if it was made with the same settings; "
-                        "one made before the transfer existed gets only the transfer run")
+                   help="re-render OUT/validation.json if it was made with the same settings, "
+                        "its measured curve rebuilt from the sweep (with any reruns); one made "
+                        "before the transfer existed gets only the transfer run")
     v.add_argument("--no-progress", action="store_true")
     w = sub.add_parser("swap-optimizer",
                        help="a report's calibrated NQM tuned as another optimizer (a diagnostic: "
@@ -427,6 +428,7 @@ def validate_command(args, argv) -> str:
         # the same measurements whether or not a transfer is asked for: reuse them
         if (old.workload == workload.key
                 and dataclasses.replace(old.settings, transfer=vcfg.transfer) == vcfg):
+            old = _refreshed_measured(old, sweep_dir, say)
             if vcfg.transfer and (old.transfer is None or "quadratic_path" not in old.transfer
                                   or not complete(old.transfer["quadratic_path"])):
                 say(f"reusing {out / files.VALIDATION_FILE}; running the "
@@ -483,6 +485,32 @@ def validate_command(args, argv) -> str:
     lines.append(f"report: {report}")
     lines.append(f"summary: {summary_path}")
     return "\n".join(lines)
+
+
+def _refreshed_measured(old, sweep_dir: Path, say):
+    """A stored validation document with its measured part rebuilt from its sweep directory,
+    trials and reruns (`realnets.sweeps.repeats`: reruns made after the validation give the
+    measured B_crit an interval); unchanged, with a line saying so, if the directory is gone.
+    ValueError if the sweep is another study or has other points (resumed since)."""
+    import dataclasses
+
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.records import load_sweep, read_repeats
+    from realnets.validation.comparison import measured_summary
+    from realnets.validation.files import made_from
+
+    if not sweep_dir.is_dir():
+        say(f"sweep directory {sweep_dir} not found: the stored measured curve is kept")
+        return old
+    config, records = load_sweep(sweep_dir)
+    if not made_from(old.sweep_config, config.to_dict()):
+        raise ValueError(f"sweep: {sweep_dir} is not the sweep this validation was made from "
+                         f"(its config differs); rerun validate without --reuse")
+    fresh = measured_summary(build_curve(records, config, read_repeats(sweep_dir)))
+    if fresh["points"] != old.measured["points"]:
+        raise ValueError(f"sweep: {sweep_dir}'s curve is not the one this validation was made "
+                         "from (trials were added since); rerun validate without --reuse")
+    return dataclasses.replace(old, measured=fresh)
 
 
 def _add_transfer(old, workload, sweep_dir: Path, argv, say):

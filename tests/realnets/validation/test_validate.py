@@ -410,6 +410,14 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path, one_default_d
     assert dropped.transfer is None and dropped.checkpoints == doc.checkpoints
     assert dropped.seconds == doc.seconds and not dropped.settings.transfer
     assert dropped.provenance.wall_seconds == pytest.approx(doc.provenance.wall_seconds)
+    # --reuse rebuilds the measured curve from the sweep: the same sweep, the same numbers; a
+    # sweep whose curve moved since (a faster trial added) is refused in one line
+    assert dropped.measured == doc.measured
+    with open(sweep / "trials.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"batch_size": 64, "trial_id": 10_000, "status": "COMPLETE",
+                            "learning_rate": 0.5, "steps_to_goal": 3, "steps_run": 3}) + "\n")
+    status, out, err = _run(capsys, *args)
+    assert status == 2 and "trials were added since" in err and err.count("\n") == 1, err
 
 
 def test_rerun_of_a_trial_keeps_its_decay_length(one_device):
