@@ -241,6 +241,7 @@ def listed_sweep(key: str, default: str):
     names = list(sweeps)
     name = st.selectbox("sweep", names, key=key,
                         index=names.index(default) if default in names else 0,
+                        format_func=lambda n: measured.sweep_label(n, sweeps[n]),
                         help="sweeps/: measured for batchscope and shipped with it; "
                              "results/: sweeps run from this app")
     return sweeps[name]

@@ -11,6 +11,7 @@ validation report of a sweep, `ui.reports`.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Sequence
@@ -25,7 +26,8 @@ from nqm.scaling import Fit
 from realnets.sweeps import report
 from realnets.sweeps.batch_science import load_batch_science
 from realnets.sweeps.curve import best_row, best_trial, build_curve, curve_document
-from realnets.sweeps.records import CurveDocument, TrialRecord, load_sweep, read_repeats
+from realnets.sweeps.records import (REPEATS_FILE, CurveDocument, TrialRecord, load_sweep,
+                                     read_repeats)
 
 STATUS_LABELS = {"COMPLETE": "reached", "INCOMPLETE": "not reached", "INFEASIBLE": "infeasible"}
 
@@ -71,25 +73,44 @@ DEFAULT_SWEEP = "sweeps/mnist_mlp"
 
 
 def list_sweeps(*roots: Path) -> dict[str, Path]:
-    """Every `root/*/` directory holding a config.json, as {'root_name/dir_name': path}, sorted
-    (the app passes its `Places.sweeps` and `Places.results`). Missing roots are skipped."""
+    """Every directory under a root, at any depth, holding a config.json, as
+    {'root_name/relative/path': path}, sorted (the app passes its `Places.sweeps` and
+    `Places.results`; a study of several sweeps, e.g. sweeps/digits_mlp_nqm_decay/b8_decay, is
+    listed sweep by sweep). Hidden directories and missing roots are skipped."""
     found = {}
     for root in roots:
         root = Path(root)
         if not root.is_dir():
             continue
-        for d in sorted(root.iterdir()):
-            if d.is_dir() and not d.name.startswith(".") and (d / "config.json").is_file():
-                found[f"{root.name}/{d.name}"] = d
+        for config in sorted(root.rglob("config.json")):
+            d = config.parent
+            parts = d.relative_to(root).parts
+            if parts and not any(p.startswith(".") for p in parts):
+                found["/".join((root.name, *parts))] = d
     return found
 
 
+def sweep_label(name: str, path: Path) -> str:
+    """`name`, with '(unfinished: N of M trials)' when trials.jsonl holds fewer trials than its
+    config.json asks for (a sweep still running, or stopped to be resumed); `name` alone when
+    either file cannot be read (the sweep's own loading reports that)."""
+    path = Path(path)
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+        wanted = len(config["batch_sizes"]) * int(config["trials"])
+        with (path / "trials.jsonl").open("rb") as f:
+            have = sum(1 for line in f if line.strip())
+    except (OSError, ValueError, KeyError, TypeError):
+        return name
+    return name if have >= wanted else f"{name} (unfinished: {have} of {wanted} trials)"
+
+
 def signature(path) -> tuple:
-    """(path, size and mtime of config.json and trials.jsonl): changes whenever a sweep being
-    written gains a trial, so a cache keyed on it is never stale."""
+    """(path, size and mtime of config.json, trials.jsonl and repeats.jsonl): changes whenever a
+    sweep being written gains a trial or a rerun, so a cache keyed on it is never stale."""
     path = Path(path)
     out = [str(path)]
-    for name in ("config.json", "trials.jsonl"):
+    for name in ("config.json", "trials.jsonl", REPEATS_FILE):
         try:
             st = os.stat(path / name)
             out += [st.st_size, st.st_mtime_ns]

@@ -33,8 +33,25 @@ def test_shipped_sweeps_are_every_directory_with_a_config(tmp_path):
     (tmp_path / "a_not_a_sweep").mkdir()
     (tmp_path / ".hidden").mkdir()
     (tmp_path / ".hidden" / "config.json").write_text("{}")
+    (tmp_path / "study" / "arm").mkdir(parents=True)
+    (tmp_path / "study" / "arm" / "config.json").write_text("{}")
+    (tmp_path / ".hidden" / "arm").mkdir()
+    (tmp_path / ".hidden" / "arm" / "config.json").write_text("{}")
     assert measured.list_sweeps(tmp_path, tmp_path / "missing") == {
-        f"{tmp_path.name}/b_sweep": tmp_path / "b_sweep"}
+        f"{tmp_path.name}/b_sweep": tmp_path / "b_sweep",
+        f"{tmp_path.name}/study/arm": tmp_path / "study" / "arm"}
+    # the shipped study of several sweeps is listed sweep by sweep
+    assert "sweeps/digits_mlp_nqm_decay/b8_decay" in measured.list_sweeps(PLACES.sweeps)
+
+
+def test_a_sweep_with_fewer_trials_than_asked_is_labelled_unfinished(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"batch_sizes": [8, 16], "trials": 2}))
+    (tmp_path / "trials.jsonl").write_text('{"a": 1}\n{"a": 2}\n{"a": 3}\n')
+    assert measured.sweep_label("s", tmp_path) == "s (unfinished: 3 of 4 trials)"
+    with (tmp_path / "trials.jsonl").open("a") as f:
+        f.write('{"a": 4}\n')
+    assert measured.sweep_label("s", tmp_path) == "s"
+    assert measured.sweep_label("t", tmp_path / "missing") == "t"
 
 
 def test_mnist_mlp_points_and_status_counts_match_trials_jsonl(mnist_mlp):
