@@ -744,6 +744,9 @@ def swap_command(args) -> str:
             values = [p[key] for p in points]
             lines.append(f"decay's {name} at B = ...: " + " ".join(
                 "-" if v is None else f"{v:.4g}" for v in values))
+        # the NQM's decay spans its own run: its length is the tuned steps to the target
+        lines.append("decay's length T (steps) at B = ...: " + " ".join(
+            "-" if p["steps"] is None else str(p["steps"]) for p in points))
     return "\n".join(lines)
 
 

@@ -148,6 +148,9 @@ def test_cli_decay_rows_json_and_refusal_before_tuning(capsys, monkeypatch):
         np.testing.assert_allclose([float(v) for v in line.split(": ")[1].split()],
                                    [p[key] for p in out["decay"]["points"]], rtol=1e-3)
     assert all(p["learning_rate"] <= 3.0 for p in out["decay"]["points"])   # inside --lr-range
+    # its length: the NQM's decay spans its own run, the decay row's steps
+    line = next(x for x in text.splitlines() if x.startswith("decay's length T (steps)"))
+    assert line.split(": ")[1].split() == [str(s) if s else "-" for s in out["rows"][-1]["steps"]]
     # too much step-by-step work: refused on the report's own steps, before any tuning
     import realnets.validation.optimizer_swap as swap
 
