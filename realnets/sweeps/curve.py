@@ -149,6 +149,8 @@ def curve_document(curve: ScalingCurve) -> CurveDocument:
         fit=summary["fit"], regimes=summary["regimes"],
         efficiency=tuple(analysis.efficiency), regime=tuple(analysis.regimes),
         b_crit_resampled=b_crit_resampled(curve),
+        b_crit_repeats=(b_crit_over_repeats(curve) if any(p.repeats for p in curve.points)
+                        else None),
         robustness=robustness(curve),
         noise_scale={"b_simple": pooled_b_simple(curve.points), "b_noise": None,
                      "per_point_b_simple": [_best_b_simple(p) for p in curve.points],
@@ -176,7 +178,7 @@ def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int 
     uncensored = curve.source == "batch_science" or bool(curve.config.get("full_trials"))
     if not uncensored:
         reached = [p for p in curve.points if p.reached]
-        if reached and all(p.repeats for p in reached):
+        if reached and any(p.repeats for p in reached):
             return b_crit_over_repeats(curve, resamples, seed)
         return {"available": False,
                 "note": "trials stopped when one reached the goal; needs --full-trials, or "
@@ -220,7 +222,7 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
     """
     if any(p.reached and not p.repeats for p in curve.points):
         missing = [p.batch_size for p in curve.points if p.reached and not p.repeats]
-        return {"available": False,
+        return {"available": False, "method": "repeats",
                 "note": f"no reruns of the best trial at batch sizes {missing} "
                         "(python -m realnets repeat)"}
     rng = np.random.default_rng(seed)

@@ -336,6 +336,10 @@ class CurveDocument:
       noise_scale: {b_simple (pooled), b_noise, per_point_b_simple, note}.
       b_crit_resampled: B_crit over resampled trials (`realnets.sweeps.curve.b_crit_resampled`);
         None in files written before it existed.
+      b_crit_repeats: B_crit over reruns of the best trials with other seeds
+        (`realnets.sweeps.curve.b_crit_over_repeats`) when any point has reruns, else None. On
+        a sweep whose trials stopped early it is also b_crit_resampled; on one whose trials ran
+        to their end it stands beside it (the seeds' spread beside the search's).
       robustness: leave-one-out B_crit, the fit's RMS log residual, B_crit against the number
         of trials, best trials on the search space's edge (`realnets.sweeps.robustness`); None
         in files written before it existed.
@@ -351,6 +355,7 @@ class CurveDocument:
     noise_scale: dict
     b_crit_resampled: dict | None = None
     robustness: dict | None = None
+    b_crit_repeats: dict | None = None
 
     def to_dict(self) -> dict:
         out = {"source": self.source, "config": self.config,
@@ -359,6 +364,8 @@ class CurveDocument:
                "regime": list(self.regime)}
         if self.b_crit_resampled is not None:
             out["b_crit_resampled"] = self.b_crit_resampled
+        if self.b_crit_repeats is not None:
+            out["b_crit_repeats"] = self.b_crit_repeats
         if self.robustness is not None:
             out["robustness"] = self.robustness
         out["noise_scale"] = self.noise_scale
@@ -380,6 +387,7 @@ class CurveDocument:
                    regimes=d["regimes"], efficiency=tuple(d["efficiency"]),
                    regime=tuple(d["regime"]), noise_scale=d["noise_scale"],
                    b_crit_resampled=d.get("b_crit_resampled"),
+                   b_crit_repeats=d.get("b_crit_repeats"),
                    robustness=d.get("robustness"))
 
 

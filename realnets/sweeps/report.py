@@ -47,6 +47,8 @@ def format_goal(v) -> str:
 
 
 def _resampled_line(r: dict | None) -> str:
+    if r is not None and not r["available"] and r.get("method") == "repeats":
+        return f"B_crit over reruns of the best trials: not available ({r['note']})"
     if r is None or not r["available"]:
         return f"B_crit over resampled trials: not available ({r['note'] if r else 'no trials'})"
     if r.get("method") == "repeats":
@@ -100,6 +102,8 @@ def format_table(doc: CurveDocument) -> str:
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
               *_bound_lines(doc),
               _resampled_line(doc.b_crit_resampled),
+              *([_resampled_line(doc.b_crit_repeats)] if doc.b_crit_repeats is not None
+                and (doc.b_crit_resampled or {}).get("method") != "repeats" else []),
               *_robustness_lines(doc.robustness),
               f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "
               f"from {_fmt(reg['maximal_from'])}",

@@ -158,3 +158,28 @@ def test_cli_repeat_refuses_bad_seeds_in_one_line(sweep_dir, capsys):
     assert err.count("\n") == 0 and "seeds must be whole numbers" in err
     assert main(["repeat", str(sweep_dir / "nowhere"), "--seeds", "1"]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_full_trials_sweep_with_reruns_shows_both_intervals():
+    from realnets.sweeps.curve import curve_document
+    from realnets.sweeps.report import format_table
+
+    def trial(i, steps):
+        return {"trial_id": i, "status": "COMPLETE", "learning_rate": 0.1 * (i + 1),
+                "momentum": None, "final_lr_fraction": 1.0, "steps_to_goal": steps,
+                "steps_run": steps}
+
+    runs = {16: (400, 520, 330), 64: (130, 160, 210), 256: (60, 95, 41)}
+    points = tuple(CurvePoint(batch_size=b, steps=min(v), learning_rate=0.1,
+                              trials=tuple(trial(i, s) for i, s in enumerate(v)),
+                              repeats=({"seed": 1, "trial_id": 0, "status": "COMPLETE",
+                                        "steps_to_goal": int(1.2 * min(v)),
+                                        "steps_run": int(1.2 * min(v))},))
+                   for b, v in runs.items())
+    config = _config(batch_sizes=(16, 64, 256), full_trials=True).to_dict()
+    doc = curve_document(ScalingCurve(points=points, source="measured", config=config))
+    assert doc.b_crit_resampled["method"] == "trials"
+    assert doc.b_crit_repeats["method"] == "repeats" and doc.b_crit_repeats["runs"] == [2, 2, 2]
+    text = format_table(doc)
+    assert "B_crit over resampled trials: median" in text
+    assert "B_crit over reruns of the best trials with other seeds (2 runs per batch size)" in text
