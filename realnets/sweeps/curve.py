@@ -208,6 +208,14 @@ def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int 
     return out
 
 
+def _median_steps(steps: Sequence[int | None]) -> float | None:
+    """Median of steps to result with None (not reached) as the slowest; None if half or more
+    are None or there are none."""
+    if not steps or 2 * sum(s is None for s in steps) >= len(steps):
+        return None
+    return float(np.median([np.inf if s is None else s for s in steps]))
+
+
 def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """How much the measured B_crit depends on the data order and initialisation of the runs
     that set the curve (`realnets.sweeps.repeats`).
@@ -218,7 +226,11 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
     McCandlish fit is redone. Batch sizes where no trial reached the goal stay unreached.
 
     Returns b_crit_resampled's keys with "method" "repeats" and "runs" (per point, the runs drawn
-    from: 0 where not reached); "available" False when a reached point has no reruns.
+    from: 0 where not reached), and "rerun_median_steps" (per point, the median steps to result
+    of the reruns alone, a rerun not at the goal counted as the slowest; None where half or more
+    did not reach it, or none was made) with "rerun_median_b_crit", the fit of that curve: the
+    configurations' typical steps under another seed, without the luck of the seed that made
+    them win. "available" False when a reached point has no reruns.
     """
     if any(p.reached and not p.repeats for p in curve.points):
         missing = [p.batch_size for p in curve.points if p.reached and not p.repeats]
@@ -239,8 +251,11 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
         b_crit = fit_mccandlish(sizes, drawn).b_crit
         if b_crit is not None:
             fits.append(b_crit)
+    medians = [_median_steps([r["steps_to_goal"] for r in p.repeats]) for p in curve.points]
+    fit = fit_mccandlish(sizes, np.asarray([np.nan if m is None else m for m in medians]))
     out = {"available": True, "method": "repeats", "resamples": int(resamples),
            "fitted": len(fits), "runs": [int(r.size) for r in runs],
+           "rerun_median_steps": medians, "rerun_median_b_crit": fit.b_crit,
            "median": None, "p16": None, "p84": None,
            "note": "B_crit refitted with one run drawn per batch size among the winning "
                    "configuration's run and its reruns with other seeds: the spread from the "

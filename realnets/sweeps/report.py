@@ -54,9 +54,14 @@ def _resampled_line(r: dict | None) -> str:
     if r.get("method") == "repeats":
         runs = sorted({n for n in r["runs"] if n})
         count = "-".join(str(n) for n in (runs[0], runs[-1])) if len(runs) > 1 else runs[0]
-        return (f"B_crit over reruns of the best trials with other seeds ({count} runs per "
+        line = (f"B_crit over reruns of the best trials with other seeds ({count} runs per "
                 f"batch size): median {_fmt(r['median'])}, 16-84% {_fmt(r['p16'])} .. "
                 f"{_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} draws fitted)")
+        if "rerun_median_steps" not in r:
+            return line
+        return (line + "\nthe reruns' median steps per batch size: "
+                + " ".join(_fmt(m) for m in r["rerun_median_steps"])
+                + f"  (B_crit of that curve {_fmt(r['rerun_median_b_crit'])})")
     return (f"B_crit over resampled trials: median {_fmt(r['median'])}, 16-84% "
             f"{_fmt(r['p16'])} .. {_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
             f"resamples fitted)")

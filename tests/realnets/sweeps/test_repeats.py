@@ -85,6 +85,10 @@ def test_interval_over_repeats_matches_enumerating_every_choice():
     enumerated = [fit_mccandlish(np.asarray(sizes, float), np.asarray(pick, float)).b_crit
                   for pick in itertools.product(*(runs[b] for b in sizes))]
     assert out["method"] == "repeats" and out["runs"] == [3, 3, 3]
+    # the reruns alone (not the winner): their median curve and its fit
+    assert out["rerun_median_steps"] == [425.0, 185.0, 68.0]
+    assert out["rerun_median_b_crit"] == pytest.approx(
+        fit_mccandlish(np.asarray(sizes, float), np.asarray([425.0, 185.0, 68.0])).b_crit)
     for key, q in (("p16", 16), ("median", 50), ("p84", 84)):
         lo, hi = np.percentile(enumerated, [q - 5, q + 5])
         assert lo <= out[key] <= hi, (key, lo, out[key], hi)
@@ -183,3 +187,11 @@ def test_a_full_trials_sweep_with_reruns_shows_both_intervals():
     text = format_table(doc)
     assert "B_crit over resampled trials: median" in text
     assert "B_crit over reruns of the best trials with other seeds (2 runs per batch size)" in text
+
+
+def test_median_of_reruns_counts_the_unreached_as_slowest():
+    from realnets.sweeps.curve import _median_steps
+
+    assert _median_steps([10, None, 30]) == 30.0
+    assert _median_steps([10, None]) is None and _median_steps([]) is None
+    assert _median_steps([5, 7, 9, 11]) == 8.0
