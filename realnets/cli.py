@@ -753,7 +753,8 @@ def swap_command(args) -> str:
 def summary_text(path: str, rebuild: bool = False) -> str:
     """`python -m realnets summary`: the summary file as the docs' Markdown table (rebuilt first
     from the validation documents beside it with `rebuild`)."""
-    from realnets.validation.summary import read_summary, rebuild_summary, summary_table
+    from realnets.validation.summary import (read_summary, rebuild_summary, reruns_table,
+                                             summary_table)
 
     file = Path(path)
     if rebuild:
@@ -766,7 +767,9 @@ def summary_text(path: str, rebuild: bool = False) -> str:
     entries = read_summary(file)
     if not entries:
         raise ValueError(f"summary file {path!r} holds no workloads")
-    return summary_table(entries)
+    reruns = reruns_table(entries)
+    return summary_table(entries) + (f"\n\nThe winners rerun under other seeds:\n\n{reruns}"
+                                     if reruns else "")
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,7 @@ validation report of a sweep, `ui.reports`.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -90,6 +91,14 @@ def list_sweeps(*roots: Path) -> dict[str, Path]:
     return found
 
 
+@functools.lru_cache(maxsize=256)
+def _records_in(path: str, size: int, mtime_ns: int) -> int:
+    """Non-empty lines of a JSON-lines file, read once per (size, mtime): the app asks on every
+    rerun, and a trials.jsonl can hold 100 MB."""
+    with open(path, "rb") as f:
+        return sum(1 for line in f if line.strip())
+
+
 def sweep_label(name: str, path: Path) -> str:
     """`name`, with '(unfinished: N of M trials)' when trials.jsonl holds fewer trials than its
     config.json asks for (a sweep still running, or stopped to be resumed); `name` alone when
@@ -98,8 +107,8 @@ def sweep_label(name: str, path: Path) -> str:
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
         wanted = len(config["batch_sizes"]) * int(config["trials"])
-        with (path / "trials.jsonl").open("rb") as f:
-            have = sum(1 for line in f if line.strip())
+        st = os.stat(path / "trials.jsonl")
+        have = _records_in(str(path / "trials.jsonl"), st.st_size, st.st_mtime_ns)
     except (OSError, ValueError, KeyError, TypeError):
         return name
     return name if have >= wanted else f"{name} (unfinished: {have} of {wanted} trials)"

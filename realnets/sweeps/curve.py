@@ -100,10 +100,10 @@ def build_curve(records: Sequence[TrialRecord], config: SweepConfig,
     for r in records:
         by_batch.setdefault(r.batch_size, []).append(r)
     points = []
+    ordered = sorted(repeats, key=lambda r: (r.seed, trial_order(r.trial_id)))
     for batch_size, trials in sorted(by_batch.items()):
         trials = sorted(trials, key=lambda r: trial_order(r.trial_id))
         best = best_trial(trials)
-        ordered = sorted(repeats, key=lambda r: (r.seed, trial_order(r.trial_id)))
         own = () if best is None else tuple(repeat_summary(r) for r in ordered
                                             if same_configuration(r, best))
         points.append(CurvePoint(
@@ -140,17 +140,23 @@ def _best_b_simple(point: CurvePoint):
 
 
 def curve_document(curve: ScalingCurve) -> CurveDocument:
-    """curve.json: the curve with its analysis, its B_crit over resampled trials and its noise
-    scale (docs/design.md, 'Formats')."""
+    """curve.json: the curve with its analysis, its B_crit interval (`b_crit_resampled`), the
+    interval over reruns of its winners when it has any (`b_crit_over_repeats`), robustness
+    checks and noise scale (docs/design.md, 'Formats')."""
     analysis = analyse_curve(curve)
     summary = analysis.to_dict()
+    interval = b_crit_resampled(curve)
+    if interval.get("method") == "repeats":
+        over_repeats = interval          # the same draws: made once
+    elif any(p.repeats for p in curve.points):
+        over_repeats = b_crit_over_repeats(curve)
+    else:
+        over_repeats = None
     return CurveDocument(
         source=curve.source, config=curve.config, points=curve.points,
         fit=summary["fit"], regimes=summary["regimes"],
         efficiency=tuple(analysis.efficiency), regime=tuple(analysis.regimes),
-        b_crit_resampled=b_crit_resampled(curve),
-        b_crit_repeats=(b_crit_over_repeats(curve) if any(p.repeats for p in curve.points)
-                        else None),
+        b_crit_resampled=interval, b_crit_repeats=over_repeats,
         robustness=robustness(curve),
         noise_scale={"b_simple": pooled_b_simple(curve.points), "b_noise": None,
                      "per_point_b_simple": [_best_b_simple(p) for p in curve.points],
@@ -167,12 +173,15 @@ def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int 
     McCandlish fit is redone. Only sweeps whose trials all ran to their own end can be resampled
     (`--full-trials`, or published batch_science data): by default a batch size's other trials
     stop once one reached the goal, so their steps are censored, and a resample without the
-    winner would count as unreached.
+    winner would count as unreached. Such a sweep whose winners were rerun under other seeds
+    gets the interval over those reruns instead (`b_crit_over_repeats`, another spread: the
+    data order's and initialisation's, not the search's), "method" saying which.
 
     Returns:
-      {"median", "p16", "p84": B_crit quantiles (None where fewer than half of the resamples
-      could be fitted), "resamples", "fitted": resamples with a fit, "note"}; "available" False
-      and a "note" saying why when the trials cannot be resampled.
+      {"available": True, "method": "trials", "median", "p16", "p84": B_crit quantiles (None
+      where fewer than half of the resamples could be fitted), "resamples", "fitted":
+      resamples with a fit, "note"}; `b_crit_over_repeats`'s dict for a censored sweep with
+      reruns; else "available" False and a "note" saying why.
     """
     # a batch_science curve's config has no full_trials: its trials all ran to their end
     uncensored = curve.source == "batch_science" or bool(curve.config.get("full_trials"))
@@ -232,6 +241,8 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
     configurations' typical steps under another seed, without the luck of the seed that made
     them win. "available" False when a reached point has no reruns.
     """
+    if not any(p.reached for p in curve.points):
+        return {"available": False, "method": "repeats", "note": "no batch size reached the goal"}
     if any(p.reached and not p.repeats for p in curve.points):
         missing = [p.batch_size for p in curve.points if p.reached and not p.repeats]
         return {"available": False, "method": "repeats",

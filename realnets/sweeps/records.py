@@ -30,6 +30,7 @@ from realnets.training.trainer import STATUSES
 from realnets.workloads.tasks import METRIC_RANGES, check_goal
 from realnets.workloads.search_space import TrialSearchSpace
 
+MAX_SEED = 2 ** 63 - 1    # the largest seed jax.random.key accepts
 REPEATS_FILE = "repeats.jsonl"   # reruns of the best trials (realnets.sweeps.repeats)
 PILOT_GOAL = math.nan   # --goal auto, before the pilot has chosen the goal
 # Fields that define the study: a rerun with other values would mix incomparable trials.
@@ -49,7 +50,7 @@ class SweepConfig:
       goal: metric value to reach (metric <= goal).
       optimizer: sgd, momentum, nesterov or adam.
       search: the search space (its decay_steps range, if any, within max_steps).
-      seed: data order, initialisation and the quasi-random sequence (>= 0).
+      seed: data order, initialisation and the quasi-random sequence, in [0, 2^63 - 1].
       eval_resolution: see RunConfig, in [0, 1].
       vmap_trials: trials compiled into one program at a time (0: all of a batch size).
       max_rows_per_device: see RunConfig (gradient accumulation above it).
@@ -103,7 +104,7 @@ class SweepConfig:
         if not (isinstance(self.goal, float) and math.isnan(self.goal)):    # PILOT_GOAL
             set_("goal", check_goal(validation.check_finite("goal", self.goal), metric))
         validation.check_choice("optimizer", self.optimizer, OPTIMIZERS)
-        set_("seed", validation.check_whole("seed", self.seed, 0))
+        set_("seed", validation.check_whole("seed", self.seed, 0, MAX_SEED))
         set_("eval_resolution",
              validation.check_in_range("eval-resolution", self.eval_resolution, 0.0, 1.0))
         set_("vmap_trials", validation.check_whole("vmap-trials", self.vmap_trials, 0))

@@ -19,6 +19,7 @@ Two files beside the sweep's own (docs/design.md, 'Formats'):
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from dataclasses import asdict, dataclass
@@ -28,8 +29,9 @@ from typing import Callable, Sequence
 from nqm import validation
 from realnets import store
 from realnets.sweeps.curve import best_trial, same_configuration
-from realnets.sweeps.records import (REPEATS_FILE, SweepConfig, TrialRecord, load_sweep, located,
-                                     read_repeats)
+from realnets.sweeps.records import (MAX_SEED, REPEATS_FILE, SweepConfig, TrialRecord,
+                                     load_sweep, located, read_repeats)
+from realnets.sweeps.runner import run_config
 from realnets.training.trainer import RunConfig, TrialSpec
 
 CONFIG_FILE = "repeats.json"
@@ -40,8 +42,8 @@ class RepeatConfig:
     """Which reruns of each batch size's best trial to make.
 
     Attributes:
-      seeds: data orders (each >= 0, none twice, none the sweep's own seed: that one, with the
-        winner's trial id, is the sweep's own run).
+      seeds: data orders (each in [0, 2^63 - 1], none twice, none the sweep's own seed: that
+        one, with the winner's trial id, is the sweep's own run).
       inits: initialisations per seed (trial ids 0 .. inits - 1 under it), in [1, 1000].
       step_cap: a rerun stops at step_cap x the sweep's steps to result at its batch size (and
         never past the sweep's budget); one not at the goal by then counts as not reached.
@@ -55,7 +57,7 @@ class RepeatConfig:
     def __post_init__(self):
         if not self.seeds:
             raise ValueError("seeds must list at least one seed >= 0")
-        seeds = tuple(validation.check_whole("seeds entry", s, 0) for s in self.seeds)
+        seeds = tuple(validation.check_whole("seeds entry", s, 0, MAX_SEED) for s in self.seeds)
         if len(set(seeds)) != len(seeds):
             raise ValueError(f"seeds must not repeat, got {list(seeds)}")
         set_ = functools.partial(object.__setattr__, self)   # normalised values on a frozen record
@@ -96,7 +98,8 @@ def plan_repeats(sweep: SweepConfig, records: Sequence[TrialRecord], config: Rep
         best = best_trial([r for r in records if r.batch_size == batch_size])
         if best is None:
             continue
-        cap = min(sweep.max_steps, math.ceil(config.step_cap * best.steps_to_goal))
+        # rounded first, as trainer.eval_steps does: 1.1 x 100 is 110, not 111
+        cap = min(sweep.max_steps, math.ceil(round(config.step_cap * best.steps_to_goal, 9)))
         for seed in config.seeds:
             have = {int(r.trial_id) for r in done if r.seed == seed and same_configuration(r, best)}
             todo = tuple(TrialSpec(trial_id=t, learning_rate=best.learning_rate,
@@ -106,12 +109,8 @@ def plan_repeats(sweep: SweepConfig, records: Sequence[TrialRecord], config: Rep
                                    decay_steps=best.decay_steps)
                          for t in range(config.inits) if t not in have)
             if todo:
-                run = RunConfig(batch_size=batch_size, max_steps=sweep.max_steps,
-                                goal=sweep.goal, optimizer=sweep.optimizer, seed=seed,
-                                eval_resolution=sweep.eval_resolution,
-                                max_rows_per_device=sweep.max_rows_per_device,
-                                stop_at_first_goal=False, stop_after=cap,
-                                noise_every=sweep.noise_every)
+                run = dataclasses.replace(run_config(sweep, batch_size), seed=seed,
+                                          stop_at_first_goal=False, stop_after=cap)
                 blocks.append(RepeatBlock(run, todo))
     return blocks
 
@@ -127,43 +126,63 @@ def _capped(record: dict, block: RepeatBlock, step_cap: float) -> dict:
     return record
 
 
+def check_finished(sweep: SweepConfig, records: Sequence[TrialRecord], where: Path) -> None:
+    """Reruns need a finished sweep: a resumed one could change the winners (wasting the reruns)
+    and a running one rewrites curve.json without them. ValueError naming the count."""
+    have = {(r.batch_size, r.trial_id) for r in records}
+    wanted = len(sweep.batch_sizes) * sweep.trials
+    if len(have) < wanted:
+        raise ValueError(f"sweep directory {where} is unfinished ({len(have)} of {wanted} "
+                         "trials): finish it (rerun its sweep command) before rerunning its "
+                         "winners")
+    if not any(r.steps_to_goal is not None for r in records):
+        raise ValueError(f"sweep directory {where} has no trial at the goal: nothing to repeat")
+
+
+def check_extends(old: RepeatConfig, new: RepeatConfig, where: Path) -> None:
+    """A later run may add seeds or inits to those in `where`, not drop any or change the cap:
+    repeats.json must describe every rerun the interval is drawn from."""
+    if new.step_cap != old.step_cap:
+        raise ValueError(f"step-cap must be {old.step_cap:g}, as in {where} (reruns with "
+                         f"another cap would not be comparable), got {new.step_cap:g}")
+    if not set(old.seeds) <= set(new.seeds):
+        raise ValueError(f"seeds must include those already run ({','.join(map(str, old.seeds))}"
+                         f", in {where}), got {','.join(map(str, new.seeds))}")
+    if new.inits < old.inits:
+        raise ValueError(f"inits must be at least {old.inits}, as in {where}, got {new.inits}")
+
+
 def run_repeats(sweep_dir: Path, config: RepeatConfig, task=None,
                 run_trials: Callable | None = None,
                 on_block: Callable[[RepeatBlock, list[dict]], None] | None = None
                 ) -> list[TrialRecord]:
-    """Runs (or resumes) the reruns of `sweep_dir`'s winners; returns every rerun recorded.
+    """Runs (or resumes) the reruns of a finished sweep's winners, in this one process; returns
+    every rerun recorded.
 
     Args:
-      sweep_dir: a sweep directory with finished trials.
-      config: the reruns; a directory that already holds reruns with another step_cap is refused
-        (seeds and inits may grow: reruns already recorded are kept and not repeated).
+      sweep_dir: a sweep directory whose trials are all finished.
+      config: the reruns; it must extend any already recorded (`check_extends`): reruns
+        already in repeats.jsonl are kept and not repeated.
       task: the workload's Task if already built.
       run_trials: the trainer (`realnets.training.trainer.run_trials`; a stand-in in tests).
       on_block: called with each block and its records once they are written.
-    Writes repeats.json, then appends each block's records to repeats.jsonl; the caller
-    rewrites curve.json (`realnets.sweeps.runner.write_curve`).
+    Every check is made before anything is written. Writes repeats.json, then appends each
+    block's records to repeats.jsonl; the caller rewrites curve.json
+    (`realnets.sweeps.runner.write_curve`).
     """
-    import jax
-
     from realnets import workloads
 
     sweep_dir = Path(sweep_dir)
     sweep, records = load_sweep(sweep_dir)
-    if not any(r.steps_to_goal is not None for r in records):
-        raise ValueError(f"sweep directory {sweep_dir} has no trial at the goal yet: nothing to "
-                         "repeat")
+    check_finished(sweep, records, sweep_dir)
     path = sweep_dir / CONFIG_FILE
     if path.exists():
         old = located(path, RepeatConfig.from_dict, store.read_json(path, "repeats config"))
-        if old.step_cap != config.step_cap:
-            raise ValueError(f"step-cap must be {old.step_cap:g}, as in {path} (reruns with "
-                             f"another cap would not be comparable), got {config.step_cap:g}")
+        check_extends(old, config, path)
     store.repair_jsonl(sweep_dir / REPEATS_FILE)
     done = read_repeats(sweep_dir)
-    blocks = plan_repeats(sweep, records, config, done)    # refuses a bad request before work
-    writer = jax.process_index() == 0
-    if writer:
-        store.write_json_atomic(path, config.to_dict())
+    blocks = plan_repeats(sweep, records, config, done)    # refuses the sweep's own seed
+    store.write_json_atomic(path, config.to_dict())
     if run_trials is None:
         from realnets.training.trainer import run_trials
     if blocks and task is None:
@@ -171,8 +190,7 @@ def run_repeats(sweep_dir: Path, config: RepeatConfig, task=None,
     for block in blocks:
         made = [_capped(r, block, config.step_cap)
                 for r in run_trials(task, block.run, list(block.trials))]
-        if writer:
-            store.append_jsonl(sweep_dir / REPEATS_FILE, made)
+        store.append_jsonl(sweep_dir / REPEATS_FILE, made)
         done.extend(TrialRecord.from_dict(r) for r in made)
         if on_block is not None:
             on_block(block, made)

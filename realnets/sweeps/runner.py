@@ -55,18 +55,20 @@ def trial_groups(config: SweepConfig, records: Sequence[TrialRecord]
     return groups
 
 
-def plan_blocks(config: SweepConfig, records: Sequence[TrialRecord]) -> list[Block]:
-    """The blocks still to run (`trial_groups`), each with its batch size's RunConfig. Each
-    block's RunConfig has no stop_after: that is the driver's to set."""
-    def run(batch_size: int) -> RunConfig:
-        return RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=config.goal,
-                         optimizer=config.optimizer, seed=config.seed,
-                         eval_resolution=config.eval_resolution,
-                         max_rows_per_device=config.max_rows_per_device,
-                         stop_at_first_goal=not config.full_trials,
-                         noise_every=config.noise_every)
+def run_config(config: SweepConfig, batch_size: int) -> RunConfig:
+    """How the sweep trains one batch size (no stop_after: that is the driver's to set)."""
+    return RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=config.goal,
+                     optimizer=config.optimizer, seed=config.seed,
+                     eval_resolution=config.eval_resolution,
+                     max_rows_per_device=config.max_rows_per_device,
+                     stop_at_first_goal=not config.full_trials,
+                     noise_every=config.noise_every)
 
-    return [Block(run(b), trials) for b, trials in trial_groups(config, records)]
+
+def plan_blocks(config: SweepConfig, records: Sequence[TrialRecord]) -> list[Block]:
+    """The blocks still to run (`trial_groups`), each with its batch size's RunConfig
+    (`run_config`)."""
+    return [Block(run_config(config, b), trials) for b, trials in trial_groups(config, records)]
 
 
 def serial_executor(task, progress: bool = False,

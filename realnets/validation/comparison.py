@@ -11,13 +11,16 @@ from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
 
 
 def measured_summary(curve: ScalingCurve) -> dict:
-    """The measured curve (points without their trials), its fit, its B_crit interval over
-    resampled trials and robustness checks, regimes and noise scale."""
+    """The measured curve (points without their trials), its fit, its B_crit interval (over
+    resampled trials, or over reruns where the trials stopped early), the interval over reruns
+    of the best trials with other seeds when there are any (`repeats`, else None), robustness
+    checks, regimes and noise scale."""
     doc = curve_document(curve)
     points = [{"batch_size": p.batch_size, "steps": p.steps, "learning_rate": p.learning_rate,
                "momentum": p.momentum} for p in doc.points]
     return {"points": points, "fit": doc.fit, "regimes": doc.regimes,
-            "interval": doc.b_crit_resampled, "robustness": doc.robustness,
+            "interval": doc.b_crit_resampled, "repeats": doc.b_crit_repeats,
+            "robustness": doc.robustness,
             "b_simple_pooled": doc.noise_scale["b_simple"],
             "per_point_b_simple": doc.noise_scale["per_point_b_simple"]}
 

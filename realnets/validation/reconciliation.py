@@ -11,6 +11,9 @@ Rows (`reconciliation`), every batch size per example:
                                  note gives the bound when the curve has no bend in its range
   leave one batch size out       lo, hi: the smallest and largest refitted B_crit; the note has the
                                  largest factor off the fit and the fit's RMS log residual
+  reruns under other seeds       where the sweep's winners were rerun (`realnets.sweeps.repeats`):
+                                 value the B_crit of the reruns' median curve, lo, hi the 16-84%
+                                 range over one run drawn per batch size
   local CBS at step s            one row per branch point (value k B_ref; `lower_bound` when the
                                  largest multiplier kept up), or one row saying why none
   B_simple, B_noise              at the headline checkpoint, with standard errors over examples
@@ -27,6 +30,7 @@ from realnets.validation.settings import TARGET_LABELS
 
 MEASURED = "measured B_crit (fit)"
 LEAVE_ONE_OUT = "measured B_crit, leave one batch size out"
+RERUNS = "measured B_crit, winners rerun under other seeds"
 LOCAL_CBS = "local CBS"
 B_SIMPLE = "B_simple = tr(Sigma) / ‖G‖²"
 B_NOISE = "B_noise = tr(H Sigma) / (G^T H G)"
@@ -71,6 +75,21 @@ def measured_interval(measured: dict) -> tuple[float | None, float | None, str]:
             "the best trial and its reruns with other seeds (data order and initialisation)")
     return interval["p16"], interval["p84"], (f"16-84% over {interval.get('resamples')} "
                                               "resamples of each batch size's trials")
+
+
+def _reruns_rows(measured: dict, b_crit: float | None) -> list[dict]:
+    """The reruns' row, when the sweep's winners were rerun (else none)."""
+    r = measured.get("repeats")
+    if not r:
+        return []
+    if not r.get("available") or r.get("p16") is None:
+        return [_row(RERUNS, b_crit, note=f"no interval: {r.get('note', 'too few fitted')}")]
+    runs = sorted({n for n in r["runs"] if n})
+    count = f"{runs[0]}-{runs[-1]}" if len(runs) > 1 else f"{runs[0]}"
+    return [_row(RERUNS, b_crit, value=r.get("rerun_median_b_crit"), lo=r["p16"], hi=r["p84"],
+                 note=f"value: B_crit of the reruns' median steps per batch size (the winners' "
+                      f"seed luck removed); 16-84% over {r['resamples']} draws of one run per "
+                      f"batch size among {count} (the winner and its reruns)")]
 
 
 def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:
@@ -127,6 +146,7 @@ def reconciliation(doc: dict) -> list[dict]:
                       + ("" if cbs20 is None else f"; cbs20 {cbs20}")
                       + (f"; {bound.describe()}" if bound else "")),
             _leave_one_out_row(measured, b_crit)]
+    rows += _reruns_rows(measured, b_crit)
     rows += _local_cbs_rows(doc, b_crit)
     checkpoint, rule, record, pred = headline(doc)
     at = f"at the {checkpoint} checkpoint" + (f" (step {record['step']})" if "step" in record

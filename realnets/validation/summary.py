@@ -2,7 +2,11 @@
 
 Each entry (`summary_entry`, from a validation document):
   {"workload", "optimizer", "rule", "checkpoint",
-   "measured": {"b_crit", "lo", "hi", "bound"}, # fit, and the 16-84% range over resampled trials
+   "measured": {"b_crit", "lo", "hi", "bound",  # fit, and the 16-84% range over resampled trials
+                "method"},                      # ("trials") or over reruns ("repeats"), or null
+   "reruns": {"b_crit", "lo", "hi"} or null,    # where the winners were rerun under other seeds:
+                                                # the reruns' median curve's B_crit and the 16-84%
+                                                # range over one run drawn per batch size
    "predicted": {"b_crit", "lo", "hi", "bound"},# the calibrated NQM under the headline rule, and
                                                 # the 16-84% range over bootstrap NQMs
                                                 # bound: {"side": "lower"|"upper", "value"} when
@@ -44,6 +48,8 @@ def summary_entry(doc: dict) -> dict:
     checkpoint = settings["checkpoints"][0]
     measured = doc["measured"]["fit"]["b_crit"]
     m_lo, m_hi = _interval(doc["measured"].get("interval"))
+    method = (doc["measured"].get("interval") or {}).get("method", "trials") if m_lo else None
+    reruns = doc["measured"].get("repeats")
     c = doc["checkpoints"].get(checkpoint) or {}
     pred = (c.get("predictions") or {}).get(rule) or {}
     tuned = pred.get("tuned")
@@ -57,7 +63,10 @@ def summary_entry(doc: dict) -> dict:
         "optimizer": doc.get("sweep_config", {}).get("optimizer"),
         "rule": rule, "checkpoint": checkpoint,
         "measured": {"b_crit": measured, "lo": m_lo, "hi": m_hi,
-                     "bound": _bound_dict(points_bound(doc["measured"].get("points")))},
+                     "bound": _bound_dict(points_bound(doc["measured"].get("points"))),
+                     "method": method},
+        "reruns": ({"b_crit": reruns.get("rerun_median_b_crit"), "lo": _interval(reruns)[0],
+                    "hi": _interval(reruns)[1]} if reruns else None),
         "predicted": {"b_crit": predicted, "lo": p_lo, "hi": p_hi,
                       "bound": _bound_dict(points_bound(tuned.get("points")) if tuned else None)},
         "b_noise": {"value": b_noise, "se": b_noise_se},
@@ -118,6 +127,8 @@ def _b_crit_cell(m: dict) -> str:
     cell = _num(m["b_crit"])
     if m.get("lo") is not None:
         cell += f" ({_num(m['lo'], 3)}-{_num(m['hi'], 3)})"
+        if m.get("method") == "repeats":
+            cell += "†"
     bound = m.get("bound")
     if bound:
         cell += f"; {'≥' if bound['side'] == 'lower' else '≤'} {_num(bound['value'])}*"
@@ -145,8 +156,34 @@ def summary_table(entries: list[dict]) -> str:
         lines.append(f"| {e['workload']} | {e['optimizer']} | {_b_crit_cell(e['measured'])} | "
                      f"{_b_crit_cell(e['predicted'])} | **{_num(e['ratio'], 3)}** | "
                      f"{baseline(e['b_simple'])} | {baseline(e['b_noise'])} | {cbs} |")
+    if any(e["measured"].get("method") == "repeats" for e in entries):
+        lines += ["", "† Over reruns of each batch size's best trial under other seeds (the sweep "
+                      "stopped its trials at the first goal, so they cannot be resampled)."]
     if any((e["measured"].get("bound") or e["predicted"].get("bound")) for e in entries):
         lines += ["", "\\* The curve has no bend between its batch sizes (it still scales "
                       "perfectly at the largest, or is flat from the smallest), so they only bound "
                       "B_crit (`nqm.scaling.b_crit_bound`); the fitted value is an extrapolation."]
+    return "\n".join(lines)
+
+
+def reruns_table(entries: list[dict]) -> str:
+    """The workloads whose sweep winners were rerun under other seeds, as a Markdown table (""
+    when none): the sweep's B_crit, the reruns' 16-84% range, the B_crit of the reruns' median
+    curve, and the NQM's and B_simple's ratios to that B_crit (a diagnostic of how much of the
+    measured B_crit is the winners' seed luck; the headline ratio stays the sweep's)."""
+    rows = [e for e in entries if e.get("reruns")]
+    if not rows:
+        return ""
+    lines = ["| workload | optimizer | measured B_crit (sweep) | reruns 16-84% | B_crit of the "
+             "reruns' median curve | NQM / it | B_simple / it |", "|---|---|---|---|---|---|---|"]
+    for e in rows:
+        r = e["reruns"]
+
+        def over(x, r=r):
+            return None if x is None or not r["b_crit"] else x / r["b_crit"]
+
+        lines.append(f"| {e['workload']} | {e['optimizer']} | {_num(e['measured']['b_crit'])} | "
+                     f"{_num(r['lo'], 3)}-{_num(r['hi'], 3)} | {_num(r['b_crit'])} | "
+                     f"{_num(over(e['predicted']['b_crit']), 3)} | "
+                     f"{_num(over(e['b_simple']['value']), 3)} |")
     return "\n".join(lines)

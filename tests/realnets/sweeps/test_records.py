@@ -8,7 +8,7 @@ import pytest
 
 from realnets.sweeps.curve import build_curve, curve_document
 from realnets.sweeps.records import (CurveDocument, EvalCurve, NoiseSeries, SweepConfig,
-                                     TrialRecord, load_sweep)
+                                     TrialRecord, load_sweep, read_repeats)
 from realnets.validation.files import ValidationDocument, read_validation
 from realnets.validation.settings import ValidationConfig
 from realnets.workloads.search_space import TrialSearchSpace
@@ -55,9 +55,15 @@ def test_committed_curve_reads_back_and_is_rebuilt_from_the_trials(sweep):
     assert doc.b_crit_resampled == raw.get("b_crit_resampled")
     assert doc.robustness == raw.get("robustness")
     config, records = load_sweep(sweep)
-    rebuilt = curve_document(build_curve(records, config))
+    rebuilt = curve_document(build_curve(records, config, read_repeats(sweep)))
     assert [p.steps for p in rebuilt.points] == [p["steps"] for p in raw["points"]]
     assert [p.trials for p in rebuilt.points] == [tuple(p["trials"]) for p in raw["points"]]
+    # the winners' reruns (repeats.jsonl) and the intervals drawn from them
+    assert [p.repeats for p in rebuilt.points] == [tuple(p.get("repeats", ()))
+                                                   for p in raw["points"]]
+    assert json.loads(json.dumps(rebuilt.b_crit_repeats)) == raw.get("b_crit_repeats")
+    if raw.get("b_crit_resampled") is not None:
+        assert json.loads(json.dumps(rebuilt.b_crit_resampled)) == raw["b_crit_resampled"]
     assert rebuilt.regime == doc.regime
     assert rebuilt.fit["b_crit"] == pytest.approx(raw["fit"]["b_crit"], rel=1e-6)
 
@@ -109,7 +115,7 @@ def test_config_missing_optional_fields_gets_the_defaults_from_the_dataclass():
     ({"max_steps": 2.5}, "max-steps must be a whole number in [1, 1000000000], got 2.5"),
     ({"optimizer": "lbfgs"}, "optimizer must be one of sgd, momentum, nesterov, adam, got 'lbfgs'"),
     ({"search": {"learning_rate": [1.0, 0.1]}}, "lr-range must be LO,HI with 0 < LO <= HI"),
-    ({"seed": -1}, "seed must be a whole number >= 0, got -1"),
+    ({"seed": -1}, "seed must be a whole number in [0, 9223372036854775807], got -1"),
     ({"noise_every": -1}, "noise-every must be a whole number in [0, 1000000], got -1"),
     ({"eval_resolution": 2.0}, "eval-resolution must be in [0, 1], got 2"),
     ({"batch_sizes": [8, 8]}, "batch-sizes must not repeat"),

@@ -12,7 +12,8 @@ from nqm.scaling import fit_mccandlish
 from realnets.cli import main
 from realnets.sweeps.curve import b_crit_over_repeats, b_crit_resampled, build_curve
 from realnets.sweeps.records import SweepConfig, TrialRecord, load_sweep, read_repeats
-from realnets.sweeps.repeats import CONFIG_FILE, RepeatConfig, plan_repeats, run_repeats
+from realnets.sweeps.repeats import (CONFIG_FILE, RepeatConfig, check_extends, check_finished,
+                                     plan_repeats, run_repeats)
 from realnets.sweeps.runner import run_sweep
 from realnets.workloads.search_space import TrialSearchSpace
 
@@ -67,6 +68,27 @@ def test_bad_requests_are_refused_in_one_line_naming_the_parameter():
         RepeatConfig(seeds=(1,), step_cap=0.5)
     with pytest.raises(ValueError, match="sweep's own seed 0"):
         plan_repeats(_config(), [_record(64, 0, 10)], RepeatConfig(seeds=(0, 1)), done=[])
+    with pytest.raises(ValueError, match="seeds entry"):
+        RepeatConfig(seeds=(2 ** 64,))
+    old = RepeatConfig(seeds=(1, 2), inits=2)
+    check_extends(old, RepeatConfig(seeds=(1, 2, 3), inits=3), "r.json")     # adds: fine
+    with pytest.raises(ValueError, match=r"seeds must include those already run \(1,2"):
+        check_extends(old, RepeatConfig(seeds=(1,), inits=2), "r.json")
+    with pytest.raises(ValueError, match="inits must be at least 2"):
+        check_extends(old, RepeatConfig(seeds=(1, 2), inits=1), "r.json")
+    with pytest.raises(ValueError, match="step-cap must be 3"):
+        check_extends(old, RepeatConfig(seeds=(1, 2), inits=2, step_cap=2), "r.json")
+    with pytest.raises(ValueError, match=r"unfinished \(1 of 6 trials\)"):
+        check_finished(_config(), [_record(64, 0, 10)], "s")
+    with pytest.raises(ValueError, match="no trial at the goal"):
+        check_finished(_config(trials=1), [_record(64, 0, None), _record(256, 0, None)], "s")
+
+
+def test_a_point_keeps_only_the_reruns_of_its_current_winner():
+    records = [_record(64, 0, 120, lr=0.3), _record(64, 1, 90, lr=0.7)]
+    reruns = [_record(64, 0, 100, lr=0.7, seed=3), _record(64, 0, 95, lr=0.3, seed=3)]
+    point = build_curve(records, _config(batch_sizes=(64,)), reruns).points[0]
+    assert [r["steps_to_goal"] for r in point.repeats] == [100]
 
 
 def test_interval_over_repeats_matches_enumerating_every_choice():
@@ -109,7 +131,7 @@ def test_a_reached_point_without_reruns_leaves_no_interval():
     points = (CurvePoint(batch_size=16, steps=100, repeats=({"steps_to_goal": 90},)),
               CurvePoint(batch_size=64, steps=40))
     out = b_crit_resampled(ScalingCurve(points=points, source="measured", config={}))
-    assert out["available"] is False
+    assert out["available"] is False and "at batch sizes [64]" in out["note"]
 
 
 def test_rerun_on_the_real_trainer_resumes_and_feeds_the_curve(sweep_dir):
@@ -122,7 +144,8 @@ def test_rerun_on_the_real_trainer_resumes_and_feeds_the_curve(sweep_dir):
     # a second seed later: the first seed's runs are kept, not rerun
     made.clear()
     second = RepeatConfig(seeds=(1, 2), inits=2)
-    reruns = run_repeats(sweep_dir, second, on_block=lambda block, recs: made.append(block.run.seed))
+    reruns = run_repeats(sweep_dir, second,
+                         on_block=lambda block, recs: made.append(block.run.seed))
     assert made == [2] * len(made) and len(reruns) == 2 * 2 * len(made)
     assert sorted({r.seed for r in read_repeats(sweep_dir)}) == [1, 2]
     assert json.loads((sweep_dir / CONFIG_FILE).read_text())["seeds"] == [1, 2]
@@ -140,7 +163,7 @@ def test_rerun_on_the_real_trainer_resumes_and_feeds_the_curve(sweep_dir):
 
 
 def test_a_rerun_stopped_by_the_cap_says_so(tmp_path):
-    config = _config(batch_sizes=(64,), max_steps=400)
+    config = _config(batch_sizes=(64,), max_steps=400, trials=1)
     out = tmp_path / "s"
     out.mkdir()
     (out / "config.json").write_text(json.dumps(config.to_dict()))
@@ -161,7 +184,8 @@ def test_cli_repeat_refuses_bad_seeds_in_one_line(sweep_dir, capsys):
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "seeds must be whole numbers" in err
     assert main(["repeat", str(sweep_dir / "nowhere"), "--seeds", "1"]) == 2
-    assert "does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err.strip()
+    assert "does not exist" in err and err.count("\n") == 0
 
 
 def test_a_full_trials_sweep_with_reruns_shows_both_intervals():
@@ -187,6 +211,9 @@ def test_a_full_trials_sweep_with_reruns_shows_both_intervals():
     text = format_table(doc)
     assert "B_crit over resampled trials: median" in text
     assert "B_crit over reruns of the best trials with other seeds (2 runs per batch size)" in text
+    medians = [float(int(1.2 * min(v))) for v in runs.values()]
+    assert "the reruns' median steps per batch size: " + " ".join(f"{m:.4g}" for m in medians) \
+        in text
 
 
 def test_median_of_reruns_counts_the_unreached_as_slowest():

@@ -9,8 +9,8 @@ from realnets.validation.files import read_validation
 from realnets.cli import main as realnets_main
 from realnets.validation.files import write_validation
 from realnets.validation.summary import (SUMMARY_FILE, read_summary, rebuild_summary,
-                                         entry_key, summary_entry, summary_table,
-                                         update_summary)
+                                         entry_key, reruns_table, summary_entry,
+                                         summary_table, update_summary)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
 
@@ -36,7 +36,9 @@ def _doc(workload="w", measured=100.0, predicted=150.0, optimizer="sgd"):
 def test_entry_takes_the_headline_rule_and_checkpoint():
     e = summary_entry(_doc())
     assert e["rule"] == "step_matched" and e["checkpoint"] == "goal"
-    assert e["measured"] == {"b_crit": 100.0, "lo": 80.0, "hi": 130.0, "bound": None}
+    assert e["measured"] == {"b_crit": 100.0, "lo": 80.0, "hi": 130.0, "bound": None,
+                             "method": "trials"}
+    assert e["reruns"] is None
     assert e["predicted"] == {"b_crit": 150.0, "lo": 120.0, "hi": 170.0, "bound": None}
     assert e["ratio"] == pytest.approx(1.5)
     assert e["b_noise"] == {"value": 50.0, "se": 5.0}
@@ -49,7 +51,22 @@ def test_entry_of_a_censored_sweep_has_no_measured_interval():
     doc = _doc()
     doc["measured"]["interval"] = {"available": False, "note": "needs --full-trials"}
     assert summary_entry(doc)["measured"] == {"b_crit": 100.0, "lo": None, "hi": None,
-                                              "bound": None}
+                                              "bound": None, "method": None}
+
+
+def test_entry_with_reruns_names_the_method_and_tabulates_the_reruns():
+    doc = _doc()
+    reruns = {"available": True, "method": "repeats", "p16": 60.0, "p84": 140.0,
+              "runs": [9, 9], "resamples": 200, "rerun_median_b_crit": 75.0}
+    doc["measured"]["interval"] = reruns     # a censored sweep: its interval is the reruns'
+    doc["measured"]["repeats"] = reruns
+    e = summary_entry(doc)
+    assert e["measured"]["method"] == "repeats" and e["measured"]["lo"] == 60.0
+    assert e["reruns"] == {"b_crit": 75.0, "lo": 60.0, "hi": 140.0}
+    assert "100 (60-140)†" in summary_table([e]) and "† Over reruns" in summary_table([e])
+    row = reruns_table([e, summary_entry(_doc("plain"))]).splitlines()
+    # one row, for the rerun workload: NQM 150 / 75 = 2, B_simple 40 / 75
+    assert len(row) == 3 and row[2].startswith("| w | sgd | 100 | 60-140 | 75 | 2 | 0.533 |")
 
 
 def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
