@@ -199,18 +199,26 @@ def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int 
     for p in curve.points:
         s = [t["steps_to_goal"] for t in p.trials]
         steps.append(np.asarray([np.inf if v is None else float(v) for v in s]))
+    quantiles = _refitted(sizes, resamples, lambda: [
+        np.min(s[rng.integers(0, s.size, s.size)]) if s.size else np.inf for s in steps])
+    return {"available": True, "method": "trials", **quantiles,
+            "note": "B_crit refitted with each batch size's trials drawn again with replacement: "
+                    "the spread from which trials the search drew (not from the data order or "
+                    "initialisation, and not the bias of too few trials)"}
+
+
+def _refitted(sizes: np.ndarray, resamples: int, draw: Callable[[], list]) -> dict:
+    """B_crit refitted `resamples` times, each on steps to result drawn by `draw()` (one value
+    per batch size of `sizes`; inf or NaN: not reached). Returns {"resamples", "fitted", "median",
+    "p16", "p84"}, the quantiles None where fewer than half of the draws could be fitted."""
     fits = []
     for _ in range(int(resamples)):
-        drawn = [np.min(s[rng.integers(0, s.size, s.size)]) if s.size else np.inf for s in steps]
-        drawn = np.where(np.isfinite(drawn), drawn, np.nan)
-        b_crit = fit_mccandlish(sizes, drawn).b_crit
+        drawn = np.asarray(draw(), float)
+        b_crit = fit_mccandlish(sizes, np.where(np.isfinite(drawn), drawn, np.nan)).b_crit
         if b_crit is not None:
             fits.append(b_crit)
-    out = {"available": True, "method": "trials", "resamples": int(resamples),
-           "fitted": len(fits), "median": None, "p16": None, "p84": None,
-           "note": "B_crit refitted with each batch size's trials drawn again with replacement: "
-                   "the spread from which trials the search drew (not from the data order or "
-                   "initialisation, and not the bias of too few trials)"}
+    out = {"resamples": int(resamples), "fitted": len(fits), "median": None, "p16": None,
+           "p84": None}
     if len(fits) >= resamples / 2:
         out.update(median=float(np.median(fits)), p16=float(np.percentile(fits, 16)),
                    p84=float(np.percentile(fits, 84)))
@@ -255,23 +263,13 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
         own = [] if not p.reached else [float(p.steps)] + [
             np.inf if r["steps_to_goal"] is None else float(r["steps_to_goal"]) for r in p.repeats]
         runs.append(np.asarray(own))
-    fits = []
-    for _ in range(int(resamples)):
-        drawn = np.asarray([r[rng.integers(0, r.size)] if r.size else np.nan for r in runs])
-        drawn = np.where(np.isfinite(drawn), drawn, np.nan)
-        b_crit = fit_mccandlish(sizes, drawn).b_crit
-        if b_crit is not None:
-            fits.append(b_crit)
+    quantiles = _refitted(sizes, resamples, lambda: [
+        r[rng.integers(0, r.size)] if r.size else np.nan for r in runs])
     medians = [_median_steps([r["steps_to_goal"] for r in p.repeats]) for p in curve.points]
     fit = fit_mccandlish(sizes, np.asarray([np.nan if m is None else m for m in medians]))
-    out = {"available": True, "method": "repeats", "resamples": int(resamples),
-           "fitted": len(fits), "runs": [int(r.size) for r in runs],
-           "rerun_median_steps": medians, "rerun_median_b_crit": fit.b_crit,
-           "median": None, "p16": None, "p84": None,
-           "note": "B_crit refitted with one run drawn per batch size among the winning "
-                   "configuration's run and its reruns with other seeds: the spread from the "
-                   "data order and initialisation (not from which trials the search drew)"}
-    if len(fits) >= resamples / 2:
-        out.update(median=float(np.median(fits)), p16=float(np.percentile(fits, 16)),
-                   p84=float(np.percentile(fits, 84)))
-    return out
+    return {"available": True, "method": "repeats", **quantiles,
+            "runs": [int(r.size) for r in runs],
+            "rerun_median_steps": medians, "rerun_median_b_crit": fit.b_crit,
+            "note": "B_crit refitted with one run drawn per batch size among the winning "
+                    "configuration's run and its reruns with other seeds: the spread from the "
+                    "data order and initialisation (not from which trials the search drew)"}
