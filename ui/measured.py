@@ -162,6 +162,10 @@ def measured(curve: ScalingCurve, records: Sequence[TrialRecord] = (),
                                         points["steps"].to_numpy())
     fit, regimes = doc.fit, doc.regimes
     points["fit"] = Fit(fit["s_min"], fit["b_crit"], fit["r2"], 0).predict(points["batch_size"])
+    medians = (doc.b_crit_repeats or {}).get("rerun_median_steps")
+    points["reruns_median"] = pd.to_numeric(
+        pd.Series(medians if medians else [None] * len(points), index=points.index),
+        errors="coerce").astype(float)
     summary = pd.DataFrame([{"curve": label, "s_min": fit["s_min"], "b_crit": fit["b_crit"],
                              "r2": fit["r2"], "cbs20": regimes["cbs20"],
                              "maximal_from": regimes["maximal_from"], **resampled_columns(doc)}])
@@ -170,13 +174,21 @@ def measured(curve: ScalingCurve, records: Sequence[TrialRecord] = (),
 
 
 def resampled_columns(document: CurveDocument) -> dict:
-    """The summary columns of the B_crit over resampled trials (`curve.b_crit_resampled`):
-    b_crit_resampled_p16 / _p84 where the trials could be resampled (--full-trials sweeps,
-    batch_science) or the best trials were rerun with other seeds, else none."""
+    """The summary columns of the measured B_crit's interval (`curve.b_crit_resampled`):
+    b_crit_resampled_p16 / _p84 and b_crit_interval (how it was made) where the trials could be
+    resampled (--full-trials sweeps, batch_science) or the best trials were rerun with other
+    seeds, else none; b_crit_reruns_median_curve where the winners were rerun (the B_crit of
+    the reruns' median steps, `curve.b_crit_over_repeats`)."""
     r = document.b_crit_resampled
-    if r is None or not r["available"] or r["median"] is None:
-        return {}
-    return {"b_crit_resampled_p16": r["p16"], "b_crit_resampled_p84": r["p84"]}
+    out = {}
+    if r is not None and r["available"] and r["median"] is not None:
+        out = {"b_crit_resampled_p16": r["p16"], "b_crit_resampled_p84": r["p84"],
+               "b_crit_interval": ("reruns under other seeds" if r.get("method") == "repeats"
+                                   else "resampled trials")}
+    repeats = document.b_crit_repeats
+    if repeats and repeats.get("available"):
+        out["b_crit_reruns_median_curve"] = repeats.get("rerun_median_b_crit")
+    return out
 
 
 def perfect_scaling(batch_sizes: np.ndarray, steps: np.ndarray) -> np.ndarray:

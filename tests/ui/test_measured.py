@@ -216,3 +216,16 @@ def test_measured_summary_has_the_resampled_b_crit_only_where_trials_ran_to_thei
                                     measured_columns=measured.resampled_columns(full.document))
     assert comparison.summary.iloc[0]["b_crit_resampled_p84"] == row["b_crit_resampled_p84"]
     assert "b_crit_resampled_p84" not in prediction.compare(censored.curve, full.curve).summary
+    assert row["b_crit_interval"] == "resampled trials" and np.isnan(full.points["reruns_median"]).all()
+
+
+def test_a_sweep_with_reruns_shows_their_interval_and_median_steps():
+    text = measured.load_sweep_dir(PLACES.sweeps / "text_transformer")
+    row = text.summary.iloc[0]
+    doc = json.loads((PLACES.sweeps / "text_transformer" / "curve.json").read_text())
+    assert row["b_crit_interval"] == "reruns under other seeds"
+    assert (row["b_crit_resampled_p16"], row["b_crit_resampled_p84"]) == pytest.approx(
+        (doc["b_crit_resampled"]["p16"], doc["b_crit_resampled"]["p84"]))
+    assert row["b_crit_reruns_median_curve"] == pytest.approx(
+        doc["b_crit_repeats"]["rerun_median_b_crit"])
+    assert list(text.points["reruns_median"]) == doc["b_crit_repeats"]["rerun_median_steps"]
