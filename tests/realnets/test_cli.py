@@ -216,3 +216,24 @@ def test_decay_steps_range_reaches_the_trials(capsys, tmp_path):
     specs = trial_specs(SweepConfig.from_dict(config).search, config["optimizer"], 2, 0)
     assert [r["decay_steps"] for r in records] == [s.decay_steps for s in specs]
     assert all(isinstance(r["decay_steps"], int) and 2 <= r["decay_steps"] <= 5 for r in records)
+
+
+def test_reuse_rebuilds_the_measured_part_from_the_sweep_and_its_reruns(tmp_path):
+    """validate --reuse's measured part comes from the sweep directory: the text model's with
+    its reruns has the reruns' interval; the same sweep without them has none."""
+    import shutil
+
+    from realnets.cli import _refreshed_measured
+    from realnets.validation.files import read_validation
+
+    old = read_validation(ROOT / "reports" / "validation" / "text_transformer")
+    sweep = tmp_path / "text_transformer"
+    shutil.copytree(ROOT / "sweeps" / "text_transformer", sweep)
+    fresh = _refreshed_measured(old, sweep, print)
+    assert fresh.measured["interval"]["method"] == "repeats"
+    assert fresh.measured["repeats"]["rerun_median_b_crit"] == pytest.approx(
+        old.measured["repeats"]["rerun_median_b_crit"])
+    (sweep / "repeats.jsonl").unlink()
+    bare = _refreshed_measured(old, sweep, print)
+    assert bare.measured["interval"]["available"] is False and bare.measured["repeats"] is None
+    assert bare.measured["points"] == old.measured["points"]
