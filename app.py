@@ -89,11 +89,11 @@ def cached_noise(config: NQMConfig, batch_size: int, lr: float, momentum: float,
 
 
 @st.cache_data(show_spinner="Reading the sweep...")
-def cached_sweep(signature: tuple):
+def cached_sweep(signature: tuple, name: str | None = None):
     """A sweep directory, keyed on its files' sizes and times: a sweep still being written is
-    read again as soon as it gains a trial."""
+    read again as soon as it gains a trial. `name` labels its curve (default: the directory's)."""
     from ui import measured
-    return measured.load_sweep_dir(signature[0])
+    return measured.load_sweep_dir(signature[0], name=name)
 
 
 @st.cache_data(show_spinner="Reading the batch_science data...")
@@ -300,10 +300,21 @@ def load_picked_sweep(path):
     if path is None:
         return None
     try:
-        return cached_sweep(measured.signature(path))
+        return cached_sweep(measured.signature(path), sweep_name(Path(path)))
     except ValueError as err:
         st.error(f"Cannot load this sweep: {err}")
         return None
+
+
+def sweep_name(path: Path) -> str:
+    """A sweep's name in labels: its path under sweeps/ or results/ (an arm of a study of several
+    sweeps keeps its study's name: digits_mlp_nqm_decay/b8_decay), else its directory's name."""
+    for root in (PLACES.sweeps, PLACES.results):
+        try:
+            return Path(path).resolve().relative_to(root.resolve()).as_posix()
+        except ValueError:
+            continue
+    return Path(path).name
 
 
 def describe(config: dict) -> str:

@@ -128,16 +128,18 @@ def signature(path) -> tuple:
     return tuple(out)
 
 
-def load_sweep_dir(path) -> Measured:
+def load_sweep_dir(path, name: str | None = None) -> Measured:
     """A sweep directory (config.json + trials.jsonl, as `python -m realnets sweep` writes it).
 
     The curve is rebuilt from trials.jsonl (not read from curve.json), so a sweep still running
     shows every trial finished so far. Raises ValueError for a missing directory, a missing or
-    corrupt config.json, a config without batch sizes, or a bad trials.jsonl record.
+    corrupt config.json, a config without batch sizes, or a bad trials.jsonl record. `name`
+    labels the curve ("measured: NAME"; default: the directory's name).
     """
     path = Path(path)
     config, records = load_sweep(path)
-    return measured(build_curve(records, config, read_repeats(path)), records, name=path.name)
+    return measured(build_curve(records, config, read_repeats(path)), records,
+                    name=name or path.name)
 
 
 def load_batch_science_dir(path, goal: float | None, metric: str | None = None) -> list[Measured]:

@@ -183,6 +183,17 @@ def measured_app():
     return section_app("Measured curves")
 
 
+def test_an_arm_of_a_study_is_listed_and_named_with_its_study():
+    at = section_app("Measured curves")
+    at.selectbox(key="measured_sweep").set_value("sweeps/digits_mlp_nqm_decay/b8_decay").run()
+    assert not at.exception and not errors(at)
+    points = at.session_state["measured_points"]
+    assert set(points["curve"]) == {"measured: digits_mlp_nqm_decay/b8_decay"}
+    # an unfinished sweep is marked in the list
+    assert any(o.startswith("sweeps/mnist_cnn_64 (unfinished: ")
+               for o in at.selectbox(key="measured_sweep").options)
+
+
 def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
     at = measured_app
     assert not at.exception and not errors(at)
