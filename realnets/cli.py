@@ -399,12 +399,12 @@ def validate_command(args, argv) -> str:
     import time
 
     from realnets import workloads
+    from realnets.sweeps.records import read_repeats
     from realnets.validation import files, pipeline, report as validation_report
     from realnets.validation.comparison import comparison
     from realnets.validation.predictions import reference_nqm
     from realnets.validation.quadratic_path import complete, path_reading
     from realnets.validation.reconciliation import reconciliation
-    from realnets.sweeps.records import read_repeats
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
     from realnets.validation.transfer import reading
@@ -428,12 +428,12 @@ def validate_command(args, argv) -> str:
         # the same measurements whether or not a transfer is asked for: reuse them
         if (old.workload == workload.key
                 and dataclasses.replace(old.settings, transfer=vcfg.transfer) == vcfg):
-            old = _refreshed_measured(old, sweep_dir, say)
+            old, sweep = _refreshed_measured(old, sweep_dir, say)
             if vcfg.transfer and (old.transfer is None or "quadratic_path" not in old.transfer
                                   or not complete(old.transfer["quadratic_path"])):
                 say(f"reusing {out / files.VALIDATION_FILE}; running the "
                     + ("transfer" if old.transfer is None else "quadratic path") + " it lacks")
-                doc = _add_transfer(old, workload, sweep_dir, argv, say)
+                doc = _add_transfer(old, workload, sweep_dir, sweep, argv, say)
             elif vcfg.transfer:
                 # the table and the transfer's reading are functions of the rest
                 path = old.transfer["quadratic_path"]
@@ -488,10 +488,11 @@ def validate_command(args, argv) -> str:
 
 
 def _refreshed_measured(old, sweep_dir: Path, say):
-    """A stored validation document with its measured part rebuilt from its sweep directory,
-    trials and reruns (`realnets.sweeps.repeats`: reruns made after the validation give the
-    measured B_crit an interval); unchanged, with a line saying so, if the directory is gone.
-    ValueError if the sweep is another study or has other points (resumed since)."""
+    """(document, (config, records)): a stored validation document with its measured part
+    rebuilt from its sweep directory, trials and reruns (`realnets.sweeps.repeats`: reruns made
+    after the validation give the measured B_crit an interval), and the sweep it read;
+    (unchanged, None), with a line saying so, if the directory is gone. ValueError if the sweep
+    is another study or has other points (resumed since)."""
     import dataclasses
 
     from realnets.sweeps.curve import build_curve
@@ -501,7 +502,7 @@ def _refreshed_measured(old, sweep_dir: Path, say):
 
     if not sweep_dir.is_dir():
         say(f"sweep directory {sweep_dir} not found: the stored measured curve is kept")
-        return old
+        return old, None
     config, records = load_sweep(sweep_dir)
     if not made_from(old.sweep_config, config.to_dict()):
         raise ValueError(f"sweep: {sweep_dir} is not the sweep this validation was made from "
@@ -510,32 +511,30 @@ def _refreshed_measured(old, sweep_dir: Path, say):
     if fresh["points"] != old.measured["points"]:
         raise ValueError(f"sweep: {sweep_dir}'s curve is not the one this validation was made "
                          "from (trials were added since); rerun validate without --reuse")
-    return dataclasses.replace(old, measured=fresh)
+    return dataclasses.replace(old, measured=fresh), (config, records)
 
 
-def _add_transfer(old, workload, sweep_dir: Path, argv, say):
+def _add_transfer(old, workload, sweep_dir: Path, sweep, argv, say):
     """A validation document made without the transfer, or with a transfer whose quadratic path
     is missing or incomplete (`quadratic_path.complete`), with what it lacks run on its stored
     measurements
     (`realnets.validation.transfer`, `realnets.validation.quadratic_path`: the reference trial
-    is retrained to its goal for the latter); its sweep must be the one it was made from."""
+    is retrained to its goal for the latter). `sweep`: (config, records) of the sweep it was
+    made from, as `_refreshed_measured` read and checked it (None: the directory is missing)."""
     import dataclasses
     import shlex
     import time
 
     from realnets.sweeps.records import load_sweep
     from realnets.validation.comparison import comparison
-    from realnets.validation.files import made_from
     from realnets.validation.quadratic_path import path_settings, run_quadratic_path
     from realnets.validation.rerun import (best_trial, calibration_sample, init_params_of,
                                            retrain)
     from realnets.validation.transfer import reading, run_transfer
 
     start = time.perf_counter()
-    config, records = load_sweep(sweep_dir)
-    if not made_from(old.sweep_config, config.to_dict()):
-        raise ValueError(f"sweep: {sweep_dir} is not the sweep this validation was made from "
-                         f"(its config differs); rerun validate without --reuse")
+    # a missing directory: load_sweep's one line says so
+    config, records = sweep if sweep is not None else load_sweep(sweep_dir)
     task = workload.build(text_file=config.text_file)
     settings = dataclasses.replace(old.settings, transfer=True)
     as_dict = {**old.to_dict(), "settings": settings.to_dict()}

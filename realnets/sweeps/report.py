@@ -46,15 +46,20 @@ def format_goal(v) -> str:
     return f"{v:.6g}" if isinstance(v, float) else _fmt(v)
 
 
+def runs_drawn(r: dict) -> str:
+    """The runs each batch size draws from in `b_crit_over_repeats`' dict `r`: '9', or '5-9'
+    when batch sizes differ (batch sizes not at the goal left out)."""
+    runs = sorted({n for n in r["runs"] if n})
+    return f"{runs[0]}-{runs[-1]}" if len(runs) > 1 else f"{runs[0]}"
+
+
 def _resampled_line(r: dict | None) -> str:
     if r is not None and not r["available"] and r.get("method") == "repeats":
         return f"B_crit over reruns of the best trials: not available ({r['note']})"
     if r is None or not r["available"]:
         return f"B_crit over resampled trials: not available ({r['note'] if r else 'no trials'})"
     if r.get("method") == "repeats":
-        runs = sorted({n for n in r["runs"] if n})
-        count = "-".join(str(n) for n in (runs[0], runs[-1])) if len(runs) > 1 else runs[0]
-        line = (f"B_crit over reruns of the best trials with other seeds ({count} runs per "
+        line = (f"B_crit over reruns of the best trials with other seeds ({runs_drawn(r)} runs per "
                 f"batch size): median {_fmt(r['median'])}, 16-84% {_fmt(r['p16'])} .. "
                 f"{_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} draws fitted)")
         if "rerun_median_steps" not in r:

@@ -25,6 +25,7 @@ Each row: estimate, step, value, se, lo, hi, ratio (value / measured B_crit), ra
 
 from __future__ import annotations
 
+from realnets.sweeps.report import runs_drawn
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
 from realnets.validation.settings import TARGET_LABELS
 
@@ -84,12 +85,10 @@ def _reruns_rows(measured: dict, b_crit: float | None) -> list[dict]:
         return []
     if not r.get("available") or r.get("p16") is None:
         return [_row(RERUNS, b_crit, note=f"no interval: {r.get('note', 'too few fitted')}")]
-    runs = sorted({n for n in r["runs"] if n})
-    count = f"{runs[0]}-{runs[-1]}" if len(runs) > 1 else f"{runs[0]}"
     return [_row(RERUNS, b_crit, value=r.get("rerun_median_b_crit"), lo=r["p16"], hi=r["p84"],
                  note=f"value: B_crit of the reruns' median steps per batch size (the winners' "
-                      f"seed luck removed); 16-84% over {r['resamples']} draws of one run per "
-                      f"batch size among {count} (the winner and its reruns)")]
+                      f"own seed set aside); 16-84% over {r['resamples']} draws of one run per "
+                      f"batch size among {runs_drawn(r)} (the winner and its reruns)")]
 
 
 def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:

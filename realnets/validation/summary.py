@@ -48,7 +48,8 @@ def summary_entry(doc: dict) -> dict:
     checkpoint = settings["checkpoints"][0]
     measured = doc["measured"]["fit"]["b_crit"]
     m_lo, m_hi = _interval(doc["measured"].get("interval"))
-    method = (doc["measured"].get("interval") or {}).get("method", "trials") if m_lo else None
+    method = ((doc["measured"].get("interval") or {}).get("method", "trials")
+              if m_lo is not None else None)
     reruns = doc["measured"].get("repeats")
     c = doc["checkpoints"].get(checkpoint) or {}
     pred = (c.get("predictions") or {}).get(rule) or {}

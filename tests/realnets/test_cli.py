@@ -229,11 +229,17 @@ def test_reuse_rebuilds_the_measured_part_from_the_sweep_and_its_reruns(tmp_path
     old = read_validation(ROOT / "reports" / "validation" / "text_transformer")
     sweep = tmp_path / "text_transformer"
     shutil.copytree(ROOT / "sweeps" / "text_transformer", sweep)
-    fresh = _refreshed_measured(old, sweep, print)
+    fresh, (config, records) = _refreshed_measured(old, sweep, print)
+    assert config.workload == "text_transformer" and records
     assert fresh.measured["interval"]["method"] == "repeats"
     assert fresh.measured["repeats"]["rerun_median_b_crit"] == pytest.approx(
         old.measured["repeats"]["rerun_median_b_crit"])
     (sweep / "repeats.jsonl").unlink()
-    bare = _refreshed_measured(old, sweep, print)
+    bare, _ = _refreshed_measured(old, sweep, print)
     assert bare.measured["interval"]["available"] is False and bare.measured["repeats"] is None
     assert bare.measured["points"] == old.measured["points"]
+    # another study in that directory (another goal) is refused in one line
+    config_file = sweep / "config.json"
+    config_file.write_text(config_file.read_text().replace('"goal": 1.8', '"goal": 1.7'))
+    with pytest.raises(ValueError, match="is not the sweep this validation was made from"):
+        _refreshed_measured(old, sweep, print)
