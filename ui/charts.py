@@ -44,9 +44,11 @@ def steps_chart(points: pd.DataFrame, lower_bound: pd.DataFrame | None,
                 summary: pd.DataFrame, series: str = "optimizer") -> alt.LayerChart:
     """Steps to target vs batch size (log-log), one line per `series` value (an optimizer, or a
     measured / predicted curve), with each line's perfect-scaling line (dashed), its fit
-    S_min (1 + B_crit / B) (dotted, when `points` has a `fit` column), the estimator lower bound
-    (grey; skipped when None) and rules at B_crit (fit), cbs20 and the start of maximal data
-    parallelism (from `summary`, one row per series)."""
+    S_min (1 + B_crit / B) (dotted, when `points` has a `fit` column), the median steps of the
+    winners' reruns under other seeds (hollow diamonds, where `points` has a `reruns_median`
+    column with values), the estimator lower bound (grey; skipped when None) and rules at B_crit
+    (fit), cbs20 and the start of maximal data parallelism (from `summary`, one row per
+    series)."""
     reached = points[np.isfinite(points["steps"])]
     # Curve labels are long (they say what was scaled): put that legend below the chart.
     legend = (alt.Undefined if series == "optimizer"
@@ -66,6 +68,13 @@ def steps_chart(points: pd.DataFrame, lower_bound: pd.DataFrame | None,
     if "fit" in points:
         layers.append(base.mark_line(strokeDash=[1, 3], opacity=0.8).encode(
             y="fit:Q", tooltip=[series, "batch_size", alt.Tooltip("fit:Q", title="fit")]))
+    if "reruns_median" in points and np.isfinite(points["reruns_median"]).any():
+        reruns = points[np.isfinite(points["reruns_median"])]
+        layers.append(alt.Chart(reruns).mark_point(shape="diamond", filled=False, size=70).encode(
+            x=alt.X("batch_size:Q", scale=LOG2), y=alt.Y("reruns_median:Q", scale=LOG10),
+            color=alt.Color(f"{series}:N", scale=colours),
+            tooltip=[series, "batch_size", alt.Tooltip(
+                "reruns_median:Q", title="median steps of the winner's reruns")]))
     if lower_bound is not None:
         layers.append(alt.Chart(lower_bound).mark_line(color="grey", strokeDash=[2, 2]).encode(
             x=alt.X("batch_size:Q", scale=LOG2), y=alt.Y("steps:Q", scale=LOG10),

@@ -180,7 +180,8 @@ def resampled_columns(document: CurveDocument) -> dict:
     b_crit_resampled_p16 / _p84 and b_crit_interval (how it was made) where the trials could be
     resampled (--full-trials sweeps, batch_science) or the best trials were rerun with other
     seeds, else none; b_crit_reruns_median_curve where the winners were rerun (the B_crit of
-    the reruns' median steps, `curve.b_crit_over_repeats`)."""
+    the reruns' median steps, `curve.b_crit_over_repeats`), with b_crit_reruns_median_p16 /
+    _p84, its 16-84% range over the reruns' seeds drawn again, where fitted."""
     r = document.b_crit_resampled
     out = {}
     if r is not None and r["available"] and r["median"] is not None:
@@ -190,6 +191,10 @@ def resampled_columns(document: CurveDocument) -> dict:
     repeats = document.b_crit_repeats
     if repeats and repeats.get("available"):
         out["b_crit_reruns_median_curve"] = repeats.get("rerun_median_b_crit")
+        over_seeds = repeats.get("rerun_median_resampled") or {}
+        if over_seeds.get("p16") is not None:
+            out["b_crit_reruns_median_p16"] = over_seeds["p16"]
+            out["b_crit_reruns_median_p84"] = over_seeds["p84"]
     return out
 
 

@@ -233,6 +233,16 @@ def _median_steps(steps: Sequence[int | None]) -> float | None:
     return float(np.median([np.inf if s is None else s for s in steps]))
 
 
+def _median_over_seeds(groups: Sequence[np.ndarray], rng: np.random.Generator) -> float:
+    """One draw of a batch size's reruns' median steps: its seeds drawn again with replacement,
+    each bringing all of its runs (inf: not at the goal). NaN (not reached) when none were made
+    or half or more of the drawn runs are not at the goal."""
+    if not groups:
+        return np.nan
+    drawn = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
+    return np.nan if 2 * np.sum(~np.isfinite(drawn)) >= drawn.size else float(np.median(drawn))
+
+
 def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """How much the measured B_crit depends on the data order and initialisation of the runs
     that set the curve (`realnets.sweeps.repeats`).
@@ -247,7 +257,11 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
     of the reruns alone, a rerun not at the goal counted as the slowest; None where half or more
     did not reach it, or none was made) with "rerun_median_b_crit", the fit of that curve: the
     configurations' typical steps under another seed, without the luck of the seed that made
-    them win. "available" False when a reached point has no reruns.
+    them win; "rerun_median_resampled" is that B_crit's spread ({"resamples", "fitted",
+    "median", "p16", "p84"}): per draw and batch size the reruns' seeds drawn again with
+    replacement, each with all of its runs (initialisations under one seed are not independent
+    runs), the median retaken and the fit redone. "available" False when a reached point has no
+    reruns.
     """
     if not any(p.reached for p in curve.points):
         return {"available": False, "method": "repeats", "note": "no batch size reached the goal"}
@@ -267,9 +281,19 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
         r[rng.integers(0, r.size)] if r.size else np.nan for r in runs])
     medians = [_median_steps([r["steps_to_goal"] for r in p.repeats]) for p in curve.points]
     fit = fit_mccandlish(sizes, np.asarray([np.nan if m is None else m for m in medians]))
+    by_seed = []
+    for p in curve.points:
+        groups: dict[int, list[float]] = {}
+        for r in p.repeats if p.reached else ():
+            groups.setdefault(r.get("seed"), []).append(
+                np.inf if r["steps_to_goal"] is None else float(r["steps_to_goal"]))
+        by_seed.append([np.asarray(g) for g in groups.values()])
+    over_seeds = _refitted(sizes, resamples,
+                           lambda: [_median_over_seeds(g, rng) for g in by_seed])
     return {"available": True, "method": "repeats", **quantiles,
             "runs": [int(r.size) for r in runs],
             "rerun_median_steps": medians, "rerun_median_b_crit": fit.b_crit,
+            "rerun_median_resampled": over_seeds,
             "note": "B_crit refitted with one run drawn per batch size among the winning "
                     "configuration's run and its reruns with other seeds: the spread from the "
                     "data order and initialisation (not from which trials the search drew)"}

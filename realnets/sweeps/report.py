@@ -53,6 +53,15 @@ def runs_drawn(r: dict) -> str:
     return f"{runs[0]}-{runs[-1]}" if len(runs) > 1 else f"{runs[0]}"
 
 
+def _over_seeds(r: dict | None) -> str:
+    """The reruns' median curve's B_crit interval over their seeds drawn again, as ', 16-84% ..'."""
+    if not r:
+        return ""
+    if r.get("p16") is None:
+        return f", no interval over seeds: {r['fitted']} of {r['resamples']} draws fitted"
+    return (f", 16-84% over the seeds drawn again {_fmt(r['p16'])} .. {_fmt(r['p84'])}")
+
+
 def _resampled_line(r: dict | None) -> str:
     if r is not None and not r["available"] and r.get("method") == "repeats":
         return f"B_crit over reruns of the best trials: not available ({r['note']})"
@@ -66,7 +75,8 @@ def _resampled_line(r: dict | None) -> str:
             return line
         return (line + "\nthe reruns' median steps per batch size: "
                 + " ".join(_fmt(m) for m in r["rerun_median_steps"])
-                + f"  (B_crit of that curve {_fmt(r['rerun_median_b_crit'])})")
+                + f"  (B_crit of that curve {_fmt(r['rerun_median_b_crit'])}"
+                + _over_seeds(r.get("rerun_median_resampled")) + ")")
     return (f"B_crit over resampled trials: median {_fmt(r['median'])}, 16-84% "
             f"{_fmt(r['p16'])} .. {_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
             f"resamples fitted)")

@@ -12,8 +12,9 @@ Rows (`reconciliation`), every batch size per example:
   leave one batch size out       lo, hi: the smallest and largest refitted B_crit; the note has the
                                  largest factor off the fit and the fit's RMS log residual
   reruns under other seeds       where the sweep's winners were rerun (`realnets.sweeps.repeats`):
-                                 value the B_crit of the reruns' median curve, lo, hi the 16-84%
-                                 range over one run drawn per batch size
+                                 value the B_crit of the reruns' median curve, lo, hi its 16-84%
+                                 range over the reruns' seeds drawn again (the note gives the
+                                 range over one run drawn per batch size)
   local CBS at step s            one row per branch point (value k B_ref; `lower_bound` when the
                                  largest multiplier kept up), or one row saying why none
   B_simple, B_noise              at the headline checkpoint, with standard errors over examples
@@ -85,10 +86,17 @@ def _reruns_rows(measured: dict, b_crit: float | None) -> list[dict]:
         return []
     if not r.get("available") or r.get("p16") is None:
         return [_row(RERUNS, b_crit, note=f"no interval: {r.get('note', 'too few fitted')}")]
-    return [_row(RERUNS, b_crit, value=r.get("rerun_median_b_crit"), lo=r["p16"], hi=r["p84"],
+    seeds = r.get("rerun_median_resampled") or {}
+    over_seeds = (f"16-84% over {seeds['resamples']} draws of the reruns' seeds with "
+                  "replacement (a seed's initialisations together)" if seeds.get("p16") is not None
+                  else "no interval over the seeds (fewer than half of the draws fitted, or "
+                       "made before it was computed)")
+    return [_row(RERUNS, b_crit, value=r.get("rerun_median_b_crit"), lo=seeds.get("p16"),
+                 hi=seeds.get("p84"),
                  note=f"value: B_crit of the reruns' median steps per batch size (the winners' "
-                      f"own seed set aside); 16-84% over {r['resamples']} draws of one run per "
-                      f"batch size among {runs_drawn(r)} (the winner and its reruns)")]
+                      f"own seed set aside); {over_seeds}; one run drawn per batch size among "
+                      f"{runs_drawn(r)} (the winner and its reruns): {r['p16']:.4g}-"
+                      f"{r['p84']:.4g} over {r['resamples']} draws")]
 
 
 def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:

@@ -217,6 +217,8 @@ def test_measured_summary_has_the_resampled_b_crit_only_where_trials_ran_to_thei
     assert comparison.summary.iloc[0]["b_crit_resampled_p84"] == row["b_crit_resampled_p84"]
     assert "b_crit_resampled_p84" not in prediction.compare(censored.curve, full.curve).summary
     assert row["b_crit_interval"] == "resampled trials" and np.isnan(full.points["reruns_median"]).all()
+    spec = charts.steps_chart(full.points, None, full.summary, series="curve").to_dict()
+    assert "reruns_median" not in json.dumps(spec["layer"])      # no reruns, no diamonds
 
 
 def test_a_sweep_with_reruns_shows_their_interval_and_median_steps():
@@ -229,3 +231,14 @@ def test_a_sweep_with_reruns_shows_their_interval_and_median_steps():
     assert row["b_crit_reruns_median_curve"] == pytest.approx(
         doc["b_crit_repeats"]["rerun_median_b_crit"])
     assert list(text.points["reruns_median"]) == doc["b_crit_repeats"]["rerun_median_steps"]
+    over_seeds = doc["b_crit_repeats"]["rerun_median_resampled"]
+    assert (row["b_crit_reruns_median_p16"], row["b_crit_reruns_median_p84"]) == pytest.approx(
+        (over_seeds["p16"], over_seeds["p84"]))
+    # the chart draws the medians beside the curve, one diamond per batch size that has one
+    spec = charts.steps_chart(text.points, None, text.summary, series="curve").to_dict()
+    diamonds = [layer for layer in spec["layer"]
+                if layer["encoding"].get("y", {}).get("field") == "reruns_median"]
+    assert len(diamonds) == 1 and diamonds[0]["mark"]["shape"] == "diamond"
+    drawn = spec["datasets"][diamonds[0]["data"]["name"]]
+    assert sorted(d["reruns_median"] for d in drawn) == sorted(
+        m for m in doc["b_crit_repeats"]["rerun_median_steps"] if m is not None)

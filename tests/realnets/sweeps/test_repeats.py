@@ -115,7 +115,7 @@ def test_interval_over_repeats_matches_enumerating_every_choice():
         lo, hi = np.percentile(enumerated, [q - 5, q + 5])
         assert lo <= out[key] <= hi, (key, lo, out[key], hi)
     # the censored sweep's interval comes from the reruns
-    assert b_crit_resampled(curve, resamples=4000) == out
+    assert b_crit_resampled(curve, resamples=50) == b_crit_over_repeats(curve, resamples=50)
     # reruns identical to the winners: no spread, the fit's own B_crit
     same = ScalingCurve(points=tuple(
         CurvePoint(batch_size=b, steps=runs[b][0],
@@ -125,6 +125,72 @@ def test_interval_over_repeats_matches_enumerating_every_choice():
     fit = fit_mccandlish(np.asarray(sizes, float), np.asarray([runs[b][0] for b in sizes], float))
     flat = b_crit_over_repeats(same)
     assert flat["p16"] == pytest.approx(fit.b_crit) and flat["p84"] == pytest.approx(fit.b_crit)
+
+
+def _rerun(seed, steps, trial_id=0):
+    return {"seed": seed, "trial_id": trial_id, "status": "COMPLETE" if steps else "INCOMPLETE",
+            "steps_to_goal": steps, "steps_run": steps or 999}
+
+
+def test_the_median_curve_s_interval_draws_seeds_and_matches_enumerating_them():
+    """Independent check: two seeds of one run per batch size; drawing 2 seeds with replacement
+    gives the median a (1/4), (a + b) / 2 (1/2) or b (1/4), so the 3^3 curves' B_crits carry
+    known weights, and the resampled quantiles must lie within 5 points of theirs."""
+    sizes = [16, 64, 256]
+    pairs = {16: (400, 560), 64: (130, 210), 256: (60, 41)}
+    curve = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=300, repeats=(_rerun(1, pairs[b][0]), _rerun(2, pairs[b][1])))
+        for b in sizes), source="measured", config={})
+    out = b_crit_over_repeats(curve, resamples=1000)["rerun_median_resampled"]
+    choices = {b: ((pairs[b][0], 0.25), (sum(pairs[b]) / 2, 0.5), (pairs[b][1], 0.25))
+               for b in sizes}
+    values, weights = [], []
+    for pick in itertools.product(*(choices[b] for b in sizes)):
+        values.append(fit_mccandlish(np.asarray(sizes, float),
+                                     np.asarray([v for v, _ in pick])).b_crit)
+        weights.append(math.prod(w for _, w in pick))
+    order = np.argsort(values)
+    cdf = np.cumsum(np.asarray(weights)[order])
+
+    def quantile(q):
+        return np.asarray(values)[order][np.searchsorted(cdf, q - 1e-12)]
+    assert out["fitted"] == 1000
+    for key, q in (("p16", 16), ("median", 50), ("p84", 84)):
+        assert quantile((q - 5) / 100) <= out[key] <= quantile((q + 5) / 100), key
+
+
+def test_the_median_curve_s_interval_keeps_a_seed_s_runs_together():
+    # seed 1's two initialisations take 100 and 300 steps, seed 2's both 200: any draw of the
+    # seeds has median 200, so the interval is the point (drawn run by run it would spread)
+    scale = {16: 2.0, 64: 1.0, 256: 0.6}
+    curve = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=150 * k, repeats=(
+            _rerun(1, round(100 * k)), _rerun(1, round(300 * k), 1),
+            _rerun(2, round(200 * k)), _rerun(2, round(200 * k), 1)))
+        for b, k in scale.items()), source="measured", config={})
+    out = b_crit_over_repeats(curve, resamples=40)
+    spread = out["rerun_median_resampled"]
+    assert spread["p16"] == pytest.approx(out["rerun_median_b_crit"])
+    assert spread["p84"] == pytest.approx(out["rerun_median_b_crit"])
+    assert out["p16"] < out["p84"]          # one run per draw does spread
+
+
+def test_the_median_curve_s_interval_counts_a_seed_not_at_the_goal_as_slowest():
+    # at B = 256 seed 1's runs both miss the goal: a draw of (1, 1) or (1, 2) has half or more
+    # not at the goal, so B = 256 drops out of three draws in four and the fit is then made on
+    # the two smaller batch sizes alone, whose medians are equal: B_crit 0 (perfectly flat)
+    curve = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=100, repeats=(_rerun(1, s1), _rerun(1, s1, 1),
+                                                     _rerun(2, s2), _rerun(2, s2, 1)))
+        for b, s1, s2 in ((16, 100, 100), (64, 100, 100), (256, None, 30))),
+        source="measured", config={})
+    out = b_crit_over_repeats(curve, resamples=400)
+    assert out["rerun_median_steps"][2] is None      # half not at the goal
+    spread = out["rerun_median_resampled"]
+    assert spread["median"] == pytest.approx(0.0, abs=1e-3)
+    # the quarter of the draws with seed 2 twice: the fit with B = 256 at 30 steps
+    assert spread["p84"] == pytest.approx(
+        fit_mccandlish(np.asarray([16.0, 64, 256]), np.asarray([100.0, 100, 30])).b_crit)
 
 
 def test_a_reached_point_without_reruns_leaves_no_interval():

@@ -150,3 +150,21 @@ def test_markdown_table():
     assert "| local CBS at step 30 (0.3 S_ref) | >= 256 | - | 2.56 | - |" in table
     assert "| B_simple = tr(Sigma) / ‖G‖² | 50 ± 6.2 |" in table
     assert "| NQM prediction (tuned B_crit) | 150 | 120 .. 200 | 1.5 | 1.2 .. 2 |" in table
+
+
+def test_the_reruns_row_carries_the_median_curve_and_its_interval_over_seeds():
+    doc = synthetic()
+    reruns = {"available": True, "method": "repeats", "p16": 60.0, "p84": 140.0,
+              "runs": [9, 9, 7, 0], "resamples": 200, "rerun_median_b_crit": 80.0,
+              "rerun_median_resampled": {"resamples": 200, "fitted": 190, "median": 81.0,
+                                         "p16": 70.0, "p84": 95.0}}
+    doc["measured"]["repeats"] = reruns
+    row = _by_name(rec.reconciliation(doc))[rec.RERUNS]
+    assert (row["value"], row["lo"], row["hi"]) == (80.0, 70.0, 95.0)
+    assert (row["ratio"], row["ratio_lo"], row["ratio_hi"]) == pytest.approx((0.8, 0.7, 0.95))
+    assert "over 200 draws of the reruns' seeds" in row["note"]
+    assert "among 7-9 (the winner and its reruns): 60-140 over 200 draws" in row["note"]
+    # a document made before the interval over seeds: the value stays, no range
+    del reruns["rerun_median_resampled"]
+    row = _by_name(rec.reconciliation(doc))[rec.RERUNS]
+    assert row["value"] == 80.0 and row["lo"] is None and "no interval over the seeds" in row["note"]

@@ -57,16 +57,26 @@ def test_entry_of_a_censored_sweep_has_no_measured_interval():
 def test_entry_with_reruns_names_the_method_and_tabulates_the_reruns():
     doc = _doc()
     reruns = {"available": True, "method": "repeats", "p16": 60.0, "p84": 140.0,
-              "runs": [9, 9], "resamples": 200, "rerun_median_b_crit": 75.0}
+              "runs": [9, 9], "resamples": 200, "rerun_median_b_crit": 75.0,
+              "rerun_median_resampled": {"resamples": 200, "fitted": 200, "median": 76.0,
+                                         "p16": 70.0, "p84": 90.0}}
     doc["measured"]["interval"] = reruns     # a censored sweep: its interval is the reruns'
     doc["measured"]["repeats"] = reruns
     e = summary_entry(doc)
     assert e["measured"]["method"] == "repeats" and e["measured"]["lo"] == 60.0
-    assert e["reruns"] == {"b_crit": 75.0, "lo": 60.0, "hi": 140.0}
+    # the median curve's B_crit with its interval over seeds; one run per batch size beside it
+    assert e["reruns"] == {"b_crit": 75.0, "lo": 70.0, "hi": 90.0,
+                           "one_run": {"lo": 60.0, "hi": 140.0}}
     assert "100 (60-140)†" in summary_table([e]) and "† Over reruns" in summary_table([e])
     row = reruns_table([e, summary_entry(_doc("plain"))]).splitlines()
     # one row, for the rerun workload: NQM 150 / 75 = 2, B_simple 40 / 75
-    assert len(row) == 3 and row[2].startswith("| w | sgd | 100 | 60-140 | 75 | 2 | 0.533 |")
+    assert len(row) == 3 and row[2].startswith(
+        "| w | sgd | 100 | 60-140 | 75 (70-90) | 2 | 0.533 |")
+    # reruns whose seeds' draws fitted too seldom: the median curve has no interval
+    reruns["rerun_median_resampled"].update(p16=None, p84=None)
+    e = summary_entry(doc)
+    assert e["reruns"]["lo"] is None and e["reruns"]["one_run"] == {"lo": 60.0, "hi": 140.0}
+    assert "| 60-140 | 75 | 2 |" in reruns_table([e])
 
 
 def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
