@@ -27,6 +27,7 @@ import functools
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -360,7 +361,8 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
         predicted = cached_prediction(setup, batch_sizes)
         comparison = prediction.compare(measured.curve, predicted, scale,
                                         measured.points["curve"].iloc[0], setup.label,
-                                        resampled_columns(measured.document))
+                                        resampled_columns(measured.document),
+                                        measured.points["reruns_median"].to_numpy())
         bound = prediction.lower_bound(setup, batch_sizes)
     except ValueError as err:
         st.error(f"No NQM prediction for the sidebar's setting: {err}")
@@ -379,7 +381,10 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
         ". Dashed: perfect scaling from the smallest batch. Dotted: the fit "
         "S = S_min (1 + B_crit / B) behind each B_crit. Vertical rules: B_crit, cbs20 (last B "
         "within 20% of perfect scaling) and the first B within 10% of the fewest steps "
-        "(maximal data parallelism), one colour per curve.")
+        "(maximal data parallelism), one colour per curve."
+        + (" Hollow diamonds: the median steps of each batch size's winning configuration rerun "
+           "under other seeds (`python -m realnets repeat`)."
+           if np.isfinite(measured.points["reruns_median"]).any() else ""))
     if comparison is not None:
         if comparison.note:
             st.warning(comparison.note)

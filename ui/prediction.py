@@ -7,6 +7,7 @@ Pure library code (no streamlit): `app.py` calls these with a `ui.measured.Measu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -136,11 +137,14 @@ class Comparison:
 
 def compare(measured_curve: ScalingCurve, predicted: ScalingCurve, scale_to_measured: bool = False,
             measured_label: str = "measured", predicted_label: str = "NQM",
-            measured_columns: dict | None = None) -> Comparison:
+            measured_columns: dict | None = None,
+            reruns_median: Sequence[float] | None = None) -> Comparison:
     """Both curves, their fits, and the ratio of their critical batch sizes.
 
     `measured_columns` are added to the measured curve's summary row (e.g. `resampled_columns`
-    of its document, computed once when it was loaded).
+    of its document, computed once when it was loaded); `reruns_median` (one per measured
+    point, NaN where none: `ui.measured.Measured.points["reruns_median"]`) becomes the measured
+    rows' `reruns_median` column, which `ui.charts.steps_chart` draws.
 
     With `scale_to_measured` the NQM's steps are multiplied by S_min(measured) / S_min(NQM), so
     both fits share S_min and only the shapes differ; B_crit, cbs20 and maximal_from do not
@@ -161,9 +165,9 @@ def compare(measured_curve: ScalingCurve, predicted: ScalingCurve, scale_to_meas
             predicted_label = f"{predicted_label} x {scale:.3g} (scaled to measured S_min)"
 
     frames, summary = [], []
-    for label, curve, steps, analysis in (
-            (measured_label, measured_curve, measured_curve.steps, m_analysis),
-            (predicted_label, predicted, p_steps, p_analysis)):
+    for label, curve, steps, analysis, reruns in (
+            (measured_label, measured_curve, measured_curve.steps, m_analysis, reruns_median),
+            (predicted_label, predicted, p_steps, p_analysis, None)):
         b = curve.batch_sizes.astype(float)
         frames.append(pd.DataFrame({
             "curve": label, "batch_size": curve.batch_sizes, "steps": steps,
@@ -173,6 +177,8 @@ def compare(measured_curve: ScalingCurve, predicted: ScalingCurve, scale_to_meas
             "regime": list(analysis.regimes),
             "perfect": perfect_scaling(b, np.asarray(steps, float)),
             "fit": analysis.fit.predict(b)}))
+        if reruns_median is not None:
+            frames[-1]["reruns_median"] = np.nan if reruns is None else np.asarray(reruns, float)
         summary.append({"curve": label, "s_min": analysis.fit.s_min, "b_crit": analysis.fit.b_crit,
                         "r2": analysis.fit.r2, "cbs20": analysis.cbs20,
                         "maximal_from": analysis.maximal_from})

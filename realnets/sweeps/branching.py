@@ -34,7 +34,7 @@ import numpy as np
 
 from nqm import validation
 from realnets.training.step import OPTIMIZERS, TrainState
-from realnets.training.trainer import RunConfig, TrialSpec, run_trials
+from realnets.training.trainer import MAX_SEED, RunConfig, TrialSpec, run_trials
 from realnets.workloads.tasks import Task
 
 LR_RULES = ("linear", "sqrt")
@@ -79,8 +79,8 @@ class BranchSettings:
       tolerance: relative loss excess a branch may have and still keep up, in [0, 10].
       repeats: windows per branch, each with its own data order (the loss is their mean), in
         [1, 1000].
-      seed: data order and initialisation of the reference run (as the trainer's), >= 0; the
-        repeats' data orders derive from it.
+      seed: data order and initialisation of the reference run (as the trainer's), 0 to
+        MAX_SEED; the repeats' data orders derive from it.
       trial_id: the reference run's trial id (its initialisation), >= 0.
       eval_rows: training rows the loss is measured on (all of them if the set is smaller;
         ignored by tasks with an exact loss).
@@ -131,7 +131,7 @@ class BranchSettings:
         set_("lr_rule", validation.check_choice("lr-rule", rule, LR_RULES))
         set_("tolerance", validation.check_in_range("tolerance", self.tolerance, 0.0, 10.0))
         set_("repeats", validation.check_whole("repeats", self.repeats, 1, 1000))
-        set_("seed", validation.check_whole("seed", self.seed, 0))
+        set_("seed", validation.check_whole("seed", self.seed, 0, MAX_SEED))
         set_("trial_id", validation.check_whole("trial-id", self.trial_id, 0))
         set_("eval_rows", validation.check_whole("eval-rows", self.eval_rows, 1))
         set_("max_rows_per_device",

@@ -260,8 +260,9 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
     them win; "rerun_median_resampled" is that B_crit's spread ({"resamples", "fitted",
     "median", "p16", "p84"}): per draw and batch size the reruns' seeds drawn again with
     replacement, each with all of its runs (initialisations under one seed are not independent
-    runs), the median retaken and the fit redone. "available" False when a reached point has no
-    reruns.
+    runs), the median retaken and the fit redone; "rerun_median_by_seeds" is that B_crit from the
+    reruns of the first 4, 8, 16, ... seeds and all of them ([{"seeds", "b_crit"}]: does it
+    settle?). "available" False when a reached point has no reruns.
     """
     if not any(p.reached for p in curve.points):
         return {"available": False, "method": "repeats", "note": "no batch size reached the goal"}
@@ -290,10 +291,19 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
         by_seed.append([np.asarray(g) for g in groups.values()])
     over_seeds = _refitted(sizes, resamples,
                            lambda: [_median_over_seeds(g, rng) for g in by_seed])
+    seeds = sorted({r.get("seed") for p in curve.points for r in p.repeats})
+    counts = [k for k in (4, 8, 16, 32, 64) if k < len(seeds)] + [len(seeds)]
+    by_count = []
+    for k in counts:
+        first = set(seeds[:k])
+        steps = [_median_steps([r["steps_to_goal"] for r in p.repeats if r.get("seed") in first])
+                 for p in curve.points]
+        by_count.append({"seeds": k, "b_crit": fit_mccandlish(
+            sizes, np.asarray([np.nan if m is None else m for m in steps])).b_crit})
     return {"available": True, "method": "repeats", **quantiles,
             "runs": [int(r.size) for r in runs],
             "rerun_median_steps": medians, "rerun_median_b_crit": fit.b_crit,
-            "rerun_median_resampled": over_seeds,
+            "rerun_median_resampled": over_seeds, "rerun_median_by_seeds": by_count,
             "note": "B_crit refitted with one run drawn per batch size among the winning "
                     "configuration's run and its reruns with other seeds: the spread from the "
                     "data order and initialisation (not from which trials the search drew)"}

@@ -26,11 +26,10 @@ from nqm import validation
 from nqm.curve import CurvePoint, ScalingCurve
 from realnets import store, workloads
 from realnets.training.step import OPTIMIZERS
-from realnets.training.trainer import STATUSES
+from realnets.training.trainer import MAX_SEED, STATUSES  # noqa: F401 (MAX_SEED: re-exported)
 from realnets.workloads.tasks import METRIC_RANGES, check_goal
 from realnets.workloads.search_space import TrialSearchSpace
 
-MAX_SEED = 2 ** 63 - 1    # the largest seed jax.random.key accepts
 REPEATS_FILE = "repeats.jsonl"   # reruns of the best trials (realnets.sweeps.repeats)
 PILOT_GOAL = math.nan   # --goal auto, before the pilot has chosen the goal
 # Fields that define the study: a rerun with other values would mix incomparable trials.

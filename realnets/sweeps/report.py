@@ -73,10 +73,15 @@ def _resampled_line(r: dict | None) -> str:
                 f"{_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} draws fitted)")
         if "rerun_median_steps" not in r:
             return line
-        return (line + "\nthe reruns' median steps per batch size: "
-                + " ".join(_fmt(m) for m in r["rerun_median_steps"])
-                + f"  (B_crit of that curve {_fmt(r['rerun_median_b_crit'])}"
-                + _over_seeds(r.get("rerun_median_resampled")) + ")")
+        line += ("\nthe reruns' median steps per batch size: "
+                 + " ".join(_fmt(m) for m in r["rerun_median_steps"])
+                 + f"  (B_crit of that curve {_fmt(r['rerun_median_b_crit'])}"
+                 + _over_seeds(r.get("rerun_median_resampled")) + ")")
+        counts = r.get("rerun_median_by_seeds") or []
+        if len(counts) > 1:
+            line += ("\nB_crit of the reruns' median curve from the first K seeds: "
+                     + "  ".join(f"K={c['seeds']}: {_fmt(c['b_crit'])}" for c in counts))
+        return line
     return (f"B_crit over resampled trials: median {_fmt(r['median'])}, 16-84% "
             f"{_fmt(r['p16'])} .. {_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
             f"resamples fitted)")

@@ -53,6 +53,9 @@ class TrialSpec:
                                validation.check_whole("decay_steps", self.decay_steps, 1))
 
 
+MAX_SEED = 2 ** 63 - 1    # the largest seed jax.random.key accepts
+
+
 @dataclass(frozen=True)
 class RunConfig:
     """How one batch size is trained.
@@ -62,7 +65,8 @@ class RunConfig:
       max_steps: step budget.
       goal: a trial succeeds at the first evaluation whose metric is <= goal.
       optimizer: sgd, momentum, nesterov or adam.
-      seed: data order (shared by the trials) and, folded with the trial id, initialisation.
+      seed: data order (shared by the trials) and, folded with the trial id, initialisation;
+        0 to MAX_SEED.
       eval_resolution: evaluate after step t when t >= (1 + eval_resolution) * (last evaluated
         step), and at every step while that gap is below one: steps to goal are resolved to
         this fraction. 0 evaluates every step.
@@ -108,6 +112,7 @@ class RunConfig:
         set_ = functools.partial(object.__setattr__, self)   # normalised values on a frozen record
         for name in ("batch_size", "max_steps", "max_rows_per_device", "eval_batch_size"):
             set_(name, validation.check_whole(name, getattr(self, name), 1))
+        set_("seed", validation.check_whole("seed", self.seed, 0, MAX_SEED))
         validation.check_finite("goal", self.goal)
         if self.noise_every is not None:
             set_("noise_every", validation.check_whole("noise_every", self.noise_every, 0))

@@ -242,3 +242,9 @@ def test_a_sweep_with_reruns_shows_their_interval_and_median_steps():
     drawn = spec["datasets"][diamonds[0]["data"]["name"]]
     assert sorted(d["reruns_median"] for d in drawn) == sorted(
         m for m in doc["b_crit_repeats"]["rerun_median_steps"] if m is not None)
+    # beside the NQM (the app's usual chart) the measured rows keep them, the NQM's have none
+    both = prediction.compare(text.curve, text.curve, measured_label="m", predicted_label="p",
+                              reruns_median=text.points["reruns_median"].to_numpy())
+    rows = both.points.set_index("curve")["reruns_median"]
+    assert list(rows["m"]) == doc["b_crit_repeats"]["rerun_median_steps"]
+    assert np.isnan(rows["p"]).all()

@@ -194,6 +194,7 @@ BASE = dict(batch_size=16, learning_rate=0.1, branch_steps=(10,), window_example
     (dict(optimizer="momentum"), "momentum"),
     (dict(optimizer="adam", momentum=1.0), "momentum"),
     (dict(seed=-1), "seed"),
+    (dict(seed=2 ** 63), "seed"),                # past what jax.random.key accepts
     (dict(eval_rows=0), "eval-rows"),
 ])
 def test_bad_settings_are_refused_naming_the_parameter(change, name):

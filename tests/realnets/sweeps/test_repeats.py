@@ -11,6 +11,7 @@ from nqm.curve import CurvePoint, ScalingCurve
 from nqm.scaling import fit_mccandlish
 from realnets.cli import main
 from realnets.sweeps.curve import b_crit_over_repeats, b_crit_resampled, build_curve
+from realnets.sweeps.report import render
 from realnets.sweeps.records import SweepConfig, TrialRecord, load_sweep, read_repeats
 from realnets.sweeps.repeats import (CONFIG_FILE, RepeatConfig, check_extends, check_finished,
                                      plan_repeats, run_repeats)
@@ -191,6 +192,26 @@ def test_the_median_curve_s_interval_counts_a_seed_not_at_the_goal_as_slowest():
     # the quarter of the draws with seed 2 twice: the fit with B = 256 at 30 steps
     assert spread["p84"] == pytest.approx(
         fit_mccandlish(np.asarray([16.0, 64, 256]), np.asarray([100.0, 100, 30])).b_crit)
+
+
+def test_the_median_curve_from_the_first_seeds_is_refitted_on_those_seeds_alone():
+    sizes = [16, 64, 256]
+    steps = {16: [400, 420, 380, 410, 600, 640, 620, 610], 64: [130, 140, 120, 150, 90, 95, 85, 99],
+             256: [60, 55, 65, 62, 30, 33, 31, 29]}
+    curve = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=steps[b][0],
+                   repeats=tuple(_rerun(seed, v) for seed, v in enumerate(steps[b], start=1)))
+        for b in sizes), source="measured", config={})
+    out = b_crit_over_repeats(curve, resamples=10)
+    assert [c["seeds"] for c in out["rerun_median_by_seeds"]] == [4, 8]
+    for count in out["rerun_median_by_seeds"]:
+        medians = [np.median(steps[b][:count["seeds"]]) for b in sizes]
+        assert count["b_crit"] == pytest.approx(
+            fit_mccandlish(np.asarray(sizes, float), np.asarray(medians, float)).b_crit)
+    assert out["rerun_median_by_seeds"][-1]["b_crit"] == pytest.approx(out["rerun_median_b_crit"])
+    text = render(curve, "table")
+    assert "B_crit of the reruns' median curve from the first K seeds: K=4: " in text
+    assert "16-84% over the seeds drawn again" in text
 
 
 def test_a_reached_point_without_reruns_leaves_no_interval():

@@ -104,6 +104,10 @@ def test_run_config_and_trial_spec_name_bad_fields():
         RunConfig(batch_size=8, max_steps=10, goal=float("nan"))
     with pytest.raises(ValueError, match="eval_resolution"):
         RunConfig(batch_size=8, max_steps=10, goal=0.1, eval_resolution=2.0)
+    for seed in (-1, 2 ** 63, 1.5):      # jax.random.key takes 0 .. 2^63 - 1
+        with pytest.raises(ValueError, match=r"seed .*\[0, 9223372036854775807\]"):
+            RunConfig(batch_size=8, max_steps=10, goal=0.1, seed=seed)
+    assert RunConfig(batch_size=8, max_steps=10, goal=0.1, seed=2 ** 63 - 1).seed == 2 ** 63 - 1
     with pytest.raises(ValueError, match="learning_rate"):
         TrialSpec(0, 0.0)
     with pytest.raises(ValueError, match="momentum"):
