@@ -243,6 +243,12 @@ def _median_over_seeds(groups: Sequence[np.ndarray], rng: np.random.Generator) -
     return np.nan if 2 * np.sum(~np.isfinite(drawn)) >= drawn.size else float(np.median(drawn))
 
 
+def _seed_order(rerun: dict) -> tuple:
+    """Reruns by seed (a rerun without one last), then initialisation."""
+    seed = rerun.get("seed")
+    return (seed is None, seed or 0, trial_order(rerun.get("trial_id") or 0))
+
+
 def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int = 0) -> dict:
     """How much the measured B_crit depends on the data order and initialisation of the runs
     that set the curve (`realnets.sweeps.repeats`).
@@ -260,9 +266,11 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
     them win; "rerun_median_resampled" is that B_crit's spread ({"resamples", "fitted",
     "median", "p16", "p84"}): per draw and batch size the reruns' seeds drawn again with
     replacement, each with all of its runs (initialisations under one seed are not independent
-    runs), the median retaken and the fit redone; "rerun_median_by_seeds" is that B_crit from the
-    reruns of the first 4, 8, 16, ... seeds and all of them ([{"seeds", "b_crit"}]: does it
-    settle?). "available" False when a reached point has no reruns.
+    runs), the median retaken and the fit redone (quantiles None, with a "note", when a reached
+    batch size has reruns under one seed only); "rerun_median_by_seeds" is that B_crit from the
+    reruns of each point's first 4, 8, 16, ... seeds, up to the fewest seeds any reached point
+    has ([{"seeds", "b_crit"}]: does it settle?). "available" False when a reached point has no
+    reruns.
     """
     if not any(p.reached for p in curve.points):
         return {"available": False, "method": "repeats", "note": "no batch size reached the goal"}
@@ -282,22 +290,25 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
         r[rng.integers(0, r.size)] if r.size else np.nan for r in runs])
     medians = [_median_steps([r["steps_to_goal"] for r in p.repeats]) for p in curve.points]
     fit = fit_mccandlish(sizes, np.asarray([np.nan if m is None else m for m in medians]))
-    by_seed = []
+    by_seed = []                 # per point: {seed: steps of its runs}, seeds in order
     for p in curve.points:
-        groups: dict[int, list[float]] = {}
-        for r in p.repeats if p.reached else ():
+        groups: dict = {}
+        for r in sorted(p.repeats if p.reached else (), key=_seed_order):
             groups.setdefault(r.get("seed"), []).append(
                 np.inf if r["steps_to_goal"] is None else float(r["steps_to_goal"]))
-        by_seed.append([np.asarray(g) for g in groups.values()])
-    over_seeds = _refitted(sizes, resamples,
-                           lambda: [_median_over_seeds(g, rng) for g in by_seed])
-    seeds = sorted({r.get("seed") for p in curve.points for r in p.repeats})
-    counts = [k for k in (4, 8, 16, 32, 64) if k < len(seeds)] + [len(seeds)]
+        by_seed.append({seed: np.asarray(g) for seed, g in groups.items()})
+    fewest = min(len(g) for g, p in zip(by_seed, curve.points) if p.reached)
+    if fewest >= 2:
+        over_seeds = _refitted(sizes, resamples, lambda: [
+            _median_over_seeds(list(g.values()), rng) for g in by_seed])
+    else:
+        over_seeds = {"resamples": int(resamples), "fitted": 0, "median": None, "p16": None,
+                      "p84": None, "note": "a batch size has reruns under one seed only: "
+                                           "no spread over seeds to draw"}
     by_count = []
-    for k in counts:
-        first = set(seeds[:k])
-        steps = [_median_steps([r["steps_to_goal"] for r in p.repeats if r.get("seed") in first])
-                 for p in curve.points]
+    for k in [k for k in (4, 8, 16, 32, 64) if k < fewest] + [fewest]:
+        # each point's own first k seeds: every reached point has at least `fewest`
+        steps = [_median_steps([v for seed in list(g)[:k] for v in g[seed]]) for g in by_seed]
         by_count.append({"seeds": k, "b_crit": fit_mccandlish(
             sizes, np.asarray([np.nan if m is None else m for m in steps])).b_crit})
     return {"available": True, "method": "repeats", **quantiles,

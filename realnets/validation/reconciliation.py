@@ -84,19 +84,21 @@ def _reruns_rows(measured: dict, b_crit: float | None) -> list[dict]:
     r = measured.get("repeats")
     if not r:
         return []
-    if not r.get("available") or r.get("p16") is None:
+    if not r.get("available"):
         return [_row(RERUNS, b_crit, note=f"no interval: {r.get('note', 'too few fitted')}")]
     seeds = r.get("rerun_median_resampled") or {}
     over_seeds = (f"16-84% over {seeds['resamples']} draws of the reruns' seeds with "
                   "replacement (a seed's initialisations together)" if seeds.get("p16") is not None
-                  else "no interval over the seeds (fewer than half of the draws fitted, or "
-                       "made before it was computed)")
+                  else "no interval over the seeds ("
+                       + (seeds.get("note") or "fewer than half of the draws fitted, or made "
+                          "before it was computed") + ")")
+    one_run = (f"{r['p16']:.4g}-{r['p84']:.4g} over {r['resamples']} draws"
+               if r.get("p16") is not None else "fewer than half of the draws fitted")
     return [_row(RERUNS, b_crit, value=r.get("rerun_median_b_crit"), lo=seeds.get("p16"),
                  hi=seeds.get("p84"),
                  note=f"value: B_crit of the reruns' median steps per batch size (the winners' "
                       f"own seed set aside); {over_seeds}; one run drawn per batch size among "
-                      f"{runs_drawn(r)} (the winner and its reruns): {r['p16']:.4g}-"
-                      f"{r['p84']:.4g} over {r['resamples']} draws")]
+                      f"{runs_drawn(r)} (the winner and its reruns): {one_run}")]
 
 
 def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:

@@ -10,7 +10,8 @@ import pytest
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.scaling import fit_mccandlish
 from realnets.cli import main
-from realnets.sweeps.curve import b_crit_over_repeats, b_crit_resampled, build_curve
+from realnets.sweeps.curve import (_median_over_seeds, b_crit_over_repeats, b_crit_resampled,
+                                   build_curve)
 from realnets.sweeps.report import render
 from realnets.sweeps.records import SweepConfig, TrialRecord, load_sweep, read_repeats
 from realnets.sweeps.repeats import (CONFIG_FILE, RepeatConfig, check_extends, check_finished,
@@ -192,6 +193,43 @@ def test_the_median_curve_s_interval_counts_a_seed_not_at_the_goal_as_slowest():
     # the quarter of the draws with seed 2 twice: the fit with B = 256 at 30 steps
     assert spread["p84"] == pytest.approx(
         fit_mccandlish(np.asarray([16.0, 64, 256]), np.asarray([100.0, 100, 30])).b_crit)
+
+
+def test_a_drawn_run_not_at_the_goal_counts_as_the_slowest_in_the_median():
+    # seed 1: 100 steps and one not at the goal; seed 2: 100 and 300. Drawn (1, 2) the median
+    # of 100, 100, 300, inf is 200 (100 if the miss were dropped); (2, 2): 200; (1, 1): half
+    # not at the goal, not reached
+    groups = [np.asarray([100.0, np.inf]), np.asarray([100.0, 300.0])]
+    rng = np.random.default_rng(0)
+    drawn = [_median_over_seeds(groups, rng) for _ in range(200)]
+    assert {v for v in drawn if not np.isnan(v)} == {200.0}
+    assert 0.15 < np.mean(np.isnan(drawn)) < 0.35         # (1, 1): one draw in four
+
+
+def test_reruns_under_one_seed_have_no_interval_over_seeds_and_counts_stop_at_the_fewest():
+    sizes = (16, 64, 256)
+    one = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=s, repeats=(_rerun(1, s + 5), _rerun(1, s + 9, 1)))
+        for b, s in zip(sizes, (400, 130, 60))), source="measured", config={})
+    spread = b_crit_over_repeats(one, resamples=20)["rerun_median_resampled"]
+    assert spread["p16"] is None and "one seed only" in spread["note"]
+    assert "no interval over seeds: a batch size has reruns under one seed" in render(one, "table")
+    # B = 16 has eight seeds, the others four (a rerun stopped part way): counts stop at four,
+    # each point's own first four
+    uneven = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=s, repeats=tuple(
+            _rerun(seed, s + 10 * seed) for seed in range(1, 9 if b == 16 else 5)))
+        for b, s in zip(sizes, (400, 130, 60))), source="measured", config={})
+    out = b_crit_over_repeats(uneven, resamples=20)
+    assert [c["seeds"] for c in out["rerun_median_by_seeds"]] == [4]
+    first4 = [np.median([s + 10 * seed for seed in range(1, 5)]) for s in (400, 130, 60)]
+    assert out["rerun_median_by_seeds"][0]["b_crit"] == pytest.approx(
+        fit_mccandlish(np.asarray(sizes, float), np.asarray(first4)).b_crit)
+    # reruns without a seed sort last instead of failing
+    mixed = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=s, repeats=(_rerun(None, s + 5), _rerun(2, s + 9)))
+        for b, s in zip(sizes, (400, 130, 60))), source="measured", config={})
+    assert b_crit_over_repeats(mixed, resamples=20)["rerun_median_resampled"]["fitted"] == 20
 
 
 def test_the_median_curve_from_the_first_seeds_is_refitted_on_those_seeds_alone():

@@ -164,6 +164,12 @@ def test_the_reruns_row_carries_the_median_curve_and_its_interval_over_seeds():
     assert (row["ratio"], row["ratio_lo"], row["ratio_hi"]) == pytest.approx((0.8, 0.7, 0.95))
     assert "over 200 draws of the reruns' seeds" in row["note"]
     assert "among 7-9 (the winner and its reruns): 60-140 over 200 draws" in row["note"]
+    # too few one-run draws fitted: the median curve and its range over seeds still stand
+    one_lost = {**reruns, "p16": None, "p84": None}
+    row = _by_name(rec.reconciliation({**doc, "measured": {**doc["measured"],
+                                                           "repeats": one_lost}}))[rec.RERUNS]
+    assert (row["value"], row["lo"], row["hi"]) == (80.0, 70.0, 95.0)
+    assert "(the winner and its reruns): fewer than half of the draws fitted" in row["note"]
     # a document made before the interval over seeds: the value stays, no range
     del reruns["rerun_median_resampled"]
     row = _by_name(rec.reconciliation(doc))[rec.RERUNS]
