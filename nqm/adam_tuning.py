@@ -12,6 +12,7 @@ fixed at 0.9, Adam loses at large batch sizes for its momentum alone (docs/nqm_a
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -54,10 +55,21 @@ BETA1 = (0.0, 0.5, 0.9, 0.99)   # the b1 values tuned over (the default of Optim
 BETA2 = 0.999                   # b2, fixed (Kingma and Ba's default)
 
 
-def _tune_rate(problem, batch, beta1, beta2, epsilon, search, growth, init_nodes):
-    """(steps (n,), learning rate (n,)) of the best rate per batch size at one b1."""
+REFINE_RATES = 6                # rates per refinement round: a 5-point grid and its centre
+
+
+def _grid_size(search: AdamSearch) -> int:
+    """Rates of the first scan: `grid_per_decade` per decade of the bounds, ends included."""
     lo, hi = search.learning_rate
-    n_grid = max(2, int(np.ceil(np.log10(hi / lo) * search.grid_per_decade)) + 1)
+    return max(2, int(np.ceil(np.log10(hi / lo) * search.grid_per_decade)) + 1)
+
+
+def _tune_rate(problem, batch, beta1, beta2, epsilon, search, growth, init_nodes,
+               on_pass: Callable[[int], None]):
+    """(steps (n,), learning rate (n,)) of the best rate per batch size at one b1; `on_pass(k)`
+    after the scan and after each refinement round, k the rates it tried per batch size."""
+    lo, hi = search.learning_rate
+    n_grid = _grid_size(search)
     grid = np.geomspace(lo, hi, n_grid)
     width = np.log(grid[1] / grid[0])
 
@@ -69,22 +81,26 @@ def _tune_rate(problem, batch, beta1, beta2, epsilon, search, growth, init_nodes
 
     lr_NL = np.broadcast_to(grid, (batch.size, n_grid))
     steps, lr = _best(run(lr_NL), lr_NL)
+    on_pass(n_grid)
     for _ in range(search.refinements):
         centre = np.where(np.isfinite(lr), lr, np.sqrt(lo * hi))
-        cand = np.clip(centre[:, None] * np.exp(width * np.linspace(-1.0, 1.0, 5))[None, :], lo, hi)
+        cand = np.clip(centre[:, None] * np.exp(width * np.linspace(-1.0, 1.0, REFINE_RATES - 1))[None, :],
+                       lo, hi)
         cand = np.concatenate([cand, centre[:, None]], axis=1)
         s_new, lr_new = _best(run(cand), cand)
         better = (s_new >= 0) & ((steps < 0) | (s_new <= steps))
         steps = np.where(better, s_new, steps)
         lr = np.where(better, lr_new, lr)
         width /= 4.0
+        on_pass(REFINE_RATES)
     return steps, lr
 
 
 def tune_adam_curve(config: NQMConfig | Problem, batch_sizes=tuple(2 ** k for k in range(0, 15)),
                     beta1=BETA1, beta2: float = BETA2, epsilon: float = 0.0,
                     search: AdamSearch = AdamSearch(), growth: float = adam.GROWTH,
-                    init_nodes: int = adam.INIT_NODES) -> ScalingCurve:
+                    init_nodes: int = adam.INIT_NODES,
+                    progress: Callable[[int, int], None] | None = None) -> ScalingCurve:
     """Steps to target of mean-field Adam at each batch size, learning rate tuned per batch size.
 
     Args:
@@ -94,6 +110,9 @@ def tune_adam_curve(config: NQMConfig | Problem, batch_sizes=tuple(2 ** k for k 
       beta2, epsilon: fixed.
       search: learning-rate bounds, grid, refinements, step budget.
       growth, init_nodes: the mean-field evaluation's settings (`nqm.adam`).
+      progress: called as progress(done, total) after each pass over all batch sizes (a rate
+        scan or a refinement round, for each b1), counted in rates tried per batch size (the
+        work of a pass): total = len(beta1) (scan rates + 6 refinements).
 
     Returns:
       A ScalingCurve (source 'nqm'); each point's momentum field holds beta1, and its edge
@@ -108,9 +127,17 @@ def tune_adam_curve(config: NQMConfig | Problem, batch_sizes=tuple(2 ** k for k 
     steps = np.full(batch.size, -1, dtype=np.int64)
     lr = np.full(batch.size, np.nan)
     b1_best = np.full(batch.size, np.nan)
+    total = beta1s.size * (_grid_size(search) + REFINE_RATES * search.refinements)
+    done = [0]
+
+    def on_pass(rates: int):
+        done[0] += rates
+        if progress is not None:
+            progress(done[0], total)
+
     for b1 in beta1s:
         s_b, lr_b = _tune_rate(problem, batch, float(b1), beta2, epsilon, search, growth,
-                               init_nodes)
+                               init_nodes, on_pass)
         better = (s_b >= 0) & ((steps < 0) | (s_b < steps))
         steps = np.where(better, s_b, steps)
         lr = np.where(better, lr_b, lr)

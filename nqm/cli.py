@@ -7,6 +7,7 @@ only parses flags, calls it and prints. Bad input prints one line `error: ...` a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import io
 import sys
@@ -149,6 +150,27 @@ def _check_decay_work(problem, optimizer, steps, qualifier):
                             "use a smaller --dim or larger --batch-sizes")
 
 
+@contextlib.contextmanager
+def adam_progress(name: str):
+    """A progress(done, total) callback drawing a tqdm bar on stderr while mean-field Adam is
+    tuned (minutes on large problems); None for the other families, which take seconds. tqdm
+    draws nothing when stderr is not a terminal."""
+    if name != "adam":
+        yield None
+        return
+    from tqdm import tqdm
+    bar = tqdm(desc="tuning mean-field Adam", unit="rate", file=sys.stderr, disable=None)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done - bar.n)
+
+    try:
+        yield progress
+    finally:
+        bar.close()
+
+
 def run_curve(args) -> dict:
     """Tunes the curve described by parsed `args`; returns the JSON object of docs/design.md,
     'Formats'."""
@@ -185,7 +207,8 @@ def run_curve(args) -> dict:
         _check_decay_work(problem, spec.name, problem.lower_bound_steps(batch_sizes),
                           " (at least: on the steps' lower bound)")
     start = time.perf_counter()
-    curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space)
+    with adam_progress(spec.name) as progress:
+        curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space, progress)
     if decay:
         _check_decay_work(problem, spec.name, [p.steps for p in curve.points], "")
         curve = linear_decay.tune_decay_curve(problem, spec.name, curve,

@@ -34,6 +34,7 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -504,7 +505,8 @@ def _edges(spec: OptimizerSpec, space: SearchSpace, a, b, g) -> tuple[str, ...]:
 
 def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(),
                batch_sizes=tuple(2 ** k for k in range(2, 22)), max_steps: int = 10 ** 8,
-               space: SearchSpace = SearchSpace()) -> ScalingCurve:
+               space: SearchSpace = SearchSpace(),
+               progress: Callable[[int, int], None] | None = None) -> ScalingCurve:
     """Steps to target at each batch size with the metaparameters tuned per batch size.
 
     Args:
@@ -513,6 +515,8 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
       batch_sizes: batch sizes (whole numbers >= 1).
       max_steps: step budget; a batch size that cannot reach the target within it is unreached.
       space: search bounds.
+      progress: mean-field Adam only (minutes on large problems): progress(done, total) after
+        each pass of its search (`nqm.adam_tuning.tune_adam_curve`); ignored by the others.
 
     Returns:
       A ScalingCurve (source 'nqm') whose config records problem, optimizer, budget and search.
@@ -525,7 +529,8 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         return _tune_schedule_curve(config, problem, spec, batch, max_steps, space)
     if spec.name == "adam":
         return adam_tuning.tune_adam_curve(config, batch, spec.beta1, spec.beta2,
-                                           search=adam_search(space, max_steps))
+                                           search=adam_search(space, max_steps),
+                                           progress=progress)
     objective = _Objective(problem, spec, space)
     target = problem.target
     n_b = batch.size

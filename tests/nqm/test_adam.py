@@ -9,7 +9,7 @@ from nqm import adam, adam_rotated
 from nqm.adam_tuning import AdamSearch, tune_adam_curve
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
-from nqm.tuning import OptimizerSpec, tune_curve
+from nqm.tuning import OptimizerSpec, default_space, tune_curve
 
 CHECK = [1, 10, 50, 100, 300, 1000, 2000]
 
@@ -171,3 +171,23 @@ def test_real_adam_takes_one_rate_per_step(problem):
     with pytest.raises(ValueError, match="learning_rates") as err:
         adam.simulate_losses(problem, 20, 4, np.full(3, 0.02))
     assert "\n" not in str(err.value)
+
+
+def test_progress_counts_every_pass_and_changes_nothing():
+    cfg = NQMConfig(dim=20, target=0.02)
+    search = AdamSearch(grid_per_decade=2, refinements=2, max_steps=10 ** 4)
+    calls = []
+    with_progress = tune_adam_curve(cfg, [4, 64], beta1=(0.0, 0.9), search=search,
+                                    progress=lambda done, total: calls.append((done, total)))
+    # per b1: the scan (1e-5 .. 1 at 2 per decade: 11 rates) and two refinement rounds of 6
+    per_b1 = [11, 17, 23]
+    assert calls == [(k, 46) for k in per_b1 + [23 + k for k in per_b1]]
+    assert with_progress == tune_adam_curve(cfg, [4, 64], beta1=(0.0, 0.9), search=search)
+    # through tune_curve too; the other families ignore it
+    calls.clear()
+    spec = OptimizerSpec("adam", beta1=(0.9,))
+    tune_curve(cfg, spec, [4], 10 ** 4, default_space(spec),
+               progress=lambda done, total: calls.append(total))
+    assert calls and set(calls) == {21 + 6 * AdamSearch().refinements}     # 1e-5 .. 1
+    tune_curve(cfg, OptimizerSpec("sgd"), [4], progress=lambda *a: calls.append("sgd"))
+    assert "sgd" not in calls

@@ -371,3 +371,24 @@ def test_linear_decay_is_the_library_s_and_refuses_what_it_cannot_do(capsys):
                              + bad, capsys)
         assert code == 2 and out == "" and err.count("\n") == 1 and name in err, err
     assert "at least" in err     # refused on the lower bound, before the constant tuning
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_adam_tuning_draws_its_passes_on_a_terminal_only(monkeypatch):
+    with cli.adam_progress("sgd") as progress:
+        assert progress is None                      # the fast families draw nothing
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with cli.adam_progress("adam") as progress:
+        progress(1, 8)
+        progress(8, 8)
+    assert "tuning mean-field Adam" in terminal.getvalue() and "8/8" in terminal.getvalue()
+    piped = io.StringIO()                            # not a terminal: nothing drawn
+    monkeypatch.setattr(sys, "stderr", piped)
+    with cli.adam_progress("adam") as progress:
+        progress(8, 8)
+    assert piped.getvalue() == ""
