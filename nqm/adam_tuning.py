@@ -112,7 +112,7 @@ def tune_adam_curve(config: NQMConfig | Problem, batch_sizes=tuple(2 ** k for k 
       growth, init_nodes: the mean-field evaluation's settings (`nqm.adam`).
       progress: called as progress(done, total) after each pass over all batch sizes (a rate
         scan or a refinement round, for each b1), counted in rates tried per batch size (the
-        work of a pass): total = len(beta1) (scan rates + 6 refinements).
+        work of a pass): total = (number of b1 values) x (scan rates + 6 x refinements).
 
     Returns:
       A ScalingCurve (source 'nqm'); each point's momentum field holds beta1, and its edge

@@ -387,6 +387,19 @@ def test_adam_tuning_draws_its_passes_on_a_terminal_only(monkeypatch):
         progress(1, 8)
         progress(8, 8)
     assert "tuning mean-field Adam" in terminal.getvalue() and "8/8" in terminal.getvalue()
+    # the bar is closed when the tuning fails, before the error line is printed
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with pytest.raises(RuntimeError), cli.adam_progress("adam") as progress:
+        progress(3, 8)
+        raise RuntimeError("tuning failed")
+    assert terminal.getvalue().endswith("\n") and "3/8" in terminal.getvalue()
+    # the curve command passes it on: every rate of the default search, 4 b1 x (21 + 3 x 6)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert cli.main(["curve", "--optimizer", "adam", "--dim", "20", "--batch-sizes", "4,64",
+                     "--format", "json"]) == 0
+    assert "156/156" in terminal.getvalue()
     piped = io.StringIO()                            # not a terminal: nothing drawn
     monkeypatch.setattr(sys, "stderr", piped)
     with cli.adam_progress("adam") as progress:
