@@ -225,22 +225,28 @@ def _refitted(sizes: np.ndarray, resamples: int, draw: Callable[[], list]) -> di
     return out
 
 
+def _median_with_misses(steps) -> float:
+    """Median steps to result of some runs, a run not at the goal (None or inf) the slowest;
+    NaN (not reached) when there are none or half or more missed."""
+    s = np.asarray([np.inf if v is None else v for v in steps], float)
+    if s.size == 0 or 2 * np.count_nonzero(~np.isfinite(s)) >= s.size:
+        return np.nan
+    return float(np.median(s))
+
+
 def _median_steps(steps: Sequence[int | None]) -> float | None:
-    """Median of steps to result with None (not reached) as the slowest; None if half or more
-    are None or there are none."""
-    if not steps or 2 * sum(s is None for s in steps) >= len(steps):
-        return None
-    return float(np.median([np.inf if s is None else s for s in steps]))
+    """`_median_with_misses` for curve.json: None where not reached."""
+    m = _median_with_misses(steps)
+    return None if np.isnan(m) else m
 
 
 def _median_over_seeds(groups: Sequence[np.ndarray], rng: np.random.Generator) -> float:
     """One draw of a batch size's reruns' median steps: its seeds drawn again with replacement,
-    each bringing all of its runs (inf: not at the goal). NaN (not reached) when none were made
-    or half or more of the drawn runs are not at the goal."""
+    each bringing all of its runs (inf: not at the goal); `_median_with_misses` of them."""
     if not groups:
         return np.nan
-    drawn = np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))])
-    return np.nan if 2 * np.sum(~np.isfinite(drawn)) >= drawn.size else float(np.median(drawn))
+    return _median_with_misses(
+        np.concatenate([groups[i] for i in rng.integers(0, len(groups), len(groups))]))
 
 
 def _seed_order(rerun: dict) -> tuple:
@@ -308,9 +314,9 @@ def b_crit_over_repeats(curve: ScalingCurve, resamples: int = RESAMPLES, seed: i
     by_count = []
     for k in [k for k in (4, 8, 16, 32, 64) if k < fewest] + [fewest]:
         # each point's own first k seeds: every reached point has at least `fewest`
-        steps = [_median_steps([v for seed in list(g)[:k] for v in g[seed]]) for g in by_seed]
-        by_count.append({"seeds": k, "b_crit": fit_mccandlish(
-            sizes, np.asarray([np.nan if m is None else m for m in steps])).b_crit})
+        steps = [_median_with_misses([v for seed in list(g)[:k] for v in g[seed]])
+                 for g in by_seed]
+        by_count.append({"seeds": k, "b_crit": fit_mccandlish(sizes, np.asarray(steps)).b_crit})
     return {"available": True, "method": "repeats", **quantiles,
             "runs": [int(r.size) for r in runs],
             "rerun_median_steps": medians, "rerun_median_b_crit": fit.b_crit,

@@ -58,8 +58,8 @@ def _over_seeds(r: dict | None) -> str:
     if not r:
         return ""
     if r.get("p16") is None:
-        return (f", no interval over seeds: "
-                f"{r.get('note') or str(r['fitted']) + ' of ' + str(r['resamples']) + ' draws fitted'}")
+        why = r.get("note") or f"{r['fitted']} of {r['resamples']} draws fitted"
+        return f", no interval over seeds: {why}"
     return (f", 16-84% over the seeds drawn again {_fmt(r['p16'])} .. {_fmt(r['p84'])}")
 
 

@@ -252,6 +252,21 @@ def test_the_median_curve_from_the_first_seeds_is_refitted_on_those_seeds_alone(
     assert "16-84% over the seeds drawn again" in text
 
 
+def test_the_first_seeds_count_a_batch_size_half_missed_as_not_reached():
+    # B = 256: seeds 1 and 2 missed the goal. Its first four seeds are half missed (not
+    # reached: B_crit from B = 16 and 64 alone, 405 and 135 steps: 128); all eight are not
+    steps = {16: [400, 420, 380, 410, 600, 640, 620, 610], 64: [130, 140, 120, 150, 90, 95, 85, 99],
+             256: [None, None, 65, 62, 30, 33, 31, 29]}
+    curve = ScalingCurve(points=tuple(
+        CurvePoint(batch_size=b, steps=50, repeats=tuple(
+            _rerun(seed, v) for seed, v in enumerate(steps[b], start=1)))
+        for b in steps), source="measured", config={})
+    out = b_crit_over_repeats(curve, resamples=10)
+    assert out["rerun_median_by_seeds"][0] == {"seeds": 4, "b_crit": pytest.approx(128.0)}
+    assert out["rerun_median_steps"][2] == pytest.approx(47.5)       # 8 runs, 2 missed
+    assert out["rerun_median_by_seeds"][1]["b_crit"] == pytest.approx(out["rerun_median_b_crit"])
+
+
 def test_a_reached_point_without_reruns_leaves_no_interval():
     points = (CurvePoint(batch_size=16, steps=100, repeats=({"steps_to_goal": 90},)),
               CurvePoint(batch_size=64, steps=40))
