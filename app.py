@@ -607,7 +607,7 @@ def show_run():
         config = run_form.sweep_config(key, batch_text, int(trials), int(max_steps),
                                        final_lr_fraction=final_text, decay_steps=decay_text)
         out_dir = run_form.out_dir_for(out_text, key, PLACES)
-        if math.isnan(config.goal):    # an own workload without a goal: the pilot rule
+        if math.isnan(config.goal):    # a workload without a goal of its own: the pilot rule
             line = st.empty()
             with st.spinner(f"Choosing the goal by the pilot rule: 8 trials at B = "
                             f"{min(config.batch_sizes)} and {max(config.batch_sizes)}..."):

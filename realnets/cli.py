@@ -341,7 +341,9 @@ def workloads_text(fmt: str) -> str:
             f"{d['name']}",
             f"  data:        {d['data']}",
             f"  model:       {d['model']}",
-            f"  goal:        {d['metric']} <= {d['goal']}  ({d['goal_note']})",
+            f"  goal:        {d['metric']}"
+            f"{', by the pilot rule' if d['goal'] is None else ' <= ' + str(d['goal'])}"
+            f"  ({d['goal_note']})",
             f"  optimizer:   {d['optimizer']}; search: learning rate {s['learning_rate']}, "
             f"1 - momentum {s['one_minus_momentum']}, final lr fraction "
             f"{s['final_lr_fraction'] or 'constant'}",

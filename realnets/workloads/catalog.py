@@ -7,6 +7,7 @@ metaparameters in the search space (checked by pilot sweeps on this project's 2-
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
@@ -75,7 +76,7 @@ class Workload:
 
     def describe(self) -> dict:
         return {"name": self.name, "data": self.data, "model": self.model, "metric": self.metric,
-                "goal": self.goal, "goal_note": self.goal_note, "optimizer": self.optimizer,
+                "goal": None if math.isnan(self.goal) else self.goal, "goal_note": self.goal_note, "optimizer": self.optimizer,
                 "search": self.search.to_dict(), "batch_sizes": list(self.batch_sizes),
                 "max_steps": self.max_steps, "eval_resolution": self.eval_resolution,
                 **({"source": self.source} if self.source else {})}
@@ -108,6 +109,21 @@ def _digits_mlp(**_) -> Task:
     from realnets.workloads.tasks import classification_task
     s = datasets.load_digits()
     return classification_task(models.MLP(hidden=(64,)), s.train_x, s.train_y, s.val_x, s.val_y)
+
+
+def _digits_cnn(**_) -> Task:
+    from realnets.workloads import models
+    from realnets.workloads.tasks import classification_task
+    s = datasets.load_digits()
+    return classification_task(models.SimpleCNN(features=(16, 32), kernel=3, dense=64),
+                               s.train_x, s.train_y, s.val_x, s.val_y)
+
+
+def _mnist_logreg(**_) -> Task:
+    from realnets.workloads import models
+    from realnets.workloads.tasks import classification_task
+    s = datasets.load_mnist10k()
+    return classification_task(models.MLP(hidden=()), s.train_x, s.train_y, s.val_x, s.val_y)
 
 
 def _text(text_file=None, **_) -> Task:
@@ -165,6 +181,19 @@ WORKLOADS = {w.name: w for w in (
              "steps at B = 8 ... 64). The metric moves in steps of 0.56% and is noisy.",
              "momentum", TrialSearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(3, 10), 2000, 0.02,
              _digits_mlp),
+    Workload("digits_cnn", "scikit-learn's 8x8 digits (1,618 train / 179 validation)",
+             "small CNN: conv3x3-16, pool, conv3x3-32, pool, dense 64, 10",
+             "error", float("nan"),
+             "held out (added 2026-11-27, docs/prediction_rule.md): no goal of its own; "
+             "`--goal auto` sets it by the pilot rule before the sweep.",
+             "momentum", TrialSearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(3, 9), 1000, 0.02,
+             _digits_cnn),
+    Workload("mnist_logreg", "MNIST, 10,000 real digits (9,003 train / 997 validation)",
+             "softmax regression 784-10 (convex)", "error", float("nan"),
+             "held out (added 2026-11-27, docs/prediction_rule.md): no goal of its own; "
+             "`--goal auto` sets it by the pilot rule before the sweep.",
+             "adam", TrialSearchSpace((1e-4, 1e-1), (5e-2, 0.5)), POW2(4, 12), 3000, 0.02,
+             _mnist_logreg),
     Workload("text_transformer", "characters of CPython's pydoc_data topics (or --text-file), last 10% validation",
              f"char transformer: 2 layers, d 64, 4 heads, context {TEXT_CONTEXT}", "cross_entropy", 1.8,
              "validation cross-entropy 1.8 nats/char (unigram entropy ~3.1): in a pilot (6 "
