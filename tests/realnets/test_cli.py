@@ -3,6 +3,7 @@
 import csv
 import io
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -85,8 +86,16 @@ def test_workloads_lists_every_workload_with_its_goal(capsys):
     assert [w["name"] for w in listed] == list(WORKLOADS)
     for w in listed:
         assert w["goal_note"] and w["batch_sizes"] and w["max_steps"] > 0
+    # A workload without a goal of its own (the held-out ones) lists null, valid JSON, and its
+    # text block says the pilot rule sets it; every other goal is a finite number.
+    pilot_ruled = {w["name"] for w in listed if w["goal"] is None}
+    assert pilot_ruled == {name for name, w in WORKLOADS.items() if math.isnan(w.goal)}
+    assert {"digits_cnn", "mnist_logreg"} <= pilot_ruled
     status, table, _ = _run(capsys, "workloads")
-    assert all(name in table for name in WORKLOADS)
+    blocks = {block.split("\n")[0]: block for block in table.split("\n\n")}
+    assert set(blocks) == set(WORKLOADS)
+    for name, block in blocks.items():
+        assert ("by the pilot rule" in block.split("\n")[3]) == (name in pilot_ruled)
 
 
 def _write_sweep(path: Path):

@@ -158,3 +158,13 @@ def test_vmap_over_stacked_params_equals_separate_applies(name):
     for i, params in enumerate(separate):
         np.testing.assert_allclose(batched[i], apply(params, x), rtol=1e-5, atol=1e-6)
     assert not np.allclose(batched[0], batched[1])
+
+
+def test_mlp_without_hidden_layers_is_softmax_regression():
+    # mnist_logreg's model: MLP(hidden=()) must be exactly logits = x_flat @ W + b, nothing more.
+    model, x = MLP(hidden=(), num_classes=3), _images(4, 2, 5)
+    params = jax.jit(model.init)(KEY, x)
+    assert count_params(params) == 10 * 3 + 3
+    (dense,) = params["params"].values()
+    by_hand = x.reshape(4, -1) @ np.asarray(dense["kernel"]) + np.asarray(dense["bias"])
+    np.testing.assert_allclose(jax.jit(model.apply)(params, x), by_hand, rtol=1e-5, atol=1e-6)
