@@ -83,9 +83,20 @@ def stable(eta, h, b):
 def closed_form(s11, s12, s22, eta, h, b, sigma2, n):
     """Second moments after n steps with frozen eta: S* + F^n (S_0 - S*) F^nT (stable rows).
 
-    Arrays (k, d) (b, n: (k, 1)); F^n = p_n (F - tau I) + p_{n+1} I with p the Lucas sequence
-    of (tau, b), tau = 1 - eta h + b (`nqm.powers`); S* is the momentum stationary point of
-    `nqm.moments.MomentumDynamics` with the step size eta.
+    Arrays (k, d) (h, sigma2 may be (d,); b, n: (k, 1)). Compiled (`nqm.adam_kernels`); the
+    numpy form it replaces is `closed_form_reference`.
+    """
+    from nqm import adam_kernels   # here, so that importing nqm.adam loads no numba (SGD's CLI)
+
+    return adam_kernels.segment_moments(s11, s12, s22, eta, h, b, sigma2, n)
+
+
+def closed_form_reference(s11, s12, s22, eta, h, b, sigma2, n):
+    """`closed_form` in numpy: the reference the compiled form is tested against.
+
+    F^n = p_n (F - tau I) + p_{n+1} I with p the Lucas sequence of (tau, b), tau = 1 - eta h + b
+    (`nqm.powers`); S* is the momentum stationary point of `nqm.moments.MomentumDynamics` with
+    the step size eta.
     """
     eh = eta * h
     bb = np.broadcast_to(b, eh.shape)

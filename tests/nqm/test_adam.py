@@ -29,6 +29,42 @@ def test_segments_match_the_step_by_step_mean_field(problem, batch, lr, b1, b2):
     assert errors[1] < errors[0]      # shorter segments are more accurate
 
 
+def _segment_cases(k=40, d=30, max_n=3000, seed=0):
+    """Stable rows over every branch of the Lucas sequence: b1 = 0, complex and real roots,
+    negative tau (eta h > 1 + b), critical damping eta h = (1 - sqrt b)^2 exactly, n = 0."""
+    rng = np.random.default_rng(seed)
+    h = 10 ** rng.uniform(-3, 1, d)
+    b = rng.choice([0.0, 0.5, 0.9, 0.99], (k, 1))
+    eta = rng.uniform(0.0, 1.0, (k, d)) * 2 * (1 + b) * 0.999 / h
+    eta[0] = (1 - np.sqrt(b[0])) ** 2 / h
+    sig = 10 ** rng.uniform(-4, 0, (k, d))
+    s11, s22 = 10 ** rng.uniform(-3, 1, (k, d)), 10 ** rng.uniform(-3, 1, (k, d))
+    s12 = 0.1 * rng.standard_normal((k, d))
+    n = rng.integers(0, max_n, (k, 1))
+    n[1] = 0
+    return s11, s12, s22, eta, h, b, sig, n
+
+
+def test_compiled_segment_equals_the_numpy_closed_form():
+    args = _segment_cases()
+    taus = 1 - args[3] * args[4] + args[5]
+    assert (taus < 0).any() and (args[5] == 0).any()     # the cases reach every branch
+    for got, want in zip(adam.closed_form(*args), adam.closed_form_reference(*args)):
+        assert np.all(np.isfinite(got))
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+
+
+def test_compiled_segment_equals_repeated_single_steps():
+    s11, s12, s22, eta, h, b, sig, n = _segment_cases(k=12, d=8, max_n=60, seed=1)
+    got = adam.closed_form(s11, s12, s22, eta, h, b, sig, n)
+    for r in range(12):
+        state = (s11[r], s12[r], s22[r])
+        for _ in range(int(n[r, 0])):
+            state = adam.one_step(*state, eta[r], h, b[r], sig[r])
+        for g, w in zip(got, state):
+            np.testing.assert_allclose(g[r], w, rtol=1e-6, atol=1e-12)   # rounding over 60 steps: 4e-8
+
+
 def test_steps_to_target_is_the_first_crossing_of_the_recurrence():
     problem = NQMConfig(dim=16, target=0.05).problem()
     lrs = np.array([0.003, 0.01, 0.03])
