@@ -1,7 +1,6 @@
 """Entry point: `python -m nqm curve ...` (see nqm.cli)."""
 
-import sys
-
+from nqm.argparser import exit_with
 from nqm.cli import main
 
-sys.exit(main())
+exit_with(main)

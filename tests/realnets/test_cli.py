@@ -252,3 +252,17 @@ def test_reuse_rebuilds_the_measured_part_from_the_sweep_and_its_reruns(tmp_path
     config_file.write_text(config_file.read_text().replace('"goal": 1.8', '"goal": 1.7'))
     with pytest.raises(ValueError, match="is not the sweep this validation was made from"):
         _refreshed_measured(old, sweep, print)
+
+
+@pytest.mark.parametrize("module, argv", [("realnets", ["workloads"]),
+                                          ("nqm", ["curve", "--dim", "20", "--batch-sizes", "4,64"])])
+def test_a_reader_that_closes_the_pipe_gets_no_traceback(module, argv):
+    # `... | head`: the reader is gone before the command prints. Python's default is a
+    # BrokenPipeError traceback and a second error at exit; the entry points end quietly, with
+    # the status of a process killed by SIGPIPE.
+    proc = subprocess.Popen([sys.executable, "-m", module, *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141
+    assert err == ""
