@@ -22,6 +22,7 @@ from unittest import mock
 
 import numpy as np
 
+from decay_kernels import median_seconds   # benchmarks/decay_kernels.py, the same timing
 from nqm import adam, adam_kernels
 from nqm.adam_tuning import tune_adam_curve
 from nqm.problem import NQMConfig
@@ -41,15 +42,6 @@ def arrays(k: int, d: int, seed: int = 0):
     return s11, s12, s22, eta, h, b, sig, n
 
 
-def median_seconds(fn, repeats: int = 5) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return float(np.median(times))
-
-
 def part_one() -> None:
     start = time.perf_counter()
     adam.closed_form(*arrays(2, 3))
@@ -61,8 +53,8 @@ def part_one() -> None:
         got = adam.closed_form(*args)
         diff = max(float(np.max(np.abs(g - r) / np.maximum(np.abs(r), 1e-300)))
                    for g, r in zip(got, ref))
-        t_ref = median_seconds(lambda: adam.closed_form_reference(*args))
-        t_new = median_seconds(lambda: adam.closed_form(*args))
+        t_ref = median_seconds(lambda: adam.closed_form_reference(*args), repeats=5)
+        t_new = median_seconds(lambda: adam.closed_form(*args), repeats=5)
         print(f"{k:>5} {d:>5} {t_ref:>8.4f} {t_new:>8.4f} {t_ref / t_new:>6.1f} {diff:>12.2e}")
 
 
