@@ -70,7 +70,8 @@ def part_two(dim: int) -> None:
         t_ref = time.perf_counter() - start
     same = [(p.steps, p.learning_rate, p.momentum) for p in new.points] \
         == [(p.steps, p.learning_rate, p.momentum) for p in old.points]
-    print(f"{'tune_adam_curve':>15} {'d':>5} {'numpy_s':>8} {'kernel_s':>8} {'ratio':>6} same_points")
+    print(f"{'tune_adam_curve':>15} {'d':>5} {'numpy_s':>8} {'kernel_s':>8} {'ratio':>6} "
+          "same_points")
     print(f"{'':>15} {dim:>5} {t_ref:>8.1f} {t_new:>8.1f} {t_ref / t_new:>6.1f} {same}")
     print("steps:", [p.steps for p in new.points])
 

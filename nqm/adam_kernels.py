@@ -109,9 +109,20 @@ def segment_moments(s11, s12, s22, eta, h, b, sigma2, n):
     n (k,) or (k, 1) whole numbers >= 0 (or one for all rows).
     """
     eta = np.ascontiguousarray(eta, dtype=np.float64)
+    if eta.ndim != 2:
+        raise ValueError(f"eta must be (k, d), got shape {eta.shape}")
     rows, dim = eta.shape
-    def two_d(x):
-        return np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1, dim))
+
+    def moments(x):     # the start moments, broadcast to every row as numpy would
+        return np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float64), (rows, dim)))
+
+    def per_row(x, name):   # h and sigma2: one row for all, or one per row (numba checks no bounds)
+        x = np.ascontiguousarray(np.asarray(x, dtype=np.float64).reshape(-1, dim))
+        if x.shape[0] not in (1, rows):
+            raise ValueError(f"{name} must be (d,), (1, d) or ({rows}, d), got {x.shape[0]} rows")
+        return x
+
     b_k = np.ascontiguousarray(np.broadcast_to(np.asarray(b, np.float64).reshape(-1), (rows,)))
     n_k = np.ascontiguousarray(np.broadcast_to(np.asarray(n, np.int64).reshape(-1), (rows,)))
-    return _segments(two_d(s11), two_d(s12), two_d(s22), eta, two_d(h), b_k, two_d(sigma2), n_k)
+    return _segments(moments(s11), moments(s12), moments(s22), eta, per_row(h, "h"), b_k,
+                     per_row(sigma2, "sigma2"), n_k)

@@ -76,7 +76,8 @@ class Workload:
 
     def describe(self) -> dict:
         return {"name": self.name, "data": self.data, "model": self.model, "metric": self.metric,
-                "goal": None if math.isnan(self.goal) else self.goal, "goal_note": self.goal_note, "optimizer": self.optimizer,
+                "goal": None if math.isnan(self.goal) else self.goal,   # None: the pilot rule's
+                "goal_note": self.goal_note, "optimizer": self.optimizer,
                 "search": self.search.to_dict(), "batch_sizes": list(self.batch_sizes),
                 "max_steps": self.max_steps, "eval_resolution": self.eval_resolution,
                 **({"source": self.source} if self.source else {})}

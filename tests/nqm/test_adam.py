@@ -31,31 +31,49 @@ def test_segments_match_the_step_by_step_mean_field(problem, batch, lr, b1, b2):
 
 def _segment_cases(k=40, d=30, max_n=3000, seed=0):
     """Stable rows over every branch of the Lucas sequence: b1 = 0, complex and real roots,
-    negative tau (eta h > 1 + b), critical damping eta h = (1 - sqrt b)^2 exactly, n = 0."""
+    negative tau (eta h > 1 + b), critical damping eta h = (1 - sqrt b)^2 exactly, n = 0 (with
+    b1 = 0 and with b1 > 0); n drawn log-uniformly so most rows keep a transient."""
     rng = np.random.default_rng(seed)
     h = 10 ** rng.uniform(-3, 1, d)
     b = rng.choice([0.0, 0.5, 0.9, 0.99], (k, 1))
+    b[:3] = [[0.81], [0.0], [0.5]]
     eta = rng.uniform(0.0, 1.0, (k, d)) * 2 * (1 + b) * 0.999 / h
-    eta[0] = (1 - np.sqrt(b[0])) ** 2 / h
+    eta[0] = (1 - np.sqrt(b[0])) ** 2 / h                         # critical damping
+    eta[3] = np.linspace(1.2, 2.9, d) * (1 + b[3]) / h           # negative tau throughout
     sig = 10 ** rng.uniform(-4, 0, (k, d))
     s11, s22 = 10 ** rng.uniform(-3, 1, (k, d)), 10 ** rng.uniform(-3, 1, (k, d))
     s12 = 0.1 * rng.standard_normal((k, d))
-    n = rng.integers(0, max_n, (k, 1))
-    n[1] = 0
+    n = np.floor(10 ** rng.uniform(0, np.log10(max_n), (k, 1))).astype(np.int64)
+    n[1:3] = 0                                                   # b1 = 0 and b1 = 0.5
+    n[3] = 3
     return s11, s12, s22, eta, h, b, sig, n
+
+
+def _real_negative_tau(args):
+    """Elements with real roots and tau < 0: eta h >= (1 + sqrt b)^2."""
+    eta, h, b = args[3], args[4], args[5]
+    return eta * h >= (1 + np.sqrt(b)) ** 2
 
 
 def test_compiled_segment_equals_the_numpy_closed_form():
     args = _segment_cases()
-    taus = 1 - args[3] * args[4] + args[5]
-    assert (taus < 0).any() and (args[5] == 0).any()     # the cases reach every branch
+    eta, h, b, n = args[3], args[4], args[5], args[7]
+    assert (b == 0).any() and _real_negative_tau(args)[3].any()   # the cases reach every branch
+    assert ((b == 0) & (n == 0)).any() and (n < 50).mean() > 0.3
     for got, want in zip(adam.closed_form(*args), adam.closed_form_reference(*args)):
         assert np.all(np.isfinite(got))
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=0)
+    # h given per row, (k, d), is the same as (d,)
+    per_row = args[:4] + (np.broadcast_to(h, eta.shape),) + args[5:]
+    for got, want in zip(adam.closed_form(*per_row), adam.closed_form(*args)):
+        np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="sigma2"):
+        adam.closed_form(*args[:6], args[6][:2], n)
 
 
 def test_compiled_segment_equals_repeated_single_steps():
     s11, s12, s22, eta, h, b, sig, n = _segment_cases(k=12, d=8, max_n=60, seed=1)
+    assert _real_negative_tau((s11, s12, s22, eta, h, b))[3].any() and (n[1:3] == 0).all()
     got = adam.closed_form(s11, s12, s22, eta, h, b, sig, n)
     for r in range(12):
         state = (s11[r], s12[r], s22[r])

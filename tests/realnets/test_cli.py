@@ -261,8 +261,19 @@ def test_a_reader_that_closes_the_pipe_gets_no_traceback(module, argv):
     # BrokenPipeError traceback and a second error at exit; the entry points end quietly, with
     # the status of a process killed by SIGPIPE.
     proc = subprocess.Popen([sys.executable, "-m", module, *argv], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, text=True)
     proc.stdout.close()
-    err = proc.stderr.read().decode()
-    assert proc.wait(timeout=120) == 141
-    assert err == ""
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141
+    assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_a_broken_pipe_that_is_not_standard_output_is_raised(monkeypatch):
+    # Only stdout's reader going away is quiet: another closed pipe inside a command is an error.
+    from nqm.argparser import exit_with
+
+    def main():
+        raise BrokenPipeError("a worker's socket")
+
+    with pytest.raises(BrokenPipeError, match="worker"):
+        exit_with(main)
