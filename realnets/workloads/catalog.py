@@ -141,6 +141,8 @@ def _nqm(**_) -> Task:
     return quadratic_task(NQM_WORKLOAD.problem())
 
 
+HELD_OUT_NOTE = ("held out (added 2026-11-27, docs/prediction_rule.md): no goal of its own; "
+                 "`--goal auto` sets it by the pilot rule before the sweep.")
 POW2 = lambda lo, hi: tuple(2 ** k for k in range(lo, hi + 1))  # noqa: E731
 
 WORKLOADS = {w.name: w for w in (
@@ -184,15 +186,13 @@ WORKLOADS = {w.name: w for w in (
              _digits_mlp),
     Workload("digits_cnn", "scikit-learn's 8x8 digits (1,618 train / 179 validation)",
              "small CNN: conv3x3-16, pool, conv3x3-32, pool, dense 64, 10",
-             "error", float("nan"),
-             "held out (added 2026-11-27, docs/prediction_rule.md): no goal of its own; "
-             "`--goal auto` sets it by the pilot rule before the sweep.",
+             "error", math.nan,
+             HELD_OUT_NOTE,
              "momentum", TrialSearchSpace((1e-3, 3.0), (1e-2, 1.0)), POW2(3, 9), 1000, 0.02,
              _digits_cnn),
     Workload("mnist_logreg", "MNIST, 10,000 real digits (9,003 train / 997 validation)",
-             "softmax regression 784-10 (convex)", "error", float("nan"),
-             "held out (added 2026-11-27, docs/prediction_rule.md): no goal of its own; "
-             "`--goal auto` sets it by the pilot rule before the sweep.",
+             "softmax regression 784-10 (convex)", "error", math.nan,
+             HELD_OUT_NOTE,
              "adam", TrialSearchSpace((1e-4, 1e-1), (5e-2, 0.5)), POW2(4, 12), 3000, 0.02,
              _mnist_logreg),
     Workload("text_transformer", "characters of CPython's pydoc_data topics (or --text-file), last 10% validation",

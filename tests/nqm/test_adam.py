@@ -39,7 +39,8 @@ def _segment_cases(k=40, d=30, max_n=3000, seed=0):
     b[:3] = [[0.81], [0.0], [0.5]]
     eta = rng.uniform(0.0, 1.0, (k, d)) * 2 * (1 + b) * 0.999 / h
     eta[0] = (1 - np.sqrt(b[0])) ** 2 / h                         # critical damping
-    eta[3] = np.linspace(1.2, 2.9, d) * (1 + b[3]) / h           # negative tau throughout
+    lo, hi = (1 + np.sqrt(b[3])) ** 2, 2 * (1 + b[3])              # real roots, tau < 0, stable
+    eta[3] = (lo + np.linspace(0.05, 0.95, d) * (hi - lo)) / h
     sig = 10 ** rng.uniform(-4, 0, (k, d))
     s11, s22 = 10 ** rng.uniform(-3, 1, (k, d)), 10 ** rng.uniform(-3, 1, (k, d))
     s12 = 0.1 * rng.standard_normal((k, d))
@@ -50,7 +51,8 @@ def _segment_cases(k=40, d=30, max_n=3000, seed=0):
 
 
 def _real_negative_tau(args):
-    """Elements with real roots and tau < 0: eta h >= (1 + sqrt b)^2."""
+    """Elements with real roots and tau < 0: eta h >= (1 + sqrt b)^2 (and below the stability
+    edge 2 (1 + b) in the cases)."""
     eta, h, b = args[3], args[4], args[5]
     return eta * h >= (1 + np.sqrt(b)) ** 2
 
@@ -58,7 +60,8 @@ def _real_negative_tau(args):
 def test_compiled_segment_equals_the_numpy_closed_form():
     args = _segment_cases()
     eta, h, b, n = args[3], args[4], args[5], args[7]
-    assert (b == 0).any() and _real_negative_tau(args)[3].any()   # the cases reach every branch
+    assert (b == 0).any() and _real_negative_tau(args)[3].all()   # the cases reach every branch
+    assert adam.stable(eta, h, b).all()
     assert ((b == 0) & (n == 0)).any() and (n < 50).mean() > 0.3
     for got, want in zip(adam.closed_form(*args), adam.closed_form_reference(*args)):
         assert np.all(np.isfinite(got))
