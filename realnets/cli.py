@@ -1,5 +1,5 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-swap-optimizer, branch, throughput, plan}`.
+swap-optimizer, adam-basis, branch, throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -165,6 +165,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also tune a linear decay of the rate on the same quadratic and target "
                         "(docs/nqm_adam.md)")
     w.add_argument("--format", choices=("table", "json"), default="table")
+    a = sub.add_parser("adam-basis",
+                       help="a report of an Adam sweep: Adam per weight against Adam per "
+                            "eigenvector of the whole Hessian, on the network and its quadratic, "
+                            "and over the NQM's d top eigenvectors only (a diagnostic: do the "
+                            "NQM's basis or its truncated spectrum make it slow?)")
+    a.add_argument("dir", help="validation report directory (holding validation.json); the "
+                               "result goes to DIR/adam_basis.json")
+    a.add_argument("--sweep", help="the sweep directory (default: the one the report names)")
+    a.add_argument("--format", choices=("table", "json"), default="table")
+    a.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
     return parser
@@ -530,8 +540,7 @@ def _add_transfer(old, workload, sweep_dir: Path, sweep, argv, say):
     from realnets.sweeps.records import load_sweep
     from realnets.validation.comparison import comparison
     from realnets.validation.quadratic_path import path_settings, run_quadratic_path
-    from realnets.validation.rerun import (best_trial, calibration_sample, init_params_of,
-                                           retrain)
+    from realnets.validation.rerun import calibration_sample, reference_checkpoints
     from realnets.validation.transfer import reading, run_transfer
 
     start = time.perf_counter()
@@ -552,14 +561,8 @@ def _add_transfer(old, workload, sweep_dir: Path, sweep, argv, say):
     if path_settings(with_transfer, config):
         # the reference trial again, to its goal (validate's own rerun counts as its "rerun"
         # phase; here it is part of the transfer's time)
-        run = as_dict["calibration_run"]
-        trial = best_trial(records, int(run["batch_size"]))
-        if int(trial.trial_id) != int(run["trial_id"]):
-            raise ValueError(f"sweep: {sweep_dir}'s best trial at B = {run['batch_size']} is "
-                             f"{trial.trial_id}, not the validation's {run['trial_id']}; rerun "
-                             "validate without --reuse")
-        init = init_params_of(task, config.seed, int(trial.trial_id))
-        _, goal_params = retrain(task, config, trial)
+        init, goal_params = reference_checkpoints(task, config, records,
+                                                  as_dict["calibration_run"])
     path = run_quadratic_path(task, config, with_transfer, init, goal_params, sample, log=say)
     transfer = {**transfer, "quadratic_path": {
         **path, "seconds": time.perf_counter() - path_start, "command": command}}
@@ -751,6 +754,80 @@ def swap_command(args) -> str:
     return "\n".join(lines)
 
 
+def adam_basis_command(args, argv) -> str:
+    """`python -m realnets adam-basis DIR`: `realnets.validation.adam_basis` on a report, its
+    record written to DIR/adam_basis.json."""
+    import json
+    import shlex
+    import time
+
+    from realnets import store, workloads
+    from realnets.sweeps.records import load_sweep
+    from realnets.validation import adam_basis
+    from realnets.validation.files import made_from, read_validation
+    from realnets.validation.rerun import calibration_sample, reference_checkpoints
+
+    start = time.perf_counter()
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise ValueError(f"dir {args.dir!r} is not a directory (a validation report's)")
+    doc = read_validation(directory)
+    as_dict = doc.to_dict()
+    why = adam_basis.refusal(as_dict)
+    if why:
+        raise ValueError(why)
+    sweep_dir = Path(args.sweep or (doc.provenance.sweep if doc.provenance else None)
+                     or Path("sweeps") / doc.workload)
+    if not sweep_dir.is_dir():
+        raise ValueError(f"sweep: {sweep_dir} is not a directory (the sweep this report was made "
+                         "from; pass --sweep)")
+    config, records = load_sweep(sweep_dir)
+    if not made_from(doc.sweep_config, config.to_dict()):
+        raise ValueError(f"sweep: {sweep_dir} is not the sweep this report was made from (pass "
+                         "--sweep)")
+    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
+                                                                     flush=True))
+    task = workloads.get(doc.workload).build(text_file=config.text_file)
+    say("retraining the reference trial to its goal")
+    init, goal_params = reference_checkpoints(task, config, records, as_dict["calibration_run"])
+    sample = calibration_sample(task, doc.settings.sample_rows, doc.settings.seed)
+    record = adam_basis.run_adam_basis(task, config, as_dict, init, goal_params, sample, log=say)
+    record = {**record, "command": "python -m realnets " + shlex.join(argv),
+              "wall_seconds": time.perf_counter() - start}
+    store.write_json_atomic(directory / "adam_basis.json", record)
+    if args.format == "json":
+        return json.dumps(record, indent=1)
+
+    def steps(d):
+        return str(d["steps_to_target"]) if d["status"] == "reached" else d["status"]
+
+    def num(x):
+        return "-" if x is None else f"{x:.3g}"
+
+    spec = record["spectrum"]
+    lines = [f"{record['workload']} ({directory}): {record['num_params']} parameters, Hessian "
+             f"eigenvalues {spec['bottom']:.3g} .. {spec['top']:.3g} ({spec['negative']} "
+             f"negative), {spec['above_floor']} above the NQM's floor (NQM d = "
+             f"{num(spec['nqm_dim'])}); target {record['target']:.4g}, lowest loss with the top "
+             f"d only {num(record['top_d_floor'])}",
+             f"{'B':>6} {'rate':>8} {'b1':>6} {'NQM':>5} {'sweep':>5} "
+             f"{'q/weight':>11} {'q/eigen':>11} {'q/top d':>11} {'net/weight':>11} "
+             f"{'net/eigen':>11} {'coord':>6} {'NQM/eig':>7} {'trunc':>6}"]
+    for p in record["points"]:
+        q, n = p["quadratic"], p["network"]
+        lines.append(
+            f"{p['batch_size']:>6} {p['learning_rate']:>8.3g} {p['momentum']:>6.3g} "
+            f"{p['nqm_steps']:>5} {num(p['measured_steps']):>5} "
+            f"{steps(q['per_weight']):>11} {steps(q['per_eigenvector']):>11} "
+            f"{steps(q[adam_basis.TOP_D]) if adam_basis.TOP_D in q else '-':>11} "
+            f"{steps(n['per_weight']):>11} {steps(n['per_eigenvector']):>11} "
+            f"{num(p['coordinates']):>6} {num(p['nqm_over_eigenvector']):>7} "
+            f"{num(p.get('truncation')):>6}")
+    lines += [record["reading"], f"written: {directory / 'adam_basis.json'} "
+              f"({record['wall_seconds']:.0f} s)"]
+    return "\n".join(lines)
+
+
 def summary_text(path: str, rebuild: bool = False) -> str:
     """`python -m realnets summary`: the summary file as the docs' Markdown table (rebuilt first
     from the validation documents beside it with `rebuild`)."""
@@ -800,6 +877,8 @@ def main(argv=None) -> int:
             text = summary_text(args.file, args.rebuild)
         elif args.command == "swap-optimizer":
             text = swap_command(args)
+        elif args.command == "adam-basis":
+            text = adam_basis_command(args, list(sys.argv[1:] if argv is None else argv))
         else:
             text = import_text(args)
     except ValueError as err:

@@ -84,9 +84,10 @@ class PathRun:
     step_limit: int
 
 
-def path_settings(doc: dict, sweep_config: SweepConfig) -> list[PathRun]:
+def path_settings(doc: dict, sweep_config: SweepConfig, every: bool = False) -> list[PathRun]:
     """The batch sizes where the headline NQM reached its target in DEPARTS_FACTOR or more fewer
-    steps than measured, or where the sweep never reached the goal, one PathRun each."""
+    steps than measured, or where the sweep never reached the goal, one PathRun each; with
+    `every`, each batch size where the NQM reached its target (`realnets.validation.adam_basis`)."""
     transfer = {int(p["batch_size"]): p.get("steps_to_goal")
                 for p in (doc.get("transfer") or {}).get("points", [])}
     measured = {int(p["batch_size"]): p.get("steps") for p in doc["measured"]["points"]}
@@ -96,7 +97,7 @@ def path_settings(doc: dict, sweep_config: SweepConfig) -> list[PathRun]:
             continue
         b, s_nqm = int(p["batch_size"]), int(p["steps"])
         s_meas = measured.get(b)
-        if s_meas is not None and s_meas < DEPARTS_FACTOR * s_nqm:
+        if not every and s_meas is not None and s_meas < DEPARTS_FACTOR * s_nqm:
             continue
         longest = max(s_nqm, int(s_meas) if s_meas is not None else 0)
         momentum = None if sweep_config.optimizer == "sgd" else p.get("momentum")
@@ -238,7 +239,8 @@ def complete(path: dict) -> bool:
     return all("first_rise" in p for p in path["points"])
 
 
-def _ratio(a, b):
+def step_ratio(a, b):
+    """a / b for step counts, None when either is missing or b is 0."""
     return None if a is None or b is None or b == 0 else a / b
 
 
@@ -308,15 +310,16 @@ def run_quadratic_path(task: Task, sweep_config: SweepConfig, doc: dict, init_pa
         s_net, s_quad = got["network"]["steps_to_target"], got["quadratic"]["steps_to_target"]
         out["points"].append({
             **asdict(run), **got, "first_rise": rise,
-            "fit": _ratio(s_quad, run.nqm_steps), "path": _ratio(s_net, s_quad),
-            "noise": _ratio(run.transfer_steps, s_net),
+            "fit": step_ratio(s_quad, run.nqm_steps), "path": step_ratio(s_net, s_quad),
+            "noise": step_ratio(run.transfer_steps, s_net),
             "seconds": time.perf_counter() - t0})
     out["reading"] = path_reading(out)
     out["seconds"] = time.perf_counter() - start
     return out
 
 
-def _steps(descent: dict) -> str:
+def steps_text(descent: dict) -> str:
+    """A descent's steps to target, or its status when it did not reach it."""
     return str(descent["steps_to_target"]) if descent["status"] == "reached" else descent["status"]
 
 
@@ -374,8 +377,8 @@ def path_reading(path: dict) -> str:
     missed = [p for p in points if p["quadratic"]["status"] != "reached"]
 
     def listed(ps):
-        return ", ".join(f"{p['batch_size']} (network {_steps(p['network'])}, quadratic "
-                         f"{_steps(p['quadratic'])})" for p in ps)
+        return ", ".join(f"{p['batch_size']} (network {steps_text(p['network'])}, quadratic "
+                         f"{steps_text(p['quadratic'])})" for p in ps)
 
     parts = []
     if bad:

@@ -112,3 +112,18 @@ def mean_loss(task: Task, params, sample: dict, chunk_rows: int | None = None,
     """The task's mean training loss over the sample (float64)."""
     rows = sharded_sample.ShardedSample(sample, chunk_rows=chunk_rows, devices=devices)
     return float(rows.mean(lambda p, b: task.loss_fn(p, b), params))
+
+
+def reference_checkpoints(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
+                          calibration_run: dict, devices=None) -> tuple[object, object]:
+    """(initialisation, goal checkpoint) parameter trees of a validation's reference trial: the
+    sweep's best trial at the document's calibration batch size (`calibration_run`), retrained
+    to its goal. ValueError when that best trial is no longer the document's (trials added)."""
+    trial = best_trial(records, int(calibration_run["batch_size"]))
+    if int(trial.trial_id) != int(calibration_run["trial_id"]):
+        raise ValueError(f"sweep: the best trial at B = {calibration_run['batch_size']} is "
+                         f"{trial.trial_id}, not the validation's {calibration_run['trial_id']}; "
+                         "rerun validate without --reuse")
+    init = init_params_of(task, sweep_config.seed, int(trial.trial_id))
+    _, goal_params = retrain(task, sweep_config, trial, devices)
+    return init, goal_params
