@@ -292,8 +292,10 @@ def _truncation_sentences(slow: list[dict], record: dict) -> list[str]:
     if yes:
         out.append(f"With only the NQM's d top directions moving, the quadratic with Adam per "
                    f"eigenvector needs {EXPLAINS_FACTOR:g}x or more the steps of every direction "
-                   f"(or does not reach the target) at B = {listed(yes)}: the directions the NQM "
-                   "leaves out carry progress it cannot make there (measured).")
+                   f"(or does not reach the target) at B = {listed(yes)}: on this quadratic the "
+                   "directions the NQM leaves out carry much of Adam's progress (measured; "
+                   "whether they make the NQM itself slow is not: validate with a lower "
+                   "--floor-ratio for that).")
     if no:
         out.append(f"With only the NQM's d top directions moving, it needs fewer than "
                    f"{EXPLAINS_FACTOR:g}x the steps of every direction at B = {listed(no)}: the "
