@@ -164,6 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--decay", action="store_true",
                    help="also tune a linear decay of the rate on the same quadratic and target "
                         "(docs/nqm_adam.md)")
+    w.add_argument("--monte-carlo", type=int, metavar="RUNS",
+                   help="with --optimizer adam: real Adam by Monte Carlo (RUNS >= 2 runs) at "
+                        "each tuned point of the swapped curve, its steps to the same target (a "
+                        "check of the mean field)")
+    w.add_argument("--start-scale", type=float, default=1.0,
+                   help="multiply the fitted NQM's start E[theta_i^2] by this (> 0) before the "
+                        "step match and the tuning (a diagnostic of the start; default 1)")
     w.add_argument("--format", choices=("table", "json"), default="table")
     a = sub.add_parser("adam-basis",
                        help="a report of an Adam sweep: Adam per weight against Adam per "
@@ -698,8 +705,8 @@ def swap_command(args) -> str:
 
     from nqm.tuning import SearchSpace
     from realnets.validation.files import read_validation
-    from realnets.validation.optimizer_swap import (comparison_rows, own_prediction,
-                                                    swapped_prediction)
+    from realnets.validation.optimizer_swap import (comparison_rows, monte_carlo_steps,
+                                                    own_prediction, swapped_prediction)
 
     lr = parse_range(args.lr_range, "--lr-range")
     if args.optimizer == "sgd":
@@ -712,34 +719,51 @@ def swap_command(args) -> str:
                              f"{args.optimizer} (LO,HI within (0, 1])")
         space = SearchSpace(learning_rate=lr, one_minus_momentum=parse_range(
             args.one_minus_momentum_range, "--one-minus-momentum-range"))
+    if args.monte_carlo is not None:
+        if args.optimizer != "adam":
+            raise ValueError("--monte-carlo applies to --optimizer adam only (the other NQM "
+                             "families are exact)")
+        if args.monte_carlo < 2:
+            raise ValueError(f"--monte-carlo must be a whole number >= 2, got {args.monte_carlo}")
     directory = Path(args.dir)
     if not directory.is_dir():
         raise ValueError(f"dir {args.dir!r} is not a directory (a validation report's)")
     doc = read_validation(directory).to_dict()
     own = own_prediction(doc)
-    swapped = swapped_prediction(doc, args.optimizer, space, decay=args.decay)
+    swapped = swapped_prediction(doc, args.optimizer, space, decay=args.decay,
+                                 start_scale=args.start_scale)
     swapped = swapped if args.decay else (swapped,)
     rows = comparison_rows(doc, *swapped)
+    monte_carlo = (None if args.monte_carlo is None
+                   else monte_carlo_steps(doc, swapped[0], args.monte_carlo))
     measured = doc["measured"]["fit"]["b_crit"]
     if args.format == "json":
         return json.dumps({"workload": doc["workload"], "measured_b_crit": measured,
                            "reference": {"batch_size": own["match"]["batch_size"],
                                          "steps": own["match"]["steps"]},
                            "rows": rows, "swapped": swapped[0].to_dict(),
+                           **({} if monte_carlo is None else {"monte_carlo": {
+                               "runs": args.monte_carlo, "steps": list(monte_carlo)}}),
                            **({"decay": swapped[1].to_dict()} if args.decay else {})}, indent=1)
 
     def num(x):
         return "-" if x is None else f"{x:.4g}"
 
+    width = max(24, *(len(r["optimizer"]) for r in rows))
     lines = [f"{doc['workload']} ({directory}): measured B_crit {num(measured)}; reference "
              f"B_ref {own['match']['batch_size']}, S_ref {own['match']['steps']}; checkpoint "
              f"{own['checkpoint']}",
+             f"the swapped NQM's start: E[L](0) = {swapped[0].initial_loss:.4g}"
+             + ("" if args.start_scale == 1.0 else f" (E[theta_i^2] x {args.start_scale:g})"),
              "steps at B = " + " ".join(str(b) for b in swapped[0].batch_sizes),
-             f"{'optimizer':<24} {'target':>9} {'B_crit':>9} {'ratio':>7} {'S_min':>7}  steps"]
+             f"{'optimizer':<{width}} {'target':>9} {'B_crit':>9} {'ratio':>7} {'S_min':>7}  steps"]
     for r in rows:
-        lines.append(f"{r['optimizer']:<24} {num(r['target']):>9} {num(r['b_crit']):>9} "
+        lines.append(f"{r['optimizer']:<{width}} {num(r['target']):>9} {num(r['b_crit']):>9} "
                      f"{num(r['ratio']):>7} {num(r['s_min']):>7}  "
                      + " ".join("-" if s is None else str(s) for s in r["steps"]))
+    if monte_carlo is not None:
+        lines.append(f"real Adam, Monte Carlo ({args.monte_carlo} runs), at the swapped curve's "
+                     "points: " + " ".join("-" if s is None else str(s) for s in monte_carlo))
     if args.decay:
         points = swapped[1].to_dict()["points"]
         for name, key in (("final fraction f", "final_lr_fraction"),

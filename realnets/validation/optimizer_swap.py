@@ -8,7 +8,9 @@ point (B_ref, S_ref), then the NQM is tuned per batch size in the given search s
 as the headline curve is. A diagnostic, not the rule: the new family's search space is the
 caller's choice, since the sweep only searched its own. With `decay`, the swapped constant
 curve is tuned again with a linear decay of the rate (`nqm.linear_decay`), at the same target:
-the calibrated model's reading of what a decay does to this network's B_crit.
+the calibrated model's reading of what a decay does to this network's B_crit. With
+`start_scale`, the fitted start E theta_i^2 is scaled before the step match: a diagnostic of the
+start (docs/validation.md, 'Adam's coordinates', third follow-up).
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from nqm import linear_decay
-from nqm.adam_tuning import BETA1
+import numpy as np
+
+from nqm import adam, linear_decay, validation
+from nqm.adam_tuning import BETA1, BETA2
 from nqm.curve import ScalingCurve
+from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
 from nqm.tuning import SearchSpace, tune_curve
 from realnets.validation.bootstrap import fitted_nqm
@@ -40,6 +45,10 @@ class SwappedPrediction:
       b_crit, s_min: the fit S(B) = S_min (1 + B_crit / B) (McCandlish et al. 2018, eq. 2.11);
         None when it could not be fitted.
       schedule: 'constant' (the rate tuned constant) or 'linear_decay' (`nqm.linear_decay`).
+      start_scale: the factor every start second moment E theta_i^2 was multiplied by (1: the
+        fitted start).
+      initial_loss: the NQM's expected loss at its start, 1/2 sum_i h_i E theta_i^2 (loss above
+        its minimum), after that scaling.
       curve: the tuned ScalingCurve itself (every point's metaparameters; not in `to_dict`).
     """
 
@@ -51,6 +60,8 @@ class SwappedPrediction:
     b_crit: float | None
     s_min: float | None
     schedule: str = "constant"
+    start_scale: float = 1.0
+    initial_loss: float | None = None
     curve: ScalingCurve | None = field(default=None, repr=False, compare=False)
 
     @property
@@ -62,8 +73,9 @@ class SwappedPrediction:
 
     @property
     def label(self) -> str:
-        return (f"{self.family} (swapped in)" if self.schedule == "constant"
-                else f"{self.family}, linear decay")
+        start = "" if self.start_scale == 1.0 else f", start x {self.start_scale:g}"
+        return (f"{self.family} (swapped in{start})" if self.schedule == "constant"
+                else f"{self.family}, linear decay{start}")
 
     def _decay_point(self, i: int) -> dict:
         """With a decay, point i's tuned metaparameters (a, b or b1, f); else nothing."""
@@ -79,7 +91,8 @@ class SwappedPrediction:
                           "one_minus_momentum": list(self.space.one_minus_momentum)},
                 "points": [{"batch_size": b, "steps": s, **self._decay_point(i)}
                            for i, (b, s) in enumerate(zip(self.batch_sizes, self.steps))],
-                "b_crit": self.b_crit, "s_min": self.s_min}
+                "b_crit": self.b_crit, "s_min": self.s_min, "start_scale": self.start_scale,
+                "initial_loss": self.initial_loss}
 
 
 def own_prediction(doc: dict) -> dict:
@@ -110,8 +123,17 @@ def comparison_rows(doc: dict, *swapped: SwappedPrediction) -> list[dict]:
     return rows
 
 
-def swapped_prediction(doc: dict, family: str, space: SearchSpace,
-                       decay: bool = False) -> SwappedPrediction | tuple[SwappedPrediction, SwappedPrediction]:
+def scaled_start(config: NQMConfig, scale: float) -> NQMConfig:
+    """`config` (with caller arrays) with every start second moment E theta_i^2 times `scale`."""
+    if scale == 1.0:
+        return config
+    return dataclasses.replace(config, init_second_moments=tuple(
+        (scale * np.asarray(config.init_second_moments)).tolist()))
+
+
+def swapped_prediction(doc: dict, family: str, space: SearchSpace, decay: bool = False,
+                       start_scale: float = 1.0,
+                       ) -> SwappedPrediction | tuple[SwappedPrediction, SwappedPrediction]:
     """The report's calibrated NQM (headline checkpoint) tuned as `family` in `space`, with its
     target matched in steps at the report's reference point, over the headline curve's batch
     sizes and step budget.
@@ -126,6 +148,8 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
         work would exceed `nqm.linear_decay.MAX_WORK`: before any tuning on the report's
         headline steps (exact for the report's own family, an estimate for another), and after
         the constant tuning on that curve's own steps.
+      start_scale: every start second moment E theta_i^2 of the fitted NQM multiplied by this
+        (> 0) before the step match and the tuning (a diagnostic of the start; 1: as fitted).
 
     Returns:
       The constant-rate prediction, or (constant, decay) with `decay`.
@@ -133,10 +157,11 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
     families = sorted(set(NQM_FAMILY.values()))
     if family not in families:
         raise ValueError(f"optimizer must be one of {', '.join(families)}, got {family!r}")
+    start_scale = validation.check_positive("start-scale", start_scale)
     h = own_prediction(doc)
     match = StepMatch(family=family, batch_size=int(h["match"]["batch_size"]),
                       steps=int(h["match"]["steps"]), space=space)
-    config = fitted_nqm(h["nqm"], target=1.0)
+    config = scaled_start(fitted_nqm(h["nqm"], target=1.0), start_scale)
     target, _ = step_matched_target(config, match)
     batch_sizes = tuple(int(p["batch_size"]) for p in h["tuned"]["points"])
     matched = dataclasses.replace(config, target=target)
@@ -146,13 +171,41 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace,
                                 "decay (estimated on the report's headline steps)")
     curve = tune_curve(matched, nqm_optimizer(family, space),
                        batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space)
-    constant = _prediction(family, space, target, curve)
+    start = {"start_scale": start_scale, "initial_loss": problem.initial_loss()}
+    constant = _prediction(family, space, target, curve, **start)
     if not decay:
         return constant
     linear_decay.check_work(problem, family, [p.steps for p in curve.points])
     decayed = linear_decay.tune_decay_curve(problem, family, curve, decay_search(family, space),
                                             learning_rate_bounds=space.learning_rate)
-    return constant, _prediction(family, space, target, decayed, "linear_decay")
+    return constant, _prediction(family, space, target, decayed, "linear_decay", **start)
+
+
+def monte_carlo_steps(doc: dict, swapped: SwappedPrediction, runs: int, seed: int = 0,
+                      ) -> tuple[int | None, ...]:
+    """Real Adam at the swapped Adam curve's tuned points, by Monte Carlo on the same NQM
+    (`nqm.adam.simulate_losses`: running averages and bias corrections, b2 = BETA2 and
+    epsilon 0 as the tuner's): per batch size the first step whose mean loss over `runs` runs
+    is at or below the curve's target, looked for up to twice the mean field's steps there
+    (None: not by then, or the mean field did not reach the target). A check of the mean-field
+    approximation where the prediction is made (docs/validation.md, 'Adam's coordinates',
+    fourth follow-up)."""
+    if swapped.family != "adam" or swapped.curve is None:
+        raise ValueError("monte-carlo: only for a swapped Adam curve (--optimizer adam)")
+    runs = validation.check_whole("monte-carlo", runs, 2)
+    problem = scaled_start(fitted_nqm(own_prediction(doc)["nqm"], target=swapped.target),
+                           swapped.start_scale).problem()
+    out = []
+    for p in swapped.curve.points:
+        if p.steps is None:
+            out.append(None)
+            continue
+        result = adam.simulate_losses(problem, 2 * int(p.steps), p.batch_size, p.learning_rate,
+                                      beta1=p.momentum, beta2=BETA2, epsilon=0.0, runs=runs,
+                                      seed=seed)
+        below = np.flatnonzero(result.mean_T <= swapped.target)
+        out.append(int(below[0]) if below.size else None)
+    return tuple(out)
 
 
 def decay_search(family: str, space: SearchSpace) -> linear_decay.DecaySearch:
@@ -166,11 +219,13 @@ def decay_search(family: str, space: SearchSpace) -> linear_decay.DecaySearch:
                                     or (1.0 - space.one_minus_momentum[1],))
 
 
-def _prediction(family, space, target, curve, schedule="constant") -> SwappedPrediction:
+def _prediction(family, space, target, curve, schedule="constant", start_scale=1.0,
+                initial_loss=None) -> SwappedPrediction:
     fit = analyse_curve(curve).fit
     return SwappedPrediction(
         family=family, space=space, target=float(target),
         batch_sizes=tuple(int(p.batch_size) for p in curve.points),
         steps=tuple(p.steps for p in curve.points),
         b_crit=None if fit.b_crit is None else float(fit.b_crit),
-        s_min=None if fit.s_min is None else float(fit.s_min), schedule=schedule, curve=curve)
+        s_min=None if fit.s_min is None else float(fit.s_min), schedule=schedule,
+        start_scale=float(start_scale), initial_loss=initial_loss, curve=curve)
