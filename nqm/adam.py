@@ -426,7 +426,8 @@ def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_ra
     check_adam(batch_size, 1.0, beta1, beta2, epsilon)
     problem.check_batch_sizes(batch_size, "batch_size")
     d = problem.dim
-    R = np.eye(d) if rotation_DD is None else check_rotation(rotation_DD, d)
+    # None: Adam's coordinates are the eigenbasis (no rotation to multiply by: d^2 per run-step)
+    R = None if rotation_DD is None else check_rotation(rotation_DD, d)
     b1, b2, eps = float(beta1), float(beta2), float(epsilon)
     noise_std_D = np.sqrt(problem.noise_D * problem.noise_factor(float(batch_size)))
     h = problem.curvature_D
@@ -439,11 +440,13 @@ def simulate_losses(problem: Problem, steps: int, batch_size: float, learning_ra
     loss[0] = (z * z) @ (0.5 * h)
     with np.errstate(over="ignore", invalid="ignore"):
         for k in range(1, steps + 1):
-            g = (h * z + noise_std_D * rng.standard_normal((runs, d))) @ R.T  # Adam's coordinates
+            g = h * z + noise_std_D * rng.standard_normal((runs, d))
+            if R is not None:
+                g = g @ R.T                                      # Adam's coordinates
             m = b1 * m + (1.0 - b1) * g
             V = b2 * V + (1.0 - b2) * g * g
             step = (m / (1.0 - b1 ** k)) / (np.sqrt(V / (1.0 - b2 ** k)) + eps)
-            z = z - rates[k - 1] * (step @ R)
+            z = z - rates[k - 1] * (step if R is None else step @ R)
             loss[k] = (z * z) @ (0.5 * h)
     mean = loss.mean(axis=1)
     err = loss.std(axis=1, ddof=1) / math.sqrt(runs)

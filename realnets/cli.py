@@ -719,6 +719,8 @@ def swap_command(args) -> str:
                              f"{args.optimizer} (LO,HI within (0, 1])")
         space = SearchSpace(learning_rate=lr, one_minus_momentum=parse_range(
             args.one_minus_momentum_range, "--one-minus-momentum-range"))
+    if not (math.isfinite(args.start_scale) and args.start_scale > 0):
+        raise ValueError(f"--start-scale must be a number > 0, got {args.start_scale:g}")
     if args.monte_carlo is not None:
         if args.optimizer != "adam":
             raise ValueError("--monte-carlo applies to --optimizer adam only (the other NQM "

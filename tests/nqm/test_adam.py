@@ -129,6 +129,15 @@ def test_rotation_identity_is_the_diagonal_model(problem):
     np.testing.assert_allclose(rot, diag, rtol=1e-12)
 
 
+def test_real_adam_without_a_rotation_is_real_adam_in_the_identity_rotation(problem):
+    """The unrotated Monte Carlo skips the d x d products; with the same seed it draws the same
+    numbers and takes the same steps as with R = I."""
+    plain = adam.simulate_losses(problem, 60, 4, 0.02, 0.9, 0.99, runs=50, seed=7)
+    eye = adam.simulate_losses(problem, 60, 4, 0.02, 0.9, 0.99, runs=50, seed=7,
+                               rotation_DD=np.eye(problem.dim))
+    np.testing.assert_array_equal(plain.mean_T, eye.mean_T)
+
+
 def test_rotated_mean_field_against_real_adam():
     # No conditioning on the start here (init_nodes=1 equivalent): the stationary phase agrees,
     # the transient is off like the diagonal model's init_nodes=1.

@@ -270,11 +270,11 @@ def test_the_reading_follows_the_factor():
         _reading_point(32, 30, 10, 4, "not reached"),         # eigen never gets there: explained
         _reading_point(64, 30, 10, "not reached", 3)]}        # nothing to compare
     text = basis_reading(record)
-    explained, not_explained = text.split("the coordinates explain")[0], text
+    explained = text.split("the coordinates explain")[0]
     assert "B = 8 (" in explained and "32 (quadratic per eigenvector not reached" in explained
     assert "B = 4 (" not in text
     assert "B = 16 (quadratic per eigenvector 5, per weight 4; NQM 30) Adam per eigenvector " \
-           "needs fewer than" in not_explained
+           "needs fewer than" in text
     assert "At B = 64 (" in text and "nothing to compare" in text
     assert "no miss" in basis_reading({"points": [_reading_point(4, 10, 10, 4, 40)]})
     assert "top directions moving" not in text           # no truncated descent recorded

@@ -16,7 +16,8 @@ from nqm.linear_decay import DecaySearch, reference_final_losses
 from nqm.tuning import SearchSpace
 from realnets.cli import main as realnets_main
 from realnets.validation.bootstrap import fitted_nqm
-from realnets.validation.optimizer_swap import (comparison_rows, decay_search, own_prediction,
+from realnets.validation.optimizer_swap import (comparison_rows, decay_search, monte_carlo_steps,
+                                                own_prediction,
                                                 swapped_prediction)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
@@ -195,7 +196,7 @@ def test_a_scaled_start_on_a_noisy_adam_nqm_is_still_matched_at_the_reference(ca
                               "adam", "--lr-range", "1e-4,1e-1", "--one-minus-momentum-range",
                               "0.05,0.5", "--start-scale", bad]) == 2
         err = capsys.readouterr().err.strip()
-        assert err.startswith("error: start-scale must be") and "\n" not in err
+        assert err.startswith("error: --start-scale must be") and "\n" not in err
 
 
 def test_real_adam_by_monte_carlo_follows_the_mean_field_at_the_tuned_points(capsys):
@@ -219,3 +220,16 @@ def test_real_adam_by_monte_carlo_follows_the_mean_field_at_the_tuned_points(cap
                           "0.01,1", "--monte-carlo", "100"]) == 2
     err = capsys.readouterr().err.strip()
     assert "--optimizer adam only" in err and "\n" not in err
+
+
+def test_real_adam_follows_the_mean_field_from_a_scaled_start_too():
+    """The Monte Carlo starts where the swapped NQM did: from the scaled start it agrees with the
+    mean field's steps (from the fitted start, 2.9 times the loss, it would not)."""
+    doc = _doc("mnist_logreg")
+    scaled = swapped_prediction(doc, "adam", _sweep_space(doc), start_scale=0.349)
+    real = monte_carlo_steps(doc, scaled, runs=400)
+    for mf, mc in zip(scaled.steps, real):
+        assert mc is not None and abs(mc - mf) <= 0.15 * mf + 3
+    with pytest.raises(ValueError, match="swapped Adam curve"):
+        monte_carlo_steps(doc, swapped_prediction(doc, "momentum", SearchSpace(
+            learning_rate=(1e-3, 3.0), one_minus_momentum=(0.01, 1.0))), runs=400)
