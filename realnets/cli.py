@@ -791,6 +791,7 @@ def adam_basis_command(args, argv) -> str:
     from realnets.sweeps.records import load_sweep
     from realnets.validation import adam_basis
     from realnets.validation.files import made_from, read_validation
+    from realnets.validation.report import ADAM_BASIS_FILE
     from realnets.validation.rerun import calibration_sample, reference_checkpoints
 
     start = time.perf_counter()
@@ -820,7 +821,7 @@ def adam_basis_command(args, argv) -> str:
     record = adam_basis.run_adam_basis(task, config, as_dict, init, goal_params, sample, log=say)
     record = {**record, "command": "python -m realnets " + shlex.join(argv),
               "wall_seconds": time.perf_counter() - start}
-    store.write_json_atomic(directory / "adam_basis.json", record)
+    store.write_json_atomic(directory / ADAM_BASIS_FILE, record)
     if args.format == "json":
         return json.dumps(record, indent=1)
 
@@ -849,8 +850,9 @@ def adam_basis_command(args, argv) -> str:
             f"{steps(n['per_weight']):>11} {steps(n['per_eigenvector']):>11} "
             f"{num(p['coordinates']):>6} {num(p['nqm_over_eigenvector']):>7} "
             f"{num(p.get('truncation')):>6}")
-    lines += [record["reading"], f"written: {directory / 'adam_basis.json'} "
-              f"({record['wall_seconds']:.0f} s)"]
+    lines += [record["reading"], f"written: {directory / ADAM_BASIS_FILE} "
+              f"({record['wall_seconds']:.0f} s); the report shows it once re-rendered "
+              "(python -m realnets validate ... --reuse, with the report's own command)"]
     return "\n".join(lines)
 
 

@@ -20,6 +20,9 @@ from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, FOLLOWS
                                           edge_ratios, s_min_split, top_curvatures)
 from realnets.workloads.catalog import WORKLOADS
 
+# where `python -m realnets adam-basis DIR` writes its record (read by `write_report`)
+ADAM_BASIS_FILE = "adam_basis.json"
+
 RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"
 SPECTRUM_CHART = "spectrum_{}"
@@ -354,6 +357,42 @@ def path_markdown(doc: dict, chart: dict | None = None) -> list[str]:
     return out
 
 
+def adam_basis_markdown(record: dict | None) -> list[str]:
+    """The section of `python -m realnets adam-basis DIR` (its DIR/adam_basis.json,
+    `realnets.validation.adam_basis`), or nothing when the report has none."""
+    if not record:
+        return []
+
+    def steps(d):
+        return "-" if d is None else (str(d["steps_to_target"]) if d["status"] == "reached"
+                                      else d["status"])
+
+    spec = record["spectrum"]
+    rows = [[p["batch_size"], p["nqm_steps"], _fmt(p["measured_steps"]),
+             steps(p["quadratic"]["per_weight"]), steps(p["quadratic"]["per_eigenvector"]),
+             steps(p["quadratic"].get("per_top_d_eigenvector")),
+             steps(p["network"]["per_weight"]), steps(p["network"]["per_eigenvector"])]
+            for p in record["points"]]
+    made = f"`{record['command']}`" if record.get("command") else "`python -m realnets adam-basis`"
+    return ["## Adam's basis and the NQM's directions", "",
+            f"Made by {made}"
+            + (f" ({record['wall_seconds']:.0f} s)" if record.get("wall_seconds") else "")
+            + " (docs/validation.md, 'Adam's coordinates: per weight or per eigenvector?'). "
+            f"Full batch on the {record['sample_rows']}-row sample from the reference trial's "
+            f"initialisation to the loss {_fmt(record['target'])}, with the NQM's rate and b1 at "
+            f"each B. The goal's whole Hessian: {record['num_params']} parameters, eigenvalues "
+            f"{_fmt(spec['bottom'], 3)} .. {_fmt(spec['top'], 3)} ({spec['negative']} negative), "
+            f"{spec['above_floor']} above the NQM's floor, NQM d = {_fmt(spec['nqm_dim'])}; the "
+            f"lowest loss with only the top d moving {_fmt(record.get('top_d_floor'))}.", ""]\
+        + _table(["B", "NQM steps", "sweep steps", "quadratic, Adam per weight",
+                  "per eigenvector", "top d eigenvectors only", "network, Adam per weight",
+                  "per eigenvector"], rows) + [
+            "", record["reading"], "",
+            "Whether these make the NQM itself slow is measured on the NQM in docs/validation.md "
+            "(the same section's follow-ups: a lower floor, its start scaled, real Adam by Monte "
+            "Carlo).", ""]
+
+
 def title(doc: dict) -> str:
     """The workload's name, and the optimizer when the sweep replaced a shipped workload's own
     ('digits_mlp, trained with adam'); an own workload's name alone."""
@@ -365,9 +404,11 @@ def title(doc: dict) -> str:
 
 
 def render_markdown(doc: dict, charts: dict, notes: str | None = None,
-                    command: str | None = None, wall_seconds: float | None = None) -> str:
+                    command: str | None = None, wall_seconds: float | None = None,
+                    adam_basis: dict | None = None) -> str:
     """report.md: the reconciliation table and chart, the diagnostic comparison table, the charts,
-    the measured sweep, the calibration run, and every fitted number with its uncertainty."""
+    the measured sweep, the calibration run, and every fitted number with its uncertainty; with
+    `adam_basis` (a `realnets.validation.adam_basis` record) its section too."""
     w = doc["workload"]
     sc = doc["sweep_config"]
     run = doc["calibration_run"]
@@ -395,6 +436,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
         lines += [f"![reconciliation]({c['png']}) ([SVG]({c['svg']}))", ""]
     lines += transfer_markdown(doc)
     lines += path_markdown(doc, charts.get(PATH_CHART))
+    lines += adam_basis_markdown(adam_basis)
     lines += ["## Diagnostics: every estimate of B_crit", "",
               "Every target rule, checkpoint and NQM variant (docs/prediction_rule.md keeps them "
               "as diagnostics beside the headline above).", ""]
@@ -464,9 +506,14 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
 def write_report(out_dir: Path, doc: dict, charts: dict | None = None, notes: str | None = None,
                  command: str | None = None, wall_seconds: float | None = None) -> Path:
     """report.md into `out_dir` (charts: {stem: {"png": name, "svg": name}} already written
-    there, e.g. by `ui.validation_charts.export_charts`); returns the report's path."""
+    there, e.g. by `ui.validation_charts.export_charts`), with the section of an
+    ADAM_BASIS_FILE the directory holds (`python -m realnets adam-basis`); returns the report's
+    path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / "report.md"
-    store.write_text_atomic(path, render_markdown(doc, charts or {}, notes, command, wall_seconds))
+    basis = out_dir / ADAM_BASIS_FILE
+    record = store.read_json(basis, "adam-basis") if basis.is_file() else None
+    store.write_text_atomic(path, render_markdown(doc, charts or {}, notes, command, wall_seconds,
+                                                  record))
     return path

@@ -343,3 +343,22 @@ def test_cli_refuses_in_one_line_before_training_and_writes_its_record(capsys, t
     assert record["reading"] == "the reading" and record["command"].startswith(
         "python -m realnets adam-basis")
     assert seen["rows"] == 1024                    # the report's calibration sample
+
+
+def test_the_report_shows_the_record_its_directory_holds(tmp_path):
+    from realnets.validation.report import ADAM_BASIS_FILE, write_report
+    source = ROOT / "reports" / "validation" / "mnist_logreg"
+    doc = json.loads((source / "validation.json").read_text())
+    record = json.loads((source / ADAM_BASIS_FILE).read_text())
+    without = write_report(tmp_path, doc).read_text()
+    assert "## Adam's basis" not in without
+    shutil.copy(source / ADAM_BASIS_FILE, tmp_path / ADAM_BASIS_FILE)
+    text = write_report(tmp_path, doc).read_text()
+    assert "## Adam's basis and the NQM's directions" in text and record["reading"] in text
+    last = record["points"][-1]
+    q, n = last["quadratic"], last["network"]
+    row = (f"| {last['batch_size']} | {last['nqm_steps']} | {last['measured_steps']} | "
+           f"{q['per_weight']['steps_to_target']} | {q['per_eigenvector']['steps_to_target']} | "
+           f"{q[TOP_D]['steps_to_target']} | {n['per_weight']['steps_to_target']} | "
+           f"{n['per_eigenvector']['steps_to_target']} |")
+    assert row in text
