@@ -393,6 +393,14 @@ def adam_basis_markdown(record: dict | None) -> list[str]:
             "Carlo).", ""]
 
 
+def made_for(record: dict, doc: dict) -> bool:
+    """Whether an adam-basis record was made on this validation document: the same workload and
+    the same target (the reference run's loss at its goal, recomputed by each validation)."""
+    target = doc.get("calibration_run", {}).get("train_loss_goal")
+    return (record.get("workload") == doc.get("workload") and target is not None
+            and math.isclose(float(record["target"]), float(target), rel_tol=1e-9))
+
+
 def title(doc: dict) -> str:
     """The workload's name, and the optimizer when the sweep replaced a shipped workload's own
     ('digits_mlp, trained with adam'); an own workload's name alone."""
@@ -514,6 +522,8 @@ def write_report(out_dir: Path, doc: dict, charts: dict | None = None, notes: st
     path = out_dir / "report.md"
     basis = out_dir / ADAM_BASIS_FILE
     record = store.read_json(basis, "adam-basis") if basis.is_file() else None
+    if record is not None and not made_for(record, doc):
+        record = None          # a record of an earlier validation in this directory: left out
     store.write_text_atomic(path, render_markdown(doc, charts or {}, notes, command, wall_seconds,
                                                   record))
     return path

@@ -362,3 +362,6 @@ def test_the_report_shows_the_record_its_directory_holds(tmp_path):
            f"{q[TOP_D]['steps_to_target']} | {n['per_weight']['steps_to_target']} | "
            f"{n['per_eigenvector']['steps_to_target']} |")
     assert row in text
+    # a record left from another validation in the same directory is not shown
+    doc["calibration_run"]["train_loss_goal"] *= 1.5
+    assert "## Adam's basis" not in write_report(tmp_path, doc).read_text()
