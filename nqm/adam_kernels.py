@@ -24,7 +24,7 @@ import numpy as np
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _lucas(t, tau_abs, b, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q, log_l1, negative):
+def _lucas(t, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q, log_l1, negative):
     """p_t of `nqm.powers.LucasSequence` for one element, with its per-element constants."""
     tf = float(t)
     tm1 = max(tf - 1.0, 0.0)
@@ -81,10 +81,10 @@ def _segments(s11, s12, s22, eta, h2, b, sig2, n):
             sin_w = math.sin(w)
             log_l1 = math.log(tau_abs) if b_zero else log_sqrt_b + u
             expm1_q = math.expm1(-2.0 * u)
-            p_n = _lucas(t, tau_abs, bb, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q,
-                         log_l1, negative)
-            p_next = _lucas(t + 1, tau_abs, bb, b_zero, complex_, w, sin_w, log_sqrt_b, u,
-                            expm1_q, log_l1, negative)
+            p_n = _lucas(t, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q, log_l1,
+                         negative)
+            p_next = _lucas(t + 1, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q,
+                            log_l1, negative)
             f11 = p_next - bb * p_n
             f12 = -e_ * bb * p_n
             f21 = hh * p_n

@@ -737,7 +737,7 @@ def swap_command(args) -> str:
     swapped = swapped if args.decay else (swapped,)
     rows = comparison_rows(doc, *swapped)
     monte_carlo = (None if args.monte_carlo is None
-                   else monte_carlo_steps(doc, swapped[0], args.monte_carlo))
+                   else monte_carlo_steps(swapped[0], args.monte_carlo))
     measured = doc["measured"]["fit"]["b_crit"]
     if args.format == "json":
         return json.dumps({"workload": doc["workload"], "measured_b_crit": measured,
@@ -791,6 +791,7 @@ def adam_basis_command(args, argv) -> str:
     from realnets.sweeps.records import load_sweep
     from realnets.validation import adam_basis
     from realnets.validation.files import made_from, read_validation
+    from realnets.validation.quadratic_path import steps_text
     from realnets.validation.report import ADAM_BASIS_FILE
     from realnets.validation.rerun import calibration_sample, reference_checkpoints
 
@@ -825,9 +826,6 @@ def adam_basis_command(args, argv) -> str:
     if args.format == "json":
         return json.dumps(record, indent=1)
 
-    def steps(d):
-        return str(d["steps_to_target"]) if d["status"] == "reached" else d["status"]
-
     def num(x):
         return "-" if x is None else f"{x:.3g}"
 
@@ -845,9 +843,9 @@ def adam_basis_command(args, argv) -> str:
         lines.append(
             f"{p['batch_size']:>6} {p['learning_rate']:>8.3g} {p['momentum']:>6.3g} "
             f"{p['nqm_steps']:>5} {num(p['measured_steps']):>5} "
-            f"{steps(q['per_weight']):>11} {steps(q['per_eigenvector']):>11} "
-            f"{steps(q[adam_basis.TOP_D]) if adam_basis.TOP_D in q else '-':>11} "
-            f"{steps(n['per_weight']):>11} {steps(n['per_eigenvector']):>11} "
+            f"{steps_text(q['per_weight']):>11} {steps_text(q['per_eigenvector']):>11} "
+            f"{steps_text(q[adam_basis.TOP_D]) if adam_basis.TOP_D in q else '-':>11} "
+            f"{steps_text(n['per_weight']):>11} {steps_text(n['per_eigenvector']):>11} "
             f"{num(p['coordinates']):>6} {num(p['nqm_over_eigenvector']):>7} "
             f"{num(p.get('truncation')):>6}")
     lines += [record["reading"], f"written: {directory / ADAM_BASIS_FILE} "

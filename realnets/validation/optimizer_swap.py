@@ -23,7 +23,7 @@ import numpy as np
 from nqm import adam, linear_decay, validation
 from nqm.adam_tuning import BETA1, BETA2
 from nqm.curve import ScalingCurve
-from nqm.problem import NQMConfig
+from nqm.problem import NQMConfig, Problem
 from nqm.scaling import analyse_curve
 from nqm.tuning import SearchSpace, tune_curve
 from realnets.validation.bootstrap import fitted_nqm
@@ -50,6 +50,7 @@ class SwappedPrediction:
       initial_loss: the NQM's expected loss at its start, 1/2 sum_i h_i E theta_i^2 (loss above
         its minimum), after that scaling.
       curve: the tuned ScalingCurve itself (every point's metaparameters; not in `to_dict`).
+      problem: the NQM it was tuned on, target included (not in `to_dict`).
     """
 
     family: str
@@ -63,6 +64,7 @@ class SwappedPrediction:
     start_scale: float = 1.0
     initial_loss: float | None = None
     curve: ScalingCurve | None = field(default=None, repr=False, compare=False)
+    problem: Problem | None = field(default=None, repr=False, compare=False)
 
     @property
     def final_lr_fractions(self) -> tuple[float | None, ...] | None:
@@ -171,7 +173,8 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace, decay: bool =
                                 "decay (estimated on the report's headline steps)")
     curve = tune_curve(matched, nqm_optimizer(family, space),
                        batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space)
-    start = {"start_scale": start_scale, "initial_loss": problem.initial_loss()}
+    start = {"start_scale": start_scale, "initial_loss": problem.initial_loss(),
+             "problem": problem}
     constant = _prediction(family, space, target, curve, **start)
     if not decay:
         return constant
@@ -181,26 +184,25 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace, decay: bool =
     return constant, _prediction(family, space, target, decayed, "linear_decay", **start)
 
 
-def monte_carlo_steps(doc: dict, swapped: SwappedPrediction, runs: int, seed: int = 0,
+def monte_carlo_steps(swapped: SwappedPrediction, runs: int, seed: int = 0,
                       ) -> tuple[int | None, ...]:
-    """Real Adam at the swapped Adam curve's tuned points, by Monte Carlo on the same NQM
+    """Real Adam at the swapped Adam curve's tuned points, by Monte Carlo on the NQM it was tuned on
     (`nqm.adam.simulate_losses`: running averages and bias corrections, b2 = BETA2 and
     epsilon 0 as the tuner's): per batch size the first step whose mean loss over `runs` runs
     is at or below the curve's target, looked for up to twice the mean field's steps there
     (None: not by then, or the mean field did not reach the target). A check of the mean-field
     approximation where the prediction is made (docs/validation.md, 'Adam's coordinates',
     fourth follow-up)."""
-    if swapped.family != "adam" or swapped.curve is None:
+    if swapped.family != "adam" or swapped.curve is None or swapped.problem is None:
         raise ValueError("monte-carlo: only for a swapped Adam curve (--optimizer adam)")
     runs = validation.check_whole("monte-carlo", runs, 2)
-    problem = scaled_start(fitted_nqm(own_prediction(doc)["nqm"], target=swapped.target),
-                           swapped.start_scale).problem()
     out = []
     for p in swapped.curve.points:
         if p.steps is None:
             out.append(None)
             continue
-        result = adam.simulate_losses(problem, 2 * int(p.steps), p.batch_size, p.learning_rate,
+        result = adam.simulate_losses(swapped.problem, 2 * int(p.steps), p.batch_size,
+                                      p.learning_rate,
                                       beta1=p.momentum, beta2=BETA2, epsilon=0.0, runs=runs,
                                       seed=seed)
         below = np.flatnonzero(result.mean_T <= swapped.target)
@@ -220,7 +222,7 @@ def decay_search(family: str, space: SearchSpace) -> linear_decay.DecaySearch:
 
 
 def _prediction(family, space, target, curve, schedule="constant", start_scale=1.0,
-                initial_loss=None) -> SwappedPrediction:
+                initial_loss=None, problem=None) -> SwappedPrediction:
     fit = analyse_curve(curve).fit
     return SwappedPrediction(
         family=family, space=space, target=float(target),
@@ -228,4 +230,4 @@ def _prediction(family, space, target, curve, schedule="constant", start_scale=1
         steps=tuple(p.steps for p in curve.points),
         b_crit=None if fit.b_crit is None else float(fit.b_crit),
         s_min=None if fit.s_min is None else float(fit.s_min), schedule=schedule,
-        start_scale=float(start_scale), initial_loss=initial_loss, curve=curve)
+        start_scale=float(start_scale), initial_loss=initial_loss, curve=curve, problem=problem)

@@ -13,7 +13,7 @@ import numpy as np
 
 from realnets import store
 from realnets.sweeps.branching import BranchResult, render as render_branches
-from realnets.validation.quadratic_path import network_shape
+from realnets.validation.quadratic_path import network_shape, steps_text
 from realnets.validation.reconciliation import reconciliation
 from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
 from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, FOLLOWS_FACTOR,
@@ -364,8 +364,7 @@ def adam_basis_markdown(record: dict | None) -> list[str]:
         return []
 
     def steps(d):
-        return "-" if d is None else (str(d["steps_to_target"]) if d["status"] == "reached"
-                                      else d["status"])
+        return "-" if d is None else steps_text(d)
 
     spec = record["spectrum"]
     rows = [[p["batch_size"], p["nqm_steps"], _fmt(p["measured_steps"]),

@@ -227,9 +227,12 @@ def test_real_adam_follows_the_mean_field_from_a_scaled_start_too():
     mean field's steps (from the fitted start, 2.9 times the loss, it would not)."""
     doc = _doc("mnist_logreg")
     scaled = swapped_prediction(doc, "adam", _sweep_space(doc), start_scale=0.349)
-    real = monte_carlo_steps(doc, scaled, runs=400)
+    fitted = fitted_nqm(own_prediction(doc)["nqm"], target=1.0).problem()
+    assert scaled.problem.initial_loss() == pytest.approx(0.349 * fitted.initial_loss(), rel=1e-12)
+    assert scaled.problem.target == scaled.target
+    real = monte_carlo_steps(scaled, runs=400)
     for mf, mc in zip(scaled.steps, real):
         assert mc is not None and abs(mc - mf) <= 0.15 * mf + 3
     with pytest.raises(ValueError, match="swapped Adam curve"):
-        monte_carlo_steps(doc, swapped_prediction(doc, "momentum", SearchSpace(
+        monte_carlo_steps(swapped_prediction(doc, "momentum", SearchSpace(
             learning_rate=(1e-3, 3.0), one_minus_momentum=(0.01, 1.0))), runs=400)
