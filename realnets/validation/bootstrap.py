@@ -69,11 +69,11 @@ def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator | None) 
 
 def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
                      records: list[TrialRecord], batch_sizes, vcfg: ValidationConfig,
-                     match: StepMatch | None = None) -> dict:
-    """B_crit of the tuned and search-matched curves over `vcfg.bootstrap` resampled NQMs
-    (`resampled_nqm`): their standard deviation and 16-84% range are the predictions'
-    uncertainty. With `match`, each redrawn NQM gets its own step-matched target (the rule is
-    applied to every draw, not only to the fitted NQM)."""
+                     match: StepMatch | None = None, search_matched: bool = True) -> dict:
+    """B_crit of the tuned and (unless `search_matched` is False) search-matched curves over
+    `vcfg.bootstrap` resampled NQMs (`resampled_nqm`): their standard deviation and 16-84% range
+    are the predictions' uncertainty. With `match`, each redrawn NQM gets its own step-matched
+    target (the rule is applied to every draw, not only to the fitted NQM)."""
     rng = np.random.default_rng(vcfg.seed)
     family = NQM_FAMILY[sweep_config.optimizer]
     tuned, matched, failed = [], [], 0
@@ -91,8 +91,9 @@ def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
         curve = tune_curve(config, nqm_optimizer(family, space), batch_sizes,
                            max_steps=vcfg.nqm_max_steps, space=space)
         tuned.append(analyse_curve(curve).fit.b_crit)
-        m = search_matched_curve(config, sweep_config, records, batch_sizes)
-        matched.append(None if m is None else analyse_curve(m).fit.b_crit)
+        if search_matched:
+            m = search_matched_curve(config, sweep_config, records, batch_sizes)
+            matched.append(None if m is None else analyse_curve(m).fit.b_crit)
 
     def spread(values):
         v = np.array([x for x in values if x is not None], float)

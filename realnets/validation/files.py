@@ -55,6 +55,9 @@ class ValidationDocument:
       local_cbs: [{"step", "cbs"}] along the reference run (`branching`'s); None likewise.
       transfer: the network trained with the headline NQM's metaparameters at every batch size
         (`realnets.validation.transfer.run_transfer`); None when not run.
+      full_batch: rule 2's full-batch descents of the sweep's trials at the reference batch
+        size (`realnets.validation.noise_free_match.full_batch_steps`); None in documents made
+        before rule 2.
       provenance: the command that made it, else None.
     """
 
@@ -70,11 +73,12 @@ class ValidationDocument:
     branching: dict | None = None
     local_cbs: list | None = None
     transfer: dict | None = None
+    full_batch: dict | None = None
     provenance: Provenance | None = None
 
     def to_dict(self) -> dict:
         """The file's form, in the pipeline's key order (reference, branching, local_cbs,
-        transfer and provenance only when there are some)."""
+        transfer, full_batch and provenance only when there are some)."""
         out = {"workload": self.workload, "settings": self.settings.to_dict(),
                "sweep_config": self.sweep_config, "measured": self.measured,
                "calibration_run": self.calibration_run, "checkpoints": self.checkpoints}
@@ -86,6 +90,8 @@ class ValidationDocument:
             out["local_cbs"] = self.local_cbs
         if self.transfer is not None:
             out["transfer"] = self.transfer
+        if self.full_batch is not None:
+            out["full_batch"] = self.full_batch
         out["seconds"] = self.seconds
         out["comparison"] = self.comparison
         if self.provenance is not None:

@@ -37,7 +37,10 @@ For a measured sweep (docs/design.md, 'Real nets') this module
    (`branch_settings`): a second measurement of B_crit, from one run instead of a sweep; and
    trains the network with the headline NQM's own metaparameters at every batch size
    (`realnets.validation.transfer`): where the prediction misses, the model or the measurement?
-6. returns one JSON-ready document (`validate`), written by `files.write_validation` and read
+6. adds rule 2 of docs/prediction_rule.md (`realnets.validation.noise_free_match`): the target
+   matched to the network's own fewest full-batch steps from the sweep's trials at B_ref, beside
+   the headline;
+7. returns one JSON-ready document (`validate`), written by `files.write_validation` and read
    back by `files.read_validation`, whose `comparison` table the report
    (`realnets.validation.report`) and the app show.
 
@@ -64,6 +67,7 @@ from realnets.sweeps.records import IDENTITY, SweepConfig, TrialRecord
 from realnets.validation.checkpoint import fit_checkpoint
 from realnets.validation.comparison import comparison, measured_summary
 from realnets.validation.bootstrap import bootstrap_b_crit
+from realnets.validation.noise_free_match import add_noise_free_prediction
 from realnets.validation.predictions import predict
 from realnets.validation.quadratic_path import run_quadratic_path
 from realnets.validation.rerun import (best_trial, calibration_batch_size, calibration_sample,
@@ -164,7 +168,9 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
       transfer (the network run with the headline NQM's metaparameters,
       `realnets.validation.transfer`, and under "quadratic_path" the network against its own
       quadratic at the goal, `realnets.validation.quadratic_path`; when vcfg.transfer),
-      comparison (the table, see `comparison`) and seconds per phase.
+      full_batch (rule 2's full-batch descents, `noise_free_match.full_batch_steps`; when the
+      headline checkpoint has a fitted NQM), comparison (the table, see `comparison`) and seconds
+      per phase.
     """
     say = log or (lambda _: None)
     seconds = {}
@@ -251,6 +257,10 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
         out["reference"] = predict(ref, sweep_config, records, curve.batch_sizes, vcfg)
         out["reference"]["problem"] = ref.to_dict()
         seconds["reference"] = time.perf_counter() - t0
+    if "nqm" in out["checkpoints"].get(vcfg.checkpoints[0], {}):
+        out = add_noise_free_prediction(out, task, sweep_config, records, sample, vcfg, devices,
+                                        log)
+        seconds["noise_free_match"] = out.pop("seconds")["noise_free_match"]
     out["branching"] = branched
     out["local_cbs"] = list(branched["local_cbs"])
     if vcfg.transfer:

@@ -62,21 +62,22 @@ def curve_summary(curve: ScalingCurve | None) -> dict | None:
 
 
 def predict(config: NQMConfig, sweep_config: SweepConfig, records: list[TrialRecord], batch_sizes,
-            vcfg: ValidationConfig) -> dict:
-    """The calibrated NQM's tuned curve (inside the sweep's search space) and its search-matched
-    curve, each with its analysis."""
+            vcfg: ValidationConfig, search_matched: bool = True) -> dict:
+    """The calibrated NQM's tuned curve (inside the sweep's search space) and, unless
+    `search_matched` is False, its search-matched curve, each with its analysis."""
     family = NQM_FAMILY[sweep_config.optimizer]
     t0 = time.perf_counter()
     space = nqm_search_space(sweep_config.search)
     tuned = tune_curve(config, nqm_optimizer(family, space), batch_sizes,
                        max_steps=vcfg.nqm_max_steps, space=space)
     t1 = time.perf_counter()
-    matched = search_matched_curve(config, sweep_config, records, batch_sizes)
+    matched = (search_matched_curve(config, sweep_config, records, batch_sizes)
+               if search_matched else None)
     return {"family": family, "tuned": curve_summary(tuned),
             "search_matched": curve_summary(matched),
             "search_matched_note": None if matched is not None else
             "not computed for adam (the NQM's mean-field Adam is tuned, not run at the sweep's "
-            "trials)",
+            "trials)" if search_matched else "not computed for this rule",
             "seconds": {"tuned": t1 - t0, "search_matched": time.perf_counter() - t1}}
 
 

@@ -20,6 +20,8 @@ Rows (`reconciliation`), every batch size per example:
   B_simple, B_noise              at the headline checkpoint, with standard errors over examples
   NQM prediction                 the tuned curve's B_crit under the headline rule, 16-84% over
                                  the bootstrap NQMs; the bound as for the measured row
+  NQM prediction, rule 2         the same under rule 2 (docs/prediction_rule.md), where the
+                                 document has it and it is not the headline
 Each row: estimate, step, value, se, lo, hi, ratio (value / measured B_crit), ratio_lo, ratio_hi
 (lo and hi over it), lower_bound, note.
 """
@@ -30,6 +32,8 @@ from realnets.sweeps.report import runs_drawn
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
 from realnets.validation.settings import TARGET_LABELS
 
+RULE_2 = "noise_free_matched"     # realnets.validation.noise_free_match.RULE
+
 MEASURED = "measured B_crit (fit)"
 LEAVE_ONE_OUT = "measured B_crit, leave one batch size out"
 RERUNS = "measured B_crit, winners rerun under other seeds"
@@ -37,6 +41,7 @@ LOCAL_CBS = "local CBS"
 B_SIMPLE = "B_simple = tr(Sigma) / ‖G‖²"
 B_NOISE = "B_noise = tr(H Sigma) / (G^T H G)"
 NQM = "NQM prediction (tuned B_crit)"
+NQM_RULE_2 = "NQM prediction, rule 2 (noise-free match)"
 COLUMNS = ("estimate", "step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi",
            "lower_bound", "note")
 
@@ -169,23 +174,47 @@ def reconciliation(doc: dict) -> list[dict]:
     rows.append(_row(B_NOISE, b_crit, value=value, se=se,
                      note=f"Hessian-vector products on the calibration sample {at}; ± standard "
                           "error over examples" if value is not None else f"not measured {at}"))
+    rows.append(_prediction_row(NQM, b_crit, rule, record, pred, at))
+    if rule != RULE_2 and doc.get("full_batch") is not None:
+        rows.append(_prediction_row(NQM_RULE_2, b_crit, RULE_2, record,
+                                    (record.get("predictions") or {}).get(RULE_2) or {}, at,
+                                    _full_batch_text(doc["full_batch"])))
+    return rows
+
+
+def _full_batch_text(fb: dict) -> str:
+    """What rule 2 matched: the network's fewest full-batch steps, or why there are none."""
+    if fb.get("steps") is None:
+        return (f"no trial reached the reference run's loss {fb['target']:.4g} full batch within "
+                f"{fb['step_limit']} steps")
+    return (f"matched to the network's {fb['steps']} full-batch steps (trial {fb['trial_id']} of "
+            f"{len(fb['trials'])}, {fb['sample_rows']} rows)")
+
+
+def _prediction_row(estimate: str, b_crit, rule: str, record: dict, pred: dict, at: str,
+                    extra: str = "") -> dict:
+    """The row of one target rule's tuned prediction with its bootstrap interval, or why none."""
     tuned = pred.get("tuned")
     label = TARGET_LABELS.get(rule, rule)
-    if tuned:
-        boot = (pred.get("bootstrap") or {}).get("tuned")
-        spread = (f"16-84% over {len(boot['draws'])} bootstrap NQMs" if boot
-                  else "no bootstrap interval")
-        bound = points_bound(tuned.get("points"))
-        rows.append(_row(NQM, b_crit, value=tuned["fit"]["b_crit"],
-                         lo=boot["p16"] if boot else None, hi=boot["p84"] if boot else None,
-                         note=f"calibrated NQM {at}, {pred.get('family', '-')} tuned per batch "
-                              f"size, {label} {pred['target']:.4g}; {spread}"
-                              + (f"; {bound.describe()}" if bound else "")))
-    else:
+    extra = f"; {extra}" if extra else ""
+    if not tuned:
         why = ((record.get("target_errors") or {}).get(rule) or record.get("error")
                or "no prediction in this document")
-        rows.append(_row(NQM, b_crit, note=f"{label} {at}: {why}"))
-    return rows
+        return _row(estimate, b_crit, note=f"{label} {at}: {why}{extra}")
+    if tuned["fit"].get("b_crit") is None and not any(p.get("reached")
+                                                      for p in tuned.get("points") or []):
+        return _row(estimate, b_crit, note=f"{label} {pred['target']:.4g} {at}: the tuned NQM "
+                                           "reaches it at none of the sweep's batch sizes (no "
+                                           f"B_crit in their range){extra}")
+    boot = (pred.get("bootstrap") or {}).get("tuned")
+    spread = (f"16-84% over {len(boot['draws'])} bootstrap NQMs" if boot
+              else "no bootstrap interval")
+    bound = points_bound(tuned.get("points"))
+    return _row(estimate, b_crit, value=tuned["fit"]["b_crit"],
+                lo=boot["p16"] if boot else None, hi=boot["p84"] if boot else None,
+                note=f"calibrated NQM {at}, {pred.get('family', '-')} tuned per batch "
+                     f"size, {label} {pred['target']:.4g}; {spread}"
+                     + (f"; {bound.describe()}" if bound else "") + extra)
 
 
 def _points(label: str, summary: dict) -> list[dict]:
@@ -227,7 +256,8 @@ def reconciliation_marks(doc: dict) -> list[dict]:
     measured_label, predicted_label = curve_labels(doc)
     marks = []
     for row in reconciliation(doc):
-        if row["value"] is None or not row["value"] > 0:
+        # rule 2 has no curve on the chart: its mark would stand alone
+        if row["value"] is None or not row["value"] > 0 or row["estimate"] == NQM_RULE_2:
             continue
         name, curve = row["estimate"], None
         if name == MEASURED:

@@ -392,6 +392,66 @@ def adam_basis_markdown(record: dict | None) -> list[str]:
             "Carlo).", ""]
 
 
+def rule_2_markdown(doc: dict) -> list[str]:
+    """Rule 2 (docs/prediction_rule.md): the network's full-batch descents from the sweep's
+    trials at B_ref, S_fb, the noise-free match and the predicted S(B) beside the measured one
+    (nothing for a document without it)."""
+    fb = doc.get("full_batch")
+    if fb is None:
+        return []
+    checkpoint = doc["settings"]["checkpoints"][0]
+    record = doc["checkpoints"].get(checkpoint) or {}
+    out = ["## Rule 2: the NQM's time scale matched without noise", "",
+           f"The network, full batch on the calibration sample ({fb['sample_rows']} rows), from "
+           f"each of the sweep's {len(fb['trials'])} trials at B = "
+           f"{doc['calibration_run']['batch_size']} (its metaparameters and initialisation, a "
+           f"constant rate) to the reference run's loss there at its goal, {_fmt(fb['target'])}; "
+           f"each stops after min({fb['step_limit']}, the fewest steps found before it) steps "
+           f"({fb['seconds']:.0f} s).", ""]
+    reached = sorted((r for r in fb["trials"] if r["status"] == "reached"),
+                     key=lambda r: r["steps_to_target"])
+    counts = {s: sum(r["status"] == s for r in fb["trials"])
+              for s in ("reached", "not reached", "diverged")}
+    if fb["steps"] is None:
+        out += [f"No trial reached it ({counts['not reached']} not within their limit, "
+                f"{counts['diverged']} diverged): no prediction.", ""]
+        return out
+    out += [f"S_fb = **{fb['steps']}** steps (trial {fb['trial_id']}, learning rate "
+            f"{_fmt(fb['learning_rate'])}"
+            + ("" if fb["momentum"] is None else f", momentum {_fmt(fb['momentum'])}")
+            + f"); {counts['reached']} trials reached it within their limits, "
+            f"{counts['not reached']} did not, {counts['diverged']} diverged. The fastest: "
+            + ", ".join(f"trial {r['trial_id']} {r['steps_to_target']}" for r in reached[:5])
+            + ".", ""]
+    match = record.get("noise_free_match")
+    pred = (record.get("predictions") or {}).get("noise_free_matched") or {}
+    if match is None or not pred.get("tuned"):
+        why = (record.get("target_errors") or {}).get("noise_free_matched", "not computed")
+        return out + [f"No prediction at the {checkpoint} checkpoint: {why}.", ""]
+    out += [f"The NQM fitted at the {checkpoint} checkpoint reaches {_fmt(match['target'])} "
+            f"in {match['steps']} steps without noise (B = {match['batch_size']}, learning rate "
+            f"{_fmt(match['learning_rate'])}"
+            + ("" if match.get("momentum") is None else f", momentum or b1 "
+               f"{_fmt(match['momentum'])}")
+            + f"; rule 1's target is {_fmt(record['targets'].get('step_matched'))}). Tuned "
+            "with its noise against that target, per batch size:", ""]
+    measured = {int(p["batch_size"]): p["steps"] for p in doc["measured"]["points"]}
+    rows = [[int(p["batch_size"]), _fmt(measured.get(int(p["batch_size"]))),
+             _fmt(p["steps"]), _fmt(p.get("learning_rate")), _fmt(p.get("momentum"))]
+            for p in pred["tuned"]["points"]]
+    out += _table(["B", "measured steps", "rule 2 NQM steps", "learning rate",
+                   "momentum or b1"], rows)
+    fit = pred["tuned"]["fit"]
+    if not any(p.get("reached") for p in pred["tuned"]["points"]):
+        out += ["", "The tuned NQM reaches this target at none of the sweep's batch sizes: its "
+                "noise keeps it above the target at every one of them, so rule 2 gives no B_crit "
+                "in their range (a miss)."]
+    out += ["", f"Fit: S_min {_fmt(fit['s_min'])}, B_crit {_fmt(fit['b_crit'])} (measured: "
+            f"S_min {_fmt(doc['measured']['fit']['s_min'])}, B_crit "
+            f"{_fmt(doc['measured']['fit']['b_crit'])}).", ""]
+    return out
+
+
 def made_for(record: dict, doc: dict) -> bool:
     """Whether an adam-basis record was made on this validation document: the same workload and
     the same target (the reference run's loss at its goal, recomputed by each validation)."""
@@ -444,6 +504,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     lines += transfer_markdown(doc)
     lines += path_markdown(doc, charts.get(PATH_CHART))
     lines += adam_basis_markdown(adam_basis)
+    lines += rule_2_markdown(doc)
     lines += ["## Diagnostics: every estimate of B_crit", "",
               "Every target rule, checkpoint and NQM variant (docs/prediction_rule.md keeps them "
               "as diagnostics beside the headline above).", ""]

@@ -10,10 +10,11 @@ from dataclasses import asdict, dataclass
 from nqm import validation
 
 CHECKPOINTS = ("goal", "init")
-TARGET_RULES = ("step_matched", "train_loss", "quadratic")
+TARGET_RULES = ("step_matched", "train_loss", "quadratic", "noise_free_matched")
 TARGET_LABELS = {"step_matched": "target matched to the reference run's steps",
                  "train_loss": "target = training loss at the goal",
-                 "quadratic": "target = the quadratic's loss at the goal"}
+                 "quadratic": "target = the quadratic's loss at the goal",
+                 "noise_free_matched": "rule 2: target matched to the network's full-batch steps"}
 # adam: the NQM's mean-field Adam (`nqm.adam`; b1 from the sweep's range, `targets.nqm_optimizer`)
 NQM_FAMILY = {"sgd": "sgd", "momentum": "momentum", "nesterov": "momentum", "adam": "adam"}
 

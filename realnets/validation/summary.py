@@ -15,7 +15,9 @@ Each entry (`summary_entry`, from a validation document):
                                                 # (`nqm.scaling.b_crit_bound`), else null
    "b_noise": {"value", "se"}, "b_simple": {"value", "se"},   # per example, headline checkpoint
    "local_cbs": [{"step", "cbs"}],              # branching (empty when not measured)
-   "ratio"}                                     # predicted / measured B_crit
+   "ratio",                                     # predicted / measured B_crit
+   "rule_2": {"b_crit", "lo", "hi", "bound",    # rule 2 of docs/prediction_rule.md beside the
+              "ratio", "full_batch_steps"}}     # headline (null in a document without it)
 Unknown numbers are null. An entry is keyed by its workload and optimizer (the same network and
 data may be swept with momentum and with Adam: two entries). `python -m realnets validate` replaces
 its key's entry and keeps the others (`update_summary`); the file is written atomically.
@@ -28,6 +30,7 @@ from pathlib import Path
 
 from realnets import store
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
+from realnets.validation.reconciliation import RULE_2
 
 SUMMARY_FILE = "summary.json"
 
@@ -83,7 +86,23 @@ def summary_entry(doc: dict) -> dict:
         "b_simple": {"value": b_simple, "se": ratio_se(b_simple, grad)},
         "local_cbs": [{"step": r["step"], "cbs": r["cbs"]} for r in doc.get("local_cbs") or []],
         "ratio": predicted / measured if predicted is not None and measured else None,
+        "rule_2": _rule_2_entry(doc, c, measured),
     }
+
+
+def _rule_2_entry(doc: dict, checkpoint: dict, measured: float | None) -> dict | None:
+    """Rule 2's prediction at the headline checkpoint (null when the document has no rule 2)."""
+    fb = doc.get("full_batch")
+    if fb is None:
+        return None
+    pred = (checkpoint.get("predictions") or {}).get(RULE_2) or {}
+    tuned = pred.get("tuned")
+    value = tuned["fit"]["b_crit"] if tuned else None
+    lo, hi = _interval((pred.get("bootstrap") or {}).get("tuned"))
+    return {"b_crit": value, "lo": lo, "hi": hi,
+            "bound": _bound_dict(points_bound(tuned.get("points")) if tuned else None),
+            "ratio": value / measured if value is not None and measured else None,
+            "full_batch_steps": fb.get("steps")}
 
 
 def read_summary(path: Path) -> list[dict]:
@@ -202,4 +221,24 @@ def reruns_table(entries: list[dict]) -> str:
                      f"{_num(one['lo'], 3)}-{_num(one['hi'], 3)} | {_num(r['b_crit'])}{own} | "
                      f"{_num(over(e['predicted']['b_crit']), 3)} | "
                      f"{_num(over(e['b_simple']['value']), 3)} |")
+    return "\n".join(lines)
+
+
+def rule_2_table(entries: list[dict]) -> str:
+    """Rule 2 (docs/prediction_rule.md) beside the headline, as a Markdown table ("" when no
+    entry has it): the measured B_crit, rule 2's prediction with its 16-84% range over bootstrap
+    NQMs, its ratio, the headline rule's ratio, B_simple's, and the network's fewest full-batch
+    steps S_fb that rule 2 matched."""
+    rows = [e for e in entries if e.get("rule_2")]
+    if not rows:
+        return ""
+    lines = ["| workload | optimizer | measured B_crit | rule 2 prediction (16-84%) | rule 2 "
+             "ratio | headline ratio | B_simple ratio | S_fb |", "|---|---|---|---|---|---|---|---|"]
+    for e in rows:
+        r, measured = e["rule_2"], e["measured"]["b_crit"]
+        simple = e["b_simple"]["value"]
+        lines.append(f"| {e['workload']} | {e['optimizer']} | {_num(measured)} | "
+                     f"{_b_crit_cell(r)} | **{_num(r['ratio'], 3)}** | {_num(e['ratio'], 3)} | "
+                     f"{_num(simple / measured if simple is not None and measured else None, 3)}"
+                     f" | {_num(r['full_batch_steps'])} |")
     return "\n".join(lines)

@@ -174,3 +174,35 @@ def test_the_reruns_row_carries_the_median_curve_and_its_interval_over_seeds():
     del reruns["rerun_median_resampled"]
     row = _by_name(rec.reconciliation(doc))[rec.RERUNS]
     assert row["value"] == 80.0 and row["lo"] is None and "no interval over the seeds" in row["note"]
+
+
+def test_rule_2_stands_beside_the_headline_with_its_interval_and_its_full_batch_steps():
+    doc = synthetic()
+    assert rec.NQM_RULE_2 not in [r["estimate"] for r in rec.reconciliation(doc)]
+    doc["full_batch"] = {"steps": 9, "trial_id": 3, "trials": [{}] * 4, "sample_rows": 256,
+                         "target": 0.1, "step_limit": 100}
+    doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"] = {
+        "family": "sgd", "target": 0.02, "tuned": _curve(400.0, [4000, 2000, 1000, 500]),
+        "bootstrap": {"tuned": {"sd": 50.0, "p16": 350.0, "p84": 480.0, "draws": [1.0] * 8}}}
+    rows = {r["estimate"]: r for r in rec.reconciliation(doc)}
+    row = rows[rec.NQM_RULE_2]
+    assert (row["value"], row["lo"], row["hi"]) == (400.0, 350.0, 480.0)
+    assert (row["ratio"], row["ratio_lo"], row["ratio_hi"]) == pytest.approx((4.0, 3.5, 4.8))
+    assert "9 full-batch steps (trial 3 of 4, 256 rows)" in row["note"]
+    assert rows[rec.NQM]["value"] == 150.0             # the headline is unchanged
+    # no chart mark: the chart has no rule 2 curve
+    assert all(m["batch_size"] != 400.0 for m in rec.reconciliation_marks(doc))
+    # a target the tuned NQM reaches at no batch size: no value, and the row says so
+    unreached = _curve(None, [None] * 4)
+    for point in unreached["points"]:
+        point["reached"] = False
+    doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"]["tuned"] = unreached
+    row = {r["estimate"]: r for r in rec.reconciliation(doc)}[rec.NQM_RULE_2]
+    assert row["value"] is None and "reaches it at none of the sweep's batch sizes" in row["note"]
+    # no trial reached the target full batch: the row says why
+    doc["full_batch"]["steps"] = None
+    del doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"]
+    doc["checkpoints"]["goal"]["target_errors"] = {"noise_free_matched": "no trial reached"}
+    row = {r["estimate"]: r for r in rec.reconciliation(doc)}[rec.NQM_RULE_2]
+    assert row["value"] is None and row["ratio"] is None
+    assert "no trial reached the reference run's loss 0.1 full batch within 100" in row["note"]

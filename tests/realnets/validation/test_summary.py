@@ -9,8 +9,8 @@ from realnets.validation.files import read_validation
 from realnets.cli import main as realnets_main
 from realnets.validation.files import write_validation
 from realnets.validation.summary import (SUMMARY_FILE, read_summary, rebuild_summary,
-                                         entry_key, reruns_table, summary_entry,
-                                         summary_table, update_summary)
+                                         entry_key, reruns_table, rule_2_table,
+                                         summary_entry, summary_table, update_summary)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
 
@@ -77,6 +77,28 @@ def test_entry_with_reruns_names_the_method_and_tabulates_the_reruns():
     e = summary_entry(doc)
     assert e["reruns"]["lo"] is None and e["reruns"]["one_run"] == {"lo": 60.0, "hi": 140.0}
     assert "| 60-140 | 75 | 2 |" in reruns_table([e])
+
+
+def test_entry_and_table_carry_rule_2_beside_the_headline():
+    doc = _doc()
+    assert summary_entry(doc)["rule_2"] is None and rule_2_table([summary_entry(doc)]) == ""
+    doc["full_batch"] = {"steps": 12}
+    doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"] = {
+        "tuned": {"fit": {"b_crit": 400.0}},
+        "bootstrap": {"tuned": {"p16": 350.0, "p84": 480.0}}}
+    e = summary_entry(doc)
+    # the headline stays rule 1's; rule 2 sits beside it with its own interval and ratio
+    assert e["ratio"] == pytest.approx(1.5) and e["predicted"]["b_crit"] == 150.0
+    assert e["rule_2"] == {"b_crit": 400.0, "lo": 350.0, "hi": 480.0, "bound": None,
+                           "ratio": pytest.approx(4.0), "full_batch_steps": 12}
+    rows = rule_2_table([e, summary_entry(_doc("plain"))]).splitlines()
+    assert len(rows) == 3 and rows[2] == "| w | sgd | 100 | 400 (350-480) | **4** | 1.5 | 0.4 | 12 |"
+    # a document whose rule 2 found no full-batch steps: the entry says so, with no prediction
+    doc["full_batch"] = {"steps": None}
+    del doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"]
+    assert summary_entry(doc)["rule_2"] == {"b_crit": None, "lo": None, "hi": None,
+                                            "bound": None, "ratio": None,
+                                            "full_batch_steps": None}
 
 
 def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):

@@ -137,6 +137,17 @@ def test_validation_of_a_small_nqm_recovers_its_critical_batch_size(small_sweep,
         assert draws.size == vcfg.bootstrap and np.all(np.isfinite(draws) & (draws > 0))
         assert 0.5 < np.median(draws) / predicted < 2.0, name
         assert "bootstrap" not in predictions["train_loss"]
+    # rule 2 (docs/prediction_rule.md): the network's fewest full-batch steps to the reference
+    # run's sample loss are the noise-free end of the measured curve, roughly (23 against 19 at
+    # B = 256 here: the sample's loss is not the population's); the NQM with its noise needs more
+    # than that at every batch size; its B_crit is within 2x of the truth (1.48x here: matched at
+    # the noise-free end, a 1.2x longer S_fb takes the target deeper, 0.137 against the goal 0.2)
+    s_fb = doc["full_batch"]["steps"]
+    assert 1.0 <= s_fb / doc["measured"]["points"][-1]["steps"] <= 1.5
+    rule_2 = doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"]
+    assert all(p["steps"] > s_fb for p in rule_2["tuned"]["points"])
+    assert 0.5 < rule_2["tuned"]["fit"]["b_crit"] / exact < 2.0
+    assert np.all(np.isfinite(rule_2["bootstrap"]["tuned"]["draws"]))
     # the quadratic's loss at the goal sees the tail only through |G|^2, which weights the
     # (converged) stiff directions: it is below the exact loss there (0.08 against 0.17 here)
     q = doc["checkpoints"]["goal"]["targets"]["quadratic"]
@@ -361,18 +372,47 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path, one_default_d
     assert doc.provenance.command.startswith("python -m realnets validate --workload nqm")
     report = (tmp_path / "v" / "report.md").read_text()
     assert "Not measured: made with --no-transfer" in report
+    # rule 2 is in it (docs/prediction_rule.md): the network's fewest full-batch steps from the
+    # 64 trials at B = 64, within the reference run's, and a tuned prediction matched to them
+    fb = doc.full_batch
+    assert len(fb["trials"]) == NQM_SWEEP_TRIALS and 1 <= fb["steps"] <= s_ref
+    assert fb["target"] == doc.calibration_run["train_loss_goal"]
+    rule_2 = doc.checkpoints["goal"]["predictions"]["noise_free_matched"]["tuned"]
+    assert "## Rule 2: the NQM's time scale matched without noise" in report
+    assert "NQM prediction, rule 2 (noise-free match)" in out
+    # a document made before rule 2: the --reuse below runs it (with the transfer it lacks) on
+    # the stored fits, to the same numbers as the fresh run
+    without = {**doc.checkpoints, "goal": {
+        k: ({r: v for r, v in x.items() if r != "noise_free_matched"} if k in (
+            "targets", "predictions") else x)
+        for k, x in doc.checkpoints["goal"].items() if k != "noise_free_match"}}
+    files.write_validation(tmp_path / "v", dataclasses.replace(
+        doc, full_batch=None, checkpoints=without,
+        seconds={k: v for k, v in doc.seconds.items() if k != "noise_free_match"}))
+    doc = files.read_validation(tmp_path / "v")
     # --reuse on it (without --no-transfer) runs only the transfer: the measurements stay
     args = ["validate", "--workload", "nqm", "--sweep", str(sweep), "--batch-size", "64",
             "--checkpoints", "goal", "--sample-rows", "1024", "--noise-rows", "32", "--bootstrap",
             "0", "--branch-repeats", "1", "--out", str(tmp_path / "v"), "--reuse"]
     status, out, err = _run(capsys, *args)
     assert status == 0 and "running the transfer it lacks" in err, err
+    assert "running rule 2 (the noise-free match), which it lacks" in err
     added = files.read_validation(tmp_path / "v")
-    assert added.settings.transfer and added.checkpoints == doc.checkpoints
+    assert added.full_batch["trials"] == fb["trials"] and added.full_batch["steps"] == fb["steps"]
+    assert added.checkpoints["goal"]["predictions"]["noise_free_matched"]["tuned"] == rule_2
+    assert added.settings.transfer and set(added.checkpoints) == set(doc.checkpoints)
+    assert added.checkpoints["goal"]["step_match"] == doc.checkpoints["goal"]["step_match"]
     assert added.provenance.command == doc.provenance.command
-    # its time is a phase of its own, and in the wall time
+    # their times are phases of their own, and in the wall time
     assert added.provenance.wall_seconds == pytest.approx(
-        doc.provenance.wall_seconds + added.seconds["transfer"])
+        doc.provenance.wall_seconds + added.seconds["transfer"]
+        + added.seconds["noise_free_match"])
+    doc = dataclasses.replace(doc, checkpoints=added.checkpoints, full_batch=added.full_batch,
+                              seconds={**doc.seconds,
+                                       "noise_free_match": added.seconds["noise_free_match"]},
+                              provenance=dataclasses.replace(
+                                  doc.provenance, wall_seconds=doc.provenance.wall_seconds
+                                  + added.seconds["noise_free_match"]))
     assert added.transfer["command"].endswith("--reuse")
     # the control: the network (a sampled quadratic) follows its calibrated NQM everywhere, and
     # its curvature at every run's end is the workload's h_1 = 1
