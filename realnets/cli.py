@@ -421,6 +421,7 @@ def validate_command(args, argv) -> str:
     from realnets.sweeps.records import read_repeats
     from realnets.validation import files, pipeline, report as validation_report
     from realnets.validation.comparison import comparison
+    from realnets.validation.noise_free_match import can_add, reference_reruns
     from realnets.validation.predictions import reference_nqm
     from realnets.validation.quadratic_path import complete, path_reading
     from realnets.validation.reconciliation import reconciliation
@@ -466,9 +467,16 @@ def validate_command(args, argv) -> str:
                     old, settings=vcfg, transfer=None, comparison=comparison(old.to_dict())), None)
                 say(f"reusing {out / files.VALIDATION_FILE}"
                     + (" without its transfer" if old.transfer else ""))
-            if doc.full_batch is None:
+            if doc.full_batch is None and sweep is None:
+                say("rule 2 not added: it needs the sweep's trials")
+            elif doc.full_batch is None and can_add(doc.to_dict()):
                 say("running rule 2 (the noise-free match), which it lacks")
                 doc = _add_noise_free(doc, workload, sweep_dir, sweep, vcfg, say)
+            elif (doc.full_batch is not None and "reference_reruns" not in doc.full_batch
+                  and sweep is not None):
+                doc = dataclasses.replace(doc, full_batch={
+                    **doc.full_batch, "reference_reruns": reference_reruns(
+                        read_repeats(sweep_dir), doc.calibration_run)})
             files.write_validation(out, doc)
     if doc is None:
         config, records = ensure_sweep(workload, sweep_dir, args.trials,
@@ -587,22 +595,22 @@ def _add_transfer(old, workload, sweep_dir: Path, sweep, argv, say):
 def _add_noise_free(doc, workload, sweep_dir: Path, sweep, vcfg, say):
     """A stored validation document with rule 2 added on its stored fits
     (`realnets.validation.noise_free_match`); its wall time grows by the time taken. `sweep`:
-    (config, records) as `_refreshed_measured` read them (None: the directory is missing)."""
+    (config, records) as `_refreshed_measured` read them; `vcfg`: the document's settings."""
     import dataclasses
     import time
 
-    from realnets.sweeps.records import load_sweep
+    from realnets.sweeps.records import read_repeats
     from realnets.validation import files
     from realnets.validation.comparison import comparison
     from realnets.validation.noise_free_match import add_noise_free_prediction
     from realnets.validation.rerun import calibration_sample
 
     start = time.perf_counter()
-    config, records = sweep if sweep is not None else load_sweep(sweep_dir)
+    config, records = sweep
     task = workload.build(text_file=config.text_file)
     sample = calibration_sample(task, vcfg.sample_rows, vcfg.seed)
-    added = add_noise_free_prediction(doc.to_dict(), task, config, records, sample,
-                                      doc.settings, log=say)
+    added = add_noise_free_prediction(doc.to_dict(), task, config, records, sample, vcfg,
+                                      log=say, repeats=read_repeats(sweep_dir))
     added["comparison"] = comparison(added)
     new = files.ValidationDocument.from_dict(added)
     took = time.perf_counter() - start     # the phase's time includes building the task
@@ -906,7 +914,8 @@ def summary_text(path: str, rebuild: bool = False) -> str:
     reruns, rule_2 = reruns_table(entries), rule_2_table(entries)
     return (summary_table(entries)
             + (f"\n\nThe winners rerun under other seeds:\n\n{reruns}" if reruns else "")
-            + (f"\n\nRule 2 (docs/prediction_rule.md), beside the headline:\n\n{rule_2}"
+            + (f"\n\nRule 2 and the two-point estimate (docs/prediction_rule.md), beside the "
+               f"headline:\n\n{rule_2}"
                if rule_2 else ""))
 
 

@@ -22,37 +22,23 @@ It runs on a stored validation document too (`validate --reuse` on one made befo
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
 
-import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
-from realnets.sweeps.curve import build_curve
-from realnets.sweeps.records import SweepConfig, TrialRecord
-from realnets.training.step import Metaparameters, StepConfig, make_optimizer
+from realnets.sweeps.curve import build_curve, same_configuration
+from realnets.sweeps.records import SweepConfig, TrialRecord, trial_order
 from realnets.validation.bootstrap import bootstrap_b_crit, fitted_nqm
 from realnets.validation.predictions import predict
-from realnets.validation.quadratic_path import descend, sample_loss
+from realnets.validation.quadratic_path import descend, path_optimizer, sample_loss
 from realnets.validation.rerun import init_params_of
-from realnets.validation.settings import NQM_FAMILY, ValidationConfig
+from realnets.validation.settings import NQM_FAMILY, RULE_2 as RULE, ValidationConfig
 from realnets.validation.targets import StepMatch, nqm_search_space, step_matched_target
 from realnets.workloads.tasks import Task
 
-RULE = "noise_free_matched"
 # the noise-free batch size of a task with unlimited data (noise / B is then ~1e-12 of B = 1's)
 UNLIMITED_BATCH = 2 ** 40
-
-
-def trial_optimizer(sweep_config: SweepConfig, trial: TrialRecord):
-    """The sweep's optimizer with a trial's learning rate and momentum (b1 for Adam), at a
-    constant rate (the rule's: a decay is not carried over)."""
-    one_minus = 1.0 if trial.momentum is None else 1.0 - float(trial.momentum)
-    hp = Metaparameters(jnp.float32(trial.learning_rate), jnp.float32(one_minus),
-                        jnp.float32(1.0), jnp.float32(1.0))
-    return make_optimizer(StepConfig(optimizer=sweep_config.optimizer), hp)
 
 
 def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRecord],
@@ -64,7 +50,8 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
       task: the workload's Task.
       sweep_config: the sweep (its optimizer and seed: each trial's initialisation).
       trials: the sweep's trials at the reference batch size, in the order they are tried.
-      sample: the calibration sample (the rows the NQM was measured on).
+      sample: the calibration sample ({name: array (rows, ...)}, the rows the NQM was measured
+        on).
       target: the sample's mean loss to reach (loss units: the reference run's at its goal).
       step_limit: S_ref, the most steps any descent may take (>= 1).
       chunk_rows, devices: how the sample's loss is computed (`quadratic_path.sample_loss`).
@@ -91,7 +78,8 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
         if network is None:     # one compiled loss for every trial (the same parameter tree)
             network = sample_loss(task, init, sample, chunk_rows, devices)
         theta_0 = np.asarray(ravel_pytree(init)[0], np.float64)
-        descent, _ = descend(network, theta_0, trial_optimizer(sweep_config, trial), target, cap)
+        # the sweep's optimizer, the trial's rate and momentum (b1), constant
+        descent, _ = descend(network, theta_0, path_optimizer(sweep_config, trial), target, cap)
         run = {"trial_id": trial.trial_id, "learning_rate": float(trial.learning_rate),
                "momentum": None if trial.momentum is None else float(trial.momentum),
                "status": descent.status, "steps_to_target": descent.steps_to_target,
@@ -121,9 +109,20 @@ def noise_free_match(sweep_config: SweepConfig, train_size: int | None, steps: i
 
 def add_noise_free_prediction(doc: dict, task: Task, sweep_config: SweepConfig,
                               records: list[TrialRecord], sample: dict, vcfg: ValidationConfig,
-                              devices=None, log=None) -> dict:
-    """`doc` (a validation document as a dict, its checkpoints measured) with rule 2 added:
-    "full_batch" (`full_batch_steps`) at the top, and in every checkpoint with a fitted NQM the
+                              devices=None, log=None, repeats: list[TrialRecord] = ()) -> dict:
+    """Rule 2 on a validation document whose checkpoints are measured (`can_add`).
+
+    Args:
+      doc: the validation document as a dict (`ValidationDocument.to_dict()` or the pipeline's).
+      task, sweep_config, records: the workload's Task and the sweep it was made from.
+      sample: the calibration sample ({name: array (rows, ...)}), the rows the NQM was fitted on.
+      vcfg: the validation settings (bootstrap draws, chunk rows, the NQM's step budget).
+      devices, log: as `full_batch_steps`.
+      repeats: the sweep's reruns of its winners (`read_repeats`), for `reference_reruns`.
+
+    Returns `doc` with rule 2 added:
+    "full_batch" (`full_batch_steps`, with "reference_reruns" from `repeats`, the sweep's reruns:
+    `reference_reruns`) at the top, and in every checkpoint with a fitted NQM the
     target `targets[RULE]`, the match record "noise_free_match" and `predictions[RULE]` (the
     headline checkpoint's with a bootstrap when `vcfg.bootstrap`). A checkpoint whose target
     cannot be set records why under `target_errors[RULE]`. Returns a new dict."""
@@ -132,22 +131,22 @@ def add_noise_free_prediction(doc: dict, task: Task, sweep_config: SweepConfig,
     run = doc["calibration_run"]
     b_ref = int(run["batch_size"])
     trials = sorted((r for r in records if r.batch_size == b_ref),
-                    key=lambda r: str(r.trial_id) if isinstance(r.trial_id, str)
-                    else f"{int(r.trial_id):012d}")
+                    key=lambda r: trial_order(r.trial_id))
     say(f"rule 2: the network full batch from each of the {len(trials)} trials at B = {b_ref} "
         f"(up to {run['sweep_steps_to_goal']} steps)")
     fb = full_batch_steps(task, sweep_config, trials, sample, float(run["train_loss_goal"]),
                           int(run["sweep_steps_to_goal"]), vcfg.chunk_rows, devices, log)
+    fb["reference_reruns"] = reference_reruns(list(repeats), run)
     out = {**doc, "full_batch": fb, "checkpoints": dict(doc["checkpoints"])}
     batch_sizes = build_curve(records, sweep_config).batch_sizes
     headline = doc["settings"]["checkpoints"][0]
     for name, record in doc["checkpoints"].items():
+        if "nqm" not in record:         # nothing fitted there: the record stays as it is
+            continue
         record = {**record, "targets": dict(record.get("targets") or {}),
                   "target_errors": dict(record.get("target_errors") or {}),
                   "predictions": dict(record.get("predictions") or {})}
         out["checkpoints"][name] = record
-        if "nqm" not in record:
-            continue
         if fb["steps"] is None:
             record["target_errors"][RULE] = (
                 f"no trial reached the reference run's loss {fb['target']:.4g} full batch "
@@ -184,6 +183,22 @@ def add_noise_free_prediction(doc: dict, task: Task, sweep_config: SweepConfig,
     return out
 
 
-def has_noise_free(doc: dict) -> bool:
-    """Whether a validation document has rule 2 (its full-batch record)."""
-    return doc.get("full_batch") is not None
+def reference_reruns(repeats: list[TrialRecord], calibration_run: dict) -> list[int | None]:
+    """Steps to goal of the reference trial's reruns under other seeds: the `realnets.sweeps.
+    repeats` records with its batch size and metaparameters (`curve.same_configuration`; a
+    rerun's trial id numbers its initialisation, not the sweep's trial). None: not at the goal
+    within the rerun's cap."""
+    reference = TrialRecord(
+        batch_size=int(calibration_run["batch_size"]), trial_id=calibration_run["trial_id"],
+        status="COMPLETE", learning_rate=calibration_run["learning_rate"],
+        momentum=calibration_run.get("momentum"),
+        final_lr_fraction=calibration_run.get("final_lr_fraction", 1.0),
+        decay_steps=calibration_run.get("decay_steps"))
+    return [r.steps_to_goal for r in repeats if same_configuration(r, reference)]
+
+
+def can_add(doc: dict) -> bool:
+    """Whether rule 2 can be added to a validation document: an NQM fitted at its headline
+    checkpoint (the pipeline and `validate --reuse` both ask this)."""
+    headline = doc["settings"]["checkpoints"][0]
+    return "nqm" in (doc["checkpoints"].get(headline) or {})

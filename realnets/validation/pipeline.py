@@ -67,7 +67,7 @@ from realnets.sweeps.records import IDENTITY, SweepConfig, TrialRecord
 from realnets.validation.checkpoint import fit_checkpoint
 from realnets.validation.comparison import comparison, measured_summary
 from realnets.validation.bootstrap import bootstrap_b_crit
-from realnets.validation.noise_free_match import add_noise_free_prediction
+from realnets.validation.noise_free_match import add_noise_free_prediction, can_add
 from realnets.validation.predictions import predict
 from realnets.validation.quadratic_path import run_quadratic_path
 from realnets.validation.rerun import (best_trial, calibration_batch_size, calibration_sample,
@@ -257,9 +257,9 @@ def validate(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
         out["reference"] = predict(ref, sweep_config, records, curve.batch_sizes, vcfg)
         out["reference"]["problem"] = ref.to_dict()
         seconds["reference"] = time.perf_counter() - t0
-    if "nqm" in out["checkpoints"].get(vcfg.checkpoints[0], {}):
+    if can_add(out):
         out = add_noise_free_prediction(out, task, sweep_config, records, sample, vcfg, devices,
-                                        log)
+                                        log, repeats=list(repeats))
         seconds["noise_free_match"] = out.pop("seconds")["noise_free_match"]
     out["branching"] = branched
     out["local_cbs"] = list(branched["local_cbs"])

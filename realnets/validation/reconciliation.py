@@ -22,17 +22,19 @@ Rows (`reconciliation`), every batch size per example:
                                  the bootstrap NQMs; the bound as for the measured row
   NQM prediction, rule 2         the same under rule 2 (docs/prediction_rule.md), where the
                                  document has it and it is not the headline
+  two-point estimate             B_ref (S_ref / S_fb - 1) (`two_point`), where the document has
+                                 rule 2: 16-84% over the reference trial's reruns
 Each row: estimate, step, value, se, lo, hi, ratio (value / measured B_crit), ratio_lo, ratio_hi
 (lo and hi over it), lower_bound, note.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
 from realnets.sweeps.report import runs_drawn
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
-from realnets.validation.settings import TARGET_LABELS
-
-RULE_2 = "noise_free_matched"     # realnets.validation.noise_free_match.RULE
+from realnets.validation.settings import RULE_2, TARGET_LABELS
 
 MEASURED = "measured B_crit (fit)"
 LEAVE_ONE_OUT = "measured B_crit, leave one batch size out"
@@ -42,6 +44,7 @@ B_SIMPLE = "B_simple = tr(Sigma) / ‖G‖²"
 B_NOISE = "B_noise = tr(H Sigma) / (G^T H G)"
 NQM = "NQM prediction (tuned B_crit)"
 NQM_RULE_2 = "NQM prediction, rule 2 (noise-free match)"
+TWO_POINT = "two-point estimate B_ref (S_ref / S_fb - 1)"
 COLUMNS = ("estimate", "step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi",
            "lower_bound", "note")
 
@@ -179,7 +182,49 @@ def reconciliation(doc: dict) -> list[dict]:
         rows.append(_prediction_row(NQM_RULE_2, b_crit, RULE_2, record,
                                     (record.get("predictions") or {}).get(RULE_2) or {}, at,
                                     _full_batch_text(doc["full_batch"])))
+    if doc.get("full_batch") is not None:
+        two = two_point(doc)
+        rows.append(_row(TWO_POINT, b_crit, value=two["value"], lo=two["lo"], hi=two["hi"],
+                         note=f"S_ref {two['s_ref']} at B_ref, S_fb {two['s_fb']} full batch "
+                              f"(no NQM; docs/prediction_rule.md); {two['note']}"))
     return rows
+
+
+def two_point(doc: dict) -> dict:
+    """The two-point estimate of docs/prediction_rule.md (session 31, later), a pure function of
+    a validation document with rule 2: B_2pt = B_ref (S_ref / S_fb - 1) (examples per step), the
+    McCandlish form through the reference point with S_min = S_fb, no NQM; "lo", "hi" the same
+    with S_ref replaced by the 16th and 84th percentiles of the reference trial's reruns' steps
+    (a rerun not at the goal counts as the slowest; None where a percentile is not finite, or
+    without reruns); "value" None, with "note" saying why, when S_fb is missing or not below
+    S_ref."""
+    fb = doc.get("full_batch") or {}
+    run = doc["calibration_run"]
+    b_ref, s_ref, s_fb = int(run["batch_size"]), run["sweep_steps_to_goal"], fb.get("steps")
+    out = {"value": None, "lo": None, "hi": None, "s_ref": s_ref, "s_fb": s_fb, "note": ""}
+    if s_fb is None or s_fb <= 0:
+        out["note"] = "no full-batch steps (rule 2 found none)"
+        return out
+    if s_fb >= s_ref:
+        out["note"] = f"S_fb {s_fb} is not below S_ref {s_ref}: no bend above B_ref"
+        return out
+
+    def estimate(steps):
+        return b_ref * (steps / s_fb - 1.0)
+
+    out["value"] = estimate(s_ref)
+    reruns = fb.get("reference_reruns")
+    if reruns:
+        steps = np.array([np.inf if x is None else float(x) for x in reruns])
+        with np.errstate(invalid="ignore"):
+            p16, p84 = np.percentile(steps, [16, 84])
+        out["lo"] = estimate(p16) if np.isfinite(p16) else None
+        out["hi"] = estimate(p84) if np.isfinite(p84) else None
+        out["note"] = (f"16-84% over the {len(reruns)} reruns of the reference trial "
+                       f"({sum(x is None for x in reruns)} not at the goal)")
+    else:
+        out["note"] = "no interval: the reference trial was not rerun under other seeds"
+    return out
 
 
 def _full_batch_text(fb: dict) -> str:
@@ -257,7 +302,8 @@ def reconciliation_marks(doc: dict) -> list[dict]:
     marks = []
     for row in reconciliation(doc):
         # rule 2 has no curve on the chart: its mark would stand alone
-        if row["value"] is None or not row["value"] > 0 or row["estimate"] == NQM_RULE_2:
+        if row["value"] is None or not row["value"] > 0 or row["estimate"] in (NQM_RULE_2,
+                                                                              TWO_POINT):
             continue
         name, curve = row["estimate"], None
         if name == MEASURED:

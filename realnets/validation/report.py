@@ -14,8 +14,8 @@ import numpy as np
 from realnets import store
 from realnets.sweeps.branching import BranchResult, render as render_branches
 from realnets.validation.quadratic_path import network_shape, steps_text
-from realnets.validation.reconciliation import reconciliation
-from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
+from realnets.validation.reconciliation import reconciliation, two_point
+from realnets.validation.settings import RULE_2, TARGET_LABELS, TARGET_RULES
 from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, FOLLOWS_FACTOR,
                                           edge_ratios, s_min_split, top_curvatures)
 from realnets.workloads.catalog import WORKLOADS
@@ -423,10 +423,16 @@ def rule_2_markdown(doc: dict) -> list[str]:
             f"{counts['not reached']} did not, {counts['diverged']} diverged. The fastest: "
             + ", ".join(f"trial {r['trial_id']} {r['steps_to_target']}" for r in reached[:5])
             + ".", ""]
+    two = two_point(doc)
+    span = ("" if two["lo"] is None and two["hi"] is None else
+            f" ({_fmt(two['lo'])} .. {'unbounded' if two['hi'] is None else _fmt(two['hi'])})")
+    out += ["Without the NQM, the two-point estimate B_ref (S_ref / S_fb - 1) "
+            f"(docs/prediction_rule.md): {_fmt(two['value'])}{span} against the measured "
+            f"{_fmt(doc['measured']['fit']['b_crit'])}; {two['note']}.", ""]
     match = record.get("noise_free_match")
-    pred = (record.get("predictions") or {}).get("noise_free_matched") or {}
+    pred = (record.get("predictions") or {}).get(RULE_2) or {}
     if match is None or not pred.get("tuned"):
-        why = (record.get("target_errors") or {}).get("noise_free_matched", "not computed")
+        why = (record.get("target_errors") or {}).get(RULE_2, "not computed")
         return out + [f"No prediction at the {checkpoint} checkpoint: {why}.", ""]
     out += [f"The NQM fitted at the {checkpoint} checkpoint reaches {_fmt(match['target'])} "
             f"in {match['steps']} steps without noise (B = {match['batch_size']}, learning rate "

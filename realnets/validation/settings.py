@@ -10,11 +10,13 @@ from dataclasses import asdict, dataclass
 from nqm import validation
 
 CHECKPOINTS = ("goal", "init")
-TARGET_RULES = ("step_matched", "train_loss", "quadratic", "noise_free_matched")
+# rule 2 of docs/prediction_rule.md (`realnets.validation.noise_free_match`)
+RULE_2 = "noise_free_matched"
+TARGET_RULES = ("step_matched", "train_loss", "quadratic", RULE_2)
 TARGET_LABELS = {"step_matched": "target matched to the reference run's steps",
                  "train_loss": "target = training loss at the goal",
                  "quadratic": "target = the quadratic's loss at the goal",
-                 "noise_free_matched": "rule 2: target matched to the network's full-batch steps"}
+                 RULE_2: "rule 2: target matched to the network's full-batch steps"}
 # adam: the NQM's mean-field Adam (`nqm.adam`; b1 from the sweep's range, `targets.nqm_optimizer`)
 NQM_FAMILY = {"sgd": "sgd", "momentum": "momentum", "nesterov": "momentum", "adam": "adam"}
 
@@ -42,7 +44,9 @@ class ValidationConfig:
         the sweep's budget; the search-matched curve uses the sweep's budget).
       bootstrap: NQMs redrawn from the fitted numbers' uncertainties to give the headline
         rule's predicted B_crit its spread (`bootstrap_b_crit`); 0 for none.
-      target_rule: the headline NQM target, one of TARGET_RULES (all are always computed):
+      target_rule: the headline NQM target, one of TARGET_RULES (all are computed wherever their
+        inputs are: rule 2 needs a fitted NQM at the headline checkpoint and a trial that reaches
+        the target full batch, and is run without the NQM at the sweep's trials):
         'step_matched', the rule fixed in docs/prediction_rule.md: the lowest loss the NQM, tuned
         in the sweep's search space, reaches in the reference run's steps at its batch size
         (`realnets.validation.targets`); the diagnostics 'train_loss', the training loss at the

@@ -17,7 +17,9 @@ Each entry (`summary_entry`, from a validation document):
    "local_cbs": [{"step", "cbs"}],              # branching (empty when not measured)
    "ratio",                                     # predicted / measured B_crit
    "rule_2": {"b_crit", "lo", "hi", "bound",    # rule 2 of docs/prediction_rule.md beside the
-              "ratio", "full_batch_steps"}}     # headline (null in a document without it)
+              "ratio", "full_batch_steps"},     # headline (null in a document without it)
+   "two_point": {"b_crit", "lo", "hi", "ratio"}}  # B_ref (S_ref / S_fb - 1), no NQM (null
+                                                # without rule 2's full-batch steps)
 Unknown numbers are null. An entry is keyed by its workload and optimizer (the same network and
 data may be swept with momentum and with Adam: two entries). `python -m realnets validate` replaces
 its key's entry and keeps the others (`update_summary`); the file is written atomically.
@@ -30,7 +32,8 @@ from pathlib import Path
 
 from realnets import store
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
-from realnets.validation.reconciliation import RULE_2
+from realnets.validation.reconciliation import two_point
+from realnets.validation.settings import RULE_2
 
 SUMMARY_FILE = "summary.json"
 
@@ -87,7 +90,16 @@ def summary_entry(doc: dict) -> dict:
         "local_cbs": [{"step": r["step"], "cbs": r["cbs"]} for r in doc.get("local_cbs") or []],
         "ratio": predicted / measured if predicted is not None and measured else None,
         "rule_2": _rule_2_entry(doc, c, measured),
+        "two_point": _two_point_entry(doc, measured),
     }
+
+
+def _two_point_entry(doc: dict, measured: float | None) -> dict | None:
+    if doc.get("full_batch") is None:
+        return None
+    two = two_point(doc)
+    return {"b_crit": two["value"], "lo": two["lo"], "hi": two["hi"],
+            "ratio": two["value"] / measured if two["value"] is not None and measured else None}
 
 
 def _rule_2_entry(doc: dict, checkpoint: dict, measured: float | None) -> dict | None:
@@ -227,18 +239,22 @@ def reruns_table(entries: list[dict]) -> str:
 def rule_2_table(entries: list[dict]) -> str:
     """Rule 2 (docs/prediction_rule.md) beside the headline, as a Markdown table ("" when no
     entry has it): the measured B_crit, rule 2's prediction with its 16-84% range over bootstrap
-    NQMs, its ratio, the headline rule's ratio, B_simple's, and the network's fewest full-batch
-    steps S_fb that rule 2 matched."""
+    NQMs, its ratio, the headline rule's ratio, B_simple's, the network's fewest full-batch
+    steps S_fb that rule 2 matched, and the two-point estimate B_2pt with its 16-84% range over
+    the reference trial's reruns and its ratio."""
     rows = [e for e in entries if e.get("rule_2")]
     if not rows:
         return ""
     lines = ["| workload | optimizer | measured B_crit | rule 2 prediction (16-84%) | rule 2 "
-             "ratio | headline ratio | B_simple ratio | S_fb |", "|---|---|---|---|---|---|---|---|"]
+             "ratio | headline ratio | B_simple ratio | S_fb | B_2pt (16-84%) | B_2pt ratio |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for e in rows:
         r, measured = e["rule_2"], e["measured"]["b_crit"]
         simple = e["b_simple"]["value"]
+        two = e.get("two_point") or {"b_crit": None, "ratio": None}
         lines.append(f"| {e['workload']} | {e['optimizer']} | {_num(measured)} | "
                      f"{_b_crit_cell(r)} | **{_num(r['ratio'], 3)}** | {_num(e['ratio'], 3)} | "
                      f"{_num(simple / measured if simple is not None and measured else None, 3)}"
-                     f" | {_num(r['full_batch_steps'])} |")
+                     f" | {_num(r['full_batch_steps'])} | {_b_crit_cell(two)} | "
+                     f"{_num(two['ratio'], 3)} |")
     return "\n".join(lines)

@@ -15,7 +15,7 @@ import pytest
 from nqm.problem import NQMConfig
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation.noise_free_match import (RULE, UNLIMITED_BATCH, full_batch_steps,
-                                                  noise_free_match)
+                                                  noise_free_match, reference_reruns)
 from realnets.validation.rerun import init_params_of
 from realnets.validation.targets import step_matched_target
 from realnets.workloads import tasks
@@ -110,7 +110,9 @@ def test_a_stored_document_gains_rule_2_in_every_checkpoint(monkeypatch):
 
     fitted = {"train_size": 100}
     doc = {"settings": {"checkpoints": ["goal", "init"]},
-           "calibration_run": {"batch_size": 4, "sweep_steps_to_goal": 30,
+           "calibration_run": {"batch_size": 4, "trial_id": 1, "learning_rate": 0.2,
+                               "momentum": None, "final_lr_fraction": 1.0,
+                               "sweep_steps_to_goal": 30,
                                "train_loss_goal": 0.2},
            "checkpoints": {"goal": {"nqm": fitted, "targets": {"step_matched": 0.1}},
                            "init": {"nqm": fitted}, "other": {"error": "no fit"}},
@@ -131,9 +133,13 @@ def test_a_stored_document_gains_rule_2_in_every_checkpoint(monkeypatch):
         "C", (), {"batch_sizes": (4, 8)})())
     records = [_trial(i, 0.1 * (i + 1)) for i in (2, 0, 1)] + [
         TrialRecord(batch_size=8, trial_id=0, status="COMPLETE", learning_rate=0.5)]
-    out = nf.add_noise_free_prediction(doc, None, _sweep(), records, {}, ValidationConfig())
+    repeats = [TrialRecord(batch_size=4, trial_id=i, status="COMPLETE", learning_rate=0.2,
+                           steps_to_goal=s) for i, s in enumerate((28, None))]
+    out = nf.add_noise_free_prediction(doc, None, _sweep(), records, {}, ValidationConfig(),
+                                       repeats=repeats)
     # the trials at B_ref, in id order; the reference run's loss and steps
     assert seen == {"trials": [0, 1, 2], "target": 0.2, "limit": 30}
+    assert out["full_batch"]["reference_reruns"] == [28, None]
     expected = step_matched_target(problem, noise_free_match(_sweep(), 100, 6))[0]
     for name in ("goal", "init"):
         record = out["checkpoints"][name]
@@ -156,3 +162,17 @@ def test_a_stored_document_gains_rule_2_in_every_checkpoint(monkeypatch):
     for name in ("goal", "init"):
         assert "no trial reached" in out["checkpoints"][name]["target_errors"][RULE]
         assert RULE not in out["checkpoints"][name]["predictions"]
+
+
+def test_reference_reruns_are_the_reference_trials_at_its_batch_size():
+    def rerun(b, lr, steps, init=0):
+        return TrialRecord(batch_size=b, trial_id=init, status="COMPLETE", learning_rate=lr,
+                           momentum=0.9, steps_to_goal=steps)
+
+    # a rerun's trial id numbers its initialisation: the configuration says whose rerun it is
+    repeats = [rerun(16, 0.1, 40), rerun(16, 0.1, None, init=1), rerun(16, 0.3, 10),
+               rerun(32, 0.1, 20), rerun(16, 0.1, 52)]
+    run = {"batch_size": 16, "trial_id": 7, "learning_rate": 0.1, "momentum": 0.9,
+           "final_lr_fraction": 1.0}
+    assert reference_reruns(repeats, run) == [40, None, 52]
+    assert reference_reruns([], run) == []

@@ -178,6 +178,7 @@ def test_the_reruns_row_carries_the_median_curve_and_its_interval_over_seeds():
 
 def test_rule_2_stands_beside_the_headline_with_its_interval_and_its_full_batch_steps():
     doc = synthetic()
+    doc["calibration_run"]["batch_size"] = 8
     assert rec.NQM_RULE_2 not in [r["estimate"] for r in rec.reconciliation(doc)]
     doc["full_batch"] = {"steps": 9, "trial_id": 3, "trials": [{}] * 4, "sample_rows": 256,
                          "target": 0.1, "step_limit": 100}
@@ -206,3 +207,62 @@ def test_rule_2_stands_beside_the_headline_with_its_interval_and_its_full_batch_
     row = {r["estimate"]: r for r in rec.reconciliation(doc)}[rec.NQM_RULE_2]
     assert row["value"] is None and row["ratio"] is None
     assert "no trial reached the reference run's loss 0.1 full batch within 100" in row["note"]
+
+
+def test_the_two_point_estimate_by_hand_and_where_it_has_no_value():
+    doc = {"calibration_run": {"batch_size": 16, "sweep_steps_to_goal": 44},
+           "full_batch": {"steps": 22, "reference_reruns": [40, 48, None, 44, 52, 60, 36]}}
+    two = rec.two_point(doc)
+    # 16 (44 / 22 - 1) = 16; the reruns sorted 36 40 44 48 52 60 inf: 16th percentile at rank
+    # 0.96 (39.84 steps), 84th at rank 5.04 (between 60 and inf: not finite, no upper end)
+    assert two["value"] == pytest.approx(16.0)
+    assert two["lo"] == pytest.approx(16 * (39.84 / 22 - 1))
+    assert two["hi"] is None and "1 not at the goal" in two["note"]
+    doc["full_batch"]["reference_reruns"] = [40, 48, 44, 52, 60]
+    # sorted 40 44 48 52 60: the 84th percentile at rank 3.36, 52 + 0.36 x 8 = 54.88 steps
+    assert rec.two_point(doc)["hi"] == pytest.approx(16 * (54.88 / 22 - 1))
+    # no reruns, S_fb at or above S_ref, or no S_fb: said, and no value where there is none
+    doc["full_batch"]["reference_reruns"] = []
+    assert rec.two_point(doc)["lo"] is None and "not rerun" in rec.two_point(doc)["note"]
+    doc["full_batch"]["steps"] = 44
+    assert rec.two_point(doc)["value"] is None and "not below S_ref" in rec.two_point(doc)["note"]
+    doc["full_batch"]["steps"] = None
+    assert rec.two_point(doc)["value"] is None
+    # in the table: a row with its ratio, and no mark on the chart
+    full = synthetic()
+    full["calibration_run"] = {"batch_size": 8, "sweep_steps_to_goal": 100}
+    full["full_batch"] = {"steps": 10, "trial_id": 1, "trials": [{}], "sample_rows": 64,
+                          "target": 0.1, "step_limit": 100, "reference_reruns": [90, 110]}
+    row = {r["estimate"]: r for r in rec.reconciliation(full)}[rec.TWO_POINT]
+    assert row["value"] == pytest.approx(72.0) and row["ratio"] == pytest.approx(0.72)
+    assert all(m["batch_size"] != 72.0 for m in rec.reconciliation_marks(full))
+
+
+def test_rule_2_section_says_why_when_there_is_no_prediction():
+    from realnets.validation.report import rule_2_markdown
+
+    doc = synthetic()
+    assert rule_2_markdown(doc) == []                 # a document without rule 2
+    doc["calibration_run"]["batch_size"] = 8
+    doc["full_batch"] = {"steps": None, "trial_id": None, "learning_rate": None,
+                         "momentum": None, "target": 0.25, "step_limit": 100, "sample_rows": 64,
+                         "seconds": 1.0,
+                         "trials": [{"trial_id": 0, "status": "not reached"},
+                                    {"trial_id": 1, "status": "diverged"}]}
+    text = "\n".join(rule_2_markdown(doc))
+    assert "No trial reached it (1 not within their limit, 1 diverged): no prediction." in text
+    # S_fb found, the target unreached at every batch size: said, with the two-point estimate
+    doc["full_batch"].update(steps=20, trial_id=0, learning_rate=0.1,
+                             trials=[{"trial_id": 0, "status": "reached",
+                                      "steps_to_target": 20}])
+    unreached = _curve(None, [None] * 4)
+    for point in unreached["points"]:
+        point.update(reached=False, learning_rate=None, momentum=None)
+    goal = doc["checkpoints"]["goal"]
+    goal["targets"] = {"step_matched": 0.05}
+    goal["noise_free_match"] = {"target": 1e-6, "steps": 20, "batch_size": 1000,
+                                "learning_rate": 0.5, "momentum": None}
+    goal["predictions"]["noise_free_matched"] = {"tuned": unreached, "target": 1e-6}
+    text = "\n".join(rule_2_markdown(doc))
+    assert "reaches this target at none of the sweep's batch sizes" in text
+    assert "two-point estimate B_ref (S_ref / S_fb - 1) (docs/prediction_rule.md): 32 " in text

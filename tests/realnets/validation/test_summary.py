@@ -82,7 +82,8 @@ def test_entry_with_reruns_names_the_method_and_tabulates_the_reruns():
 def test_entry_and_table_carry_rule_2_beside_the_headline():
     doc = _doc()
     assert summary_entry(doc)["rule_2"] is None and rule_2_table([summary_entry(doc)]) == ""
-    doc["full_batch"] = {"steps": 12}
+    doc["full_batch"] = {"steps": 12, "reference_reruns": [30, 60, 96, 60, 60]}
+    doc["calibration_run"] = {"batch_size": 8, "sweep_steps_to_goal": 60}
     doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"] = {
         "tuned": {"fit": {"b_crit": 400.0}},
         "bootstrap": {"tuned": {"p16": 350.0, "p84": 480.0}}}
@@ -91,14 +92,20 @@ def test_entry_and_table_carry_rule_2_beside_the_headline():
     assert e["ratio"] == pytest.approx(1.5) and e["predicted"]["b_crit"] == 150.0
     assert e["rule_2"] == {"b_crit": 400.0, "lo": 350.0, "hi": 480.0, "bound": None,
                            "ratio": pytest.approx(4.0), "full_batch_steps": 12}
+    # B_2pt = 8 (60 / 12 - 1) = 32; its range with the reruns' 16th and 84th percentiles
+    # (linear between the sorted 30, 60, 60, 60, 96: 49.2 and 72.96 steps): 24.8 and 40.64
+    assert e["two_point"] == {"b_crit": pytest.approx(32.0), "lo": pytest.approx(24.8),
+                              "hi": pytest.approx(40.64), "ratio": pytest.approx(0.32)}
     rows = rule_2_table([e, summary_entry(_doc("plain"))]).splitlines()
-    assert len(rows) == 3 and rows[2] == "| w | sgd | 100 | 400 (350-480) | **4** | 1.5 | 0.4 | 12 |"
+    assert len(rows) == 3 and rows[2] == ("| w | sgd | 100 | 400 (350-480) | **4** | 1.5 | 0.4 | 12 "
+                                          "| 32 (24.8-40.6) | 0.32 |")
     # a document whose rule 2 found no full-batch steps: the entry says so, with no prediction
     doc["full_batch"] = {"steps": None}
     del doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"]
     assert summary_entry(doc)["rule_2"] == {"b_crit": None, "lo": None, "hi": None,
                                             "bound": None, "ratio": None,
                                             "full_batch_steps": None}
+    assert summary_entry(doc)["two_point"]["b_crit"] is None
 
 
 def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
