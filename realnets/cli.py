@@ -421,7 +421,7 @@ def validate_command(args, argv) -> str:
     from realnets.sweeps.records import read_repeats
     from realnets.validation import files, pipeline, report as validation_report
     from realnets.validation.comparison import comparison
-    from realnets.validation.noise_free_match import can_add, reference_reruns
+    from realnets.validation.noise_free_match import can_add
     from realnets.validation.predictions import reference_nqm
     from realnets.validation.quadratic_path import complete, path_reading
     from realnets.validation.reconciliation import reconciliation
@@ -472,11 +472,6 @@ def validate_command(args, argv) -> str:
             elif doc.full_batch is None and can_add(doc.to_dict()):
                 say("running rule 2 (the noise-free match), which it lacks")
                 doc = _add_noise_free(doc, workload, sweep_dir, sweep, vcfg, say)
-            elif (doc.full_batch is not None and "reference_reruns" not in doc.full_batch
-                  and sweep is not None):
-                doc = dataclasses.replace(doc, full_batch={
-                    **doc.full_batch, "reference_reruns": reference_reruns(
-                        read_repeats(sweep_dir), doc.calibration_run)})
             files.write_validation(out, doc)
     if doc is None:
         config, records = ensure_sweep(workload, sweep_dir, args.trials,

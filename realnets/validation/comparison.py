@@ -7,7 +7,7 @@ import math
 from nqm.curve import ScalingCurve
 from nqm.scaling import Bound, b_crit_bound
 from realnets.sweeps.curve import curve_document
-from realnets.validation.settings import TARGET_LABELS, TARGET_RULES
+from realnets.validation.settings import RULE_2, TARGET_LABELS, TARGET_RULES
 
 
 def measured_summary(curve: ScalingCurve) -> dict:
@@ -89,6 +89,8 @@ def comparison(doc: dict) -> list[dict]:
                 (boot.get("tuned") or {}).get("sd"),
                 note=f"calibrated NQM, {pred.get('family', '-')} tuned per batch size, target "
                      f"{pred['target']:.4g}" if tuned else why)
+            if rule == RULE_2:      # the tuned curve only, by the rule: no row of nans
+                continue
             matched = pred.get("search_matched")
             add("NQM at the sweep's trials B_crit" + label, ckpt,
                 matched["fit"]["b_crit"] if matched else None,

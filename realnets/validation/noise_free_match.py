@@ -22,6 +22,7 @@ It runs on a stored validation document too (`validate --reuse` on one made befo
 
 from __future__ import annotations
 
+import dataclasses
 import time
 
 import numpy as np
@@ -157,18 +158,18 @@ def add_noise_free_prediction(doc: dict, task: Task, sweep_config: SweepConfig,
                                              "no steps to match")
             continue
         match = noise_free_match(sweep_config, record["nqm"].get("train_size"), fb["steps"])
+        fitted = fitted_nqm(record["nqm"], 1.0)
         try:
-            target, record["noise_free_match"] = step_matched_target(
-                fitted_nqm(record["nqm"], 1.0), match)
+            target, record["noise_free_match"] = step_matched_target(fitted, match)
         except ValueError as err:
             record["target_errors"][RULE] = str(err)
             continue
         record["targets"][RULE] = target
-        config = fitted_nqm(record["nqm"], target)
-        if not 0 < target < config.problem().initial_loss():
+        config = dataclasses.replace(fitted, target=target)
+        start = config.problem().initial_loss()
+        if not 0 < target < start:
             record["target_errors"][RULE] = (
-                f"target {target:.4g} is not in (0, {config.problem().initial_loss():.4g}), the "
-                "fitted initial loss")
+                f"target {target:.4g} is not in (0, {start:.4g}), the fitted initial loss")
             continue
         say(f"rule 2: predicting with the NQM fitted at {name}, target {target:.4g}")
         # the rule is the tuned curve; the NQM at the sweep's trials is rule 1's diagnostic

@@ -214,7 +214,9 @@ def two_point(doc: dict) -> dict:
 
     out["value"] = estimate(s_ref)
     reruns = fb.get("reference_reruns")
-    if reruns:
+    if reruns is None:
+        out["note"] = "no interval: the reference trial's reruns are not in this document"
+    elif reruns:
         steps = np.array([np.inf if x is None else float(x) for x in reruns])
         with np.errstate(invalid="ignore"):
             p16, p84 = np.percentile(steps, [16, 84])
@@ -228,10 +230,10 @@ def two_point(doc: dict) -> dict:
 
 
 def _full_batch_text(fb: dict) -> str:
-    """What rule 2 matched: the network's fewest full-batch steps, or why there are none."""
+    """What rule 2 matched: the network's fewest full-batch steps ("" when there are none: the
+    checkpoint's target error says why)."""
     if fb.get("steps") is None:
-        return (f"no trial reached the reference run's loss {fb['target']:.4g} full batch within "
-                f"{fb['step_limit']} steps")
+        return ""
     return (f"matched to the network's {fb['steps']} full-batch steps (trial {fb['trial_id']} of "
             f"{len(fb['trials'])}, {fb['sample_rows']} rows)")
 

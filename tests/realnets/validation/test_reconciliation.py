@@ -200,13 +200,14 @@ def test_rule_2_stands_beside_the_headline_with_its_interval_and_its_full_batch_
     doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"]["tuned"] = unreached
     row = {r["estimate"]: r for r in rec.reconciliation(doc)}[rec.NQM_RULE_2]
     assert row["value"] is None and "reaches it at none of the sweep's batch sizes" in row["note"]
-    # no trial reached the target full batch: the row says why
+    # no trial reached the target full batch: the row gives the checkpoint's reason, once
     doc["full_batch"]["steps"] = None
     del doc["checkpoints"]["goal"]["predictions"]["noise_free_matched"]
-    doc["checkpoints"]["goal"]["target_errors"] = {"noise_free_matched": "no trial reached"}
+    why = "no trial reached the reference run's loss 0.1 full batch within 100 steps"
+    doc["checkpoints"]["goal"]["target_errors"] = {"noise_free_matched": why}
     row = {r["estimate"]: r for r in rec.reconciliation(doc)}[rec.NQM_RULE_2]
     assert row["value"] is None and row["ratio"] is None
-    assert "no trial reached the reference run's loss 0.1 full batch within 100" in row["note"]
+    assert row["note"].count("no trial reached") == 1 and row["note"].endswith(why)
 
 
 def test_the_two_point_estimate_by_hand_and_where_it_has_no_value():
@@ -221,9 +222,12 @@ def test_the_two_point_estimate_by_hand_and_where_it_has_no_value():
     doc["full_batch"]["reference_reruns"] = [40, 48, 44, 52, 60]
     # sorted 40 44 48 52 60: the 84th percentile at rank 3.36, 52 + 0.36 x 8 = 54.88 steps
     assert rec.two_point(doc)["hi"] == pytest.approx(16 * (54.88 / 22 - 1))
-    # no reruns, S_fb at or above S_ref, or no S_fb: said, and no value where there is none
+    # no reruns (or none stored), S_fb at or above S_ref, or no S_fb: said, and no value where
+    # there is none
     doc["full_batch"]["reference_reruns"] = []
     assert rec.two_point(doc)["lo"] is None and "not rerun" in rec.two_point(doc)["note"]
+    del doc["full_batch"]["reference_reruns"]
+    assert rec.two_point(doc)["hi"] is None and "not in this document" in rec.two_point(doc)["note"]
     doc["full_batch"]["steps"] = 44
     assert rec.two_point(doc)["value"] is None and "not below S_ref" in rec.two_point(doc)["note"]
     doc["full_batch"]["steps"] = None

@@ -360,6 +360,9 @@ def test_validate_cli_on_the_committed_nqm_sweep(capsys, tmp_path, one_default_d
                  "spectrum_goal.png", "spectrum_goal.svg"):
         assert (tmp_path / "v" / name).stat().st_size > 1000
     by = {r["quantity"]: r for r in doc.comparison}
+    # rule 2 is its tuned curve only: a row of its own, none at the sweep's trials
+    rule_2 = " [" + TARGET_LABELS["noise_free_matched"] + "]"
+    assert "NQM tuned B_crit" + rule_2 in by and "NQM at the sweep's trials B_crit" + rule_2 not in by
     # the headline rule (docs/prediction_rule.md): the control's prediction within 10%
     headline = by["NQM tuned B_crit [target matched to the reference run's steps]"]
     assert headline["ratio"] == pytest.approx(1.0, abs=0.10)
