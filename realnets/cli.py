@@ -1,5 +1,5 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-swap-optimizer, adam-basis, branch, throughput, plan}`.
+swap-optimizer, adam-basis, two-ends, branch, throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -182,6 +182,19 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--sweep", help="the sweep directory (default: the one the report names)")
     a.add_argument("--format", choices=("table", "json"), default="table")
     a.add_argument("--no-progress", action="store_true")
+    e = sub.add_parser("two-ends",
+                       help="reports: both ends of S(B) measured on the network (full batch on the "
+                            "whole training set, the reruns' median steps at B_ref): the two-point "
+                            "estimate and rule 3 (docs/prediction_rule.md, session 32)")
+    e.add_argument("dirs", nargs="+", metavar="DIR",
+                   help="validation report directories (holding validation.json); each result "
+                        "goes to DIR/two_ends.json")
+    e.add_argument("--sweep", help="the sweep directory, with one DIR (default: the one the "
+                                   "report names)")
+    e.add_argument("--stored", action="store_true",
+                   help="run nothing: tabulate the DIRs' stored two_ends.json")
+    e.add_argument("--format", choices=("table", "json"), default="table")
+    e.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
     return parser
@@ -889,6 +902,60 @@ def adam_basis_command(args, argv) -> str:
     return "\n".join(lines)
 
 
+def two_ends_command(args, argv) -> str:
+    """`python -m realnets two-ends DIR ...`: `realnets.validation.two_ends` on each report (its
+    record written to DIR/two_ends.json), or with --stored the stored records, as one table."""
+    import json
+    import shlex
+    import time
+
+    from realnets import store, workloads
+    from realnets.sweeps.records import load_sweep, read_repeats
+    from realnets.validation import two_ends
+    from realnets.validation.files import made_from, read_validation
+    from realnets.validation.rerun import reference_checkpoints
+    from realnets.validation.summary import summary_entry
+
+    if args.sweep and len(args.dirs) > 1:
+        raise ValueError("sweep: give --sweep with one DIR only")
+    directories = [Path(d) for d in args.dirs]
+    for directory in directories:
+        if not directory.is_dir():
+            raise ValueError(f"dir {str(directory)!r} is not a directory (a validation report's)")
+    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
+                                                                     flush=True))
+    records = []
+    for directory in directories:
+        if args.stored:
+            records.append(store.read_json(directory / two_ends.TWO_ENDS_FILE, "two-ends record"))
+            continue
+        start = time.perf_counter()
+        doc = read_validation(directory)
+        sweep_dir = Path(args.sweep or (doc.provenance.sweep if doc.provenance else None)
+                         or Path("sweeps") / doc.workload)
+        if not sweep_dir.is_dir():
+            raise ValueError(f"sweep: {sweep_dir} is not a directory (the sweep {directory}'s "
+                             "report was made from; pass --sweep)")
+        config, trials = load_sweep(sweep_dir)
+        if not made_from(doc.sweep_config, config.to_dict()):
+            raise ValueError(f"sweep: {sweep_dir} is not the sweep {directory}'s report was made "
+                             "from (pass --sweep)")
+        as_dict = doc.to_dict()
+        task = workloads.get(doc.workload).build(text_file=config.text_file)
+        say(f"{directory}: retraining the reference trial to its goal")
+        _, goal_params = reference_checkpoints(task, config, trials, as_dict["calibration_run"])
+        record = two_ends.run_two_ends(task, config, trials, as_dict, goal_params,
+                                       read_repeats(sweep_dir), log=say)
+        record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
+                  "command": "python -m realnets " + shlex.join(argv),
+                  "wall_seconds": time.perf_counter() - start}
+        store.write_json_atomic(directory / two_ends.TWO_ENDS_FILE, record)
+        records.append(record)
+    if args.format == "json":
+        return json.dumps(records, indent=1)
+    return two_ends.table(records)
+
+
 def summary_text(path: str, rebuild: bool = False) -> str:
     """`python -m realnets summary`: the summary file as the docs' Markdown table (rebuilt first
     from the validation documents beside it with `rebuild`)."""
@@ -941,6 +1008,8 @@ def main(argv=None) -> int:
             text = summary_text(args.file, args.rebuild)
         elif args.command == "swap-optimizer":
             text = swap_command(args)
+        elif args.command == "two-ends":
+            text = two_ends_command(args, list(sys.argv[1:] if argv is None else argv))
         elif args.command == "adam-basis":
             text = adam_basis_command(args, list(sys.argv[1:] if argv is None else argv))
         else:

@@ -1,0 +1,268 @@
+"""Both ends of S(B) measured on the network: the restated two-point estimate and rule 3
+(docs/prediction_rule.md, "2026-11-27 (session 32)").
+
+The noise-free end, S_fb^N: the network's fewest full-batch steps on its *whole* training set (the
+sweep's trials at B_ref, rule 2's descents, `noise_free_match.full_batch_steps`), to the reference
+run's goal-checkpoint loss on those rows. The noisy end, S~_ref: the median steps of the
+reference trial's reruns under other seeds (the sweep's S_ref is its luckiest seed). From the two:
+
+- `two_point_estimate`: B_2pt' = B_ref (S~_ref / S_fb^N - 1), no NQM;
+- `pinned_target` (rule 3): the depth at which the tuned NQM's noise penalty at B_ref,
+  S_nqm(B_ref) / S_nqm(noise-free), is the network's rho = S~_ref / S_fb^N; the NQM's tuned S(B)
+  to that target is then the prediction.
+
+Both take their interval from the 16th and 84th percentiles of the reruns in place of the median.
+`run_two_ends` does it all for one validation document; `python -m realnets two-ends DIR` writes
+its record to DIR/two_ends.json.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+
+import numpy as np
+
+from nqm.problem import NQMConfig
+from nqm.tuning import tune_curve
+from realnets.sweeps.curve import build_curve
+from realnets.sweeps.records import SweepConfig, TrialRecord, trial_order
+from realnets.validation.bootstrap import fitted_nqm
+from realnets.validation.noise_free_match import (UNLIMITED_BATCH, full_batch_steps,
+                                                  noise_free_match, reference_reruns)
+from realnets.validation.predictions import predict
+from realnets.validation.rerun import calibration_sample, mean_loss
+from realnets.validation.settings import NQM_FAMILY, ValidationConfig
+from realnets.validation.targets import nqm_optimizer, nqm_search_space, step_matched_target
+from realnets.workloads.tasks import Task
+
+TWO_ENDS_FILE = "two_ends.json"
+# rows of the "whole set" of a task with unlimited data (the control): 16x the calibration sample
+UNLIMITED_ROWS = 16_384
+PERCENTILES = (16, 50, 84)
+
+
+def whole_set(task: Task, seed: int) -> dict:
+    """Every training row ({name: array (N, ...)}); UNLIMITED_ROWS fresh rows with unlimited
+    data."""
+    return calibration_sample(task, task.train_size or UNLIMITED_ROWS, seed)
+
+
+def rerun_percentiles(reruns: list[int | None]) -> dict:
+    """{"16", "50", "84"}: percentiles (linear interpolation) of the reruns' steps to goal, a
+    rerun not at the goal counting as the slowest (+inf); None where not finite or no reruns."""
+    if not reruns:
+        return {str(q): None for q in PERCENTILES}
+    steps = np.array([np.inf if x is None else float(x) for x in reruns])
+    with np.errstate(invalid="ignore"):
+        values = np.percentile(steps, PERCENTILES)
+    return {str(q): float(v) if np.isfinite(v) else None for q, v in zip(PERCENTILES, values)}
+
+
+def two_point_estimate(b_ref: int, s_fb: int | None, steps: float | None) -> float | None:
+    """B_ref (steps / s_fb - 1) (examples per step), the McCandlish form through (B_ref, steps)
+    with S_min = s_fb; None when either is missing or steps <= s_fb (no bend above B_ref)."""
+    if s_fb is None or steps is None or s_fb <= 0 or steps <= s_fb:
+        return None
+    return float(b_ref) * (steps / s_fb - 1.0)
+
+
+def noise_free_batch(config: NQMConfig) -> int:
+    """The NQM's batch size without gradient noise: N (the finite-population correction makes the
+    noise zero there), or UNLIMITED_BATCH for unlimited data."""
+    return UNLIMITED_BATCH if config.train_size is None else int(config.train_size)
+
+
+def noise_penalty(config: NQMConfig, sweep_config: SweepConfig, b_ref: int, n: int,
+                  max_steps: int) -> dict:
+    """The tuned NQM's noise penalty at B_ref at the depth it reaches in n noise-free steps.
+
+    Returns {"n", "target": T(n) (the lowest expected loss in n steps without noise, tuned in the
+    sweep's space), "steps_b_ref", "steps_noise_free" (tuned steps to T(n); None: not within
+    max_steps), "ratio": steps_b_ref / steps_noise_free (inf when B_ref does not reach it)}."""
+    family = NQM_FAMILY[sweep_config.optimizer]
+    space = nqm_search_space(sweep_config.search)
+    match = noise_free_match(sweep_config, config.train_size, n)
+    target, _ = step_matched_target(config, match)
+    curve = tune_curve(dataclasses.replace(config, target=target), nqm_optimizer(family, space),
+                       [b_ref, match.batch_size], max_steps=max_steps, space=space)
+    steps = {int(p.batch_size): p.steps for p in curve.points}   # one point when B_ref = N
+    s_ref, s_nf = steps[int(b_ref)], steps[int(match.batch_size)]
+    ratio = math.inf if s_ref is None or s_nf is None else s_ref / s_nf
+    return {"n": int(n), "target": float(target), "steps_b_ref": s_ref,
+            "steps_noise_free": s_nf, "ratio": float(ratio)}
+
+
+def pinned_target(penalty, rho: float, n_max: int) -> tuple[int | None, list[dict]]:
+    """Rule 3's n*: the smallest n in 1 .. n_max with penalty(n)["ratio"] >= rho, found by
+    doubling then bisection (the ratio grows with depth); (None, evaluated) when none does.
+
+    Args:
+      penalty: callable n -> `noise_penalty` record (memoise it: the three rhos share calls).
+      rho: the network's S~_ref / S_fb^N (> 1).
+      n_max: the largest n tried.
+    Returns (n*, the records evaluated, in order)."""
+    seen = []
+
+    def at(n):
+        record = penalty(n)
+        seen.append(record)
+        return record["ratio"] >= rho
+
+    lo, hi = 0, 1
+    while not at(hi):
+        if hi >= n_max:
+            return None, seen
+        lo, hi = hi, min(2 * hi, n_max)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if at(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi, seen
+
+
+def run_two_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord], doc: dict,
+                 goal_params, repeats: list[TrialRecord], devices=None, log=None) -> dict:
+    """B_2pt' and rule 3 for one validation document (`ValidationDocument.to_dict()`) with a
+    fitted NQM at its headline checkpoint.
+
+    Args:
+      task, sweep_config, records: the workload's Task and the sweep the document was made from.
+      doc: the validation document.
+      goal_params: the reference trial's parameters at its goal (`rerun.reference_checkpoints`).
+      repeats: the sweep's reruns of its winners (`read_repeats`).
+      devices, log: as `full_batch_steps`.
+
+    Returns the JSON-ready record written to two_ends.json (see docs/design.md)."""
+    say = log or (lambda _: None)
+    t0 = time.perf_counter()
+    vcfg = ValidationConfig.from_dict(doc["settings"])
+    run = doc["calibration_run"]
+    b_ref, s_ref = int(run["batch_size"]), int(run["sweep_steps_to_goal"])
+    reruns = reference_reruns(repeats, run)
+    pct = rerun_percentiles(reruns)
+    cap = max(s_ref, math.ceil(pct["84"])) if pct["84"] is not None else s_ref
+    rows = whole_set(task, vcfg.seed)
+    target = mean_loss(task, goal_params, rows, vcfg.chunk_rows, devices)
+    trials = sorted((r for r in records if r.batch_size == b_ref),
+                    key=lambda r: trial_order(r.trial_id))
+    say(f"two ends: the network full batch on {len(next(iter(rows.values())))} rows from each "
+        f"of the {len(trials)} trials at B = {b_ref} (up to {cap} steps)")
+    fb = full_batch_steps(task, sweep_config, trials, rows, target, cap, vcfg.chunk_rows,
+                          devices, log)
+    s_fb = fb["steps"]
+    out = {"workload": doc["workload"], "optimizer": sweep_config.optimizer, "b_ref": b_ref,
+           "s_ref": s_ref, "reruns": {"count": len(reruns),
+                                      "not_at_goal": sum(x is None for x in reruns),
+                                      "percentiles": pct},
+           "full_set": fb, "s_fb_sample": (doc.get("full_batch") or {}).get("steps"),
+           "two_point": {q: two_point_estimate(b_ref, s_fb, pct[q]) for q in pct},
+           "rule_3": _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say)}
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say) -> dict:
+    """Rule 3 at the document's headline checkpoint: per percentile of the reruns, rho, n*, the
+    target and the tuned NQM's B_crit; the records evaluated; or {"skipped": why}."""
+    headline = doc["settings"]["checkpoints"][0]
+    record = doc["checkpoints"].get(headline) or {}
+    if "nqm" not in record:
+        return {"skipped": f"no NQM fitted at the {headline} checkpoint"}
+    if s_fb is None:
+        return {"skipped": "no trial reached the target full batch"}
+    config = fitted_nqm(record["nqm"], 1.0)
+    cache: dict[int, dict] = {}
+
+    def penalty(n):
+        if n not in cache:
+            cache[n] = noise_penalty(config, sweep_config, b_ref, n, vcfg.nqm_max_steps)
+            say(f"rule 3: n = {n}: target {cache[n]['target']:.4g}, noise penalty "
+                f"{cache[n]['ratio']:.4g}")
+        return cache[n]
+
+    batch_sizes = build_curve(records, sweep_config).batch_sizes
+    out = {"checkpoint": headline, "noise_free_batch": noise_free_batch(config), "by": {}}
+    for q, steps in pct.items():
+        if steps is None or steps <= s_fb:
+            out["by"][q] = {"rho": None, "note": "no bend above B_ref (S~ <= S_fb^N) or no "
+                                                 "finite percentile"}
+            continue
+        rho = steps / s_fb
+        n, _ = pinned_target(penalty, rho, vcfg.nqm_max_steps)
+        if n is None:
+            out["by"][q] = {"rho": rho, "n": None,
+                            "note": "no depth within the NQM's step budget has that penalty"}
+            continue
+        target = cache[n]["target"]
+        say(f"rule 3 ({q}th percentile): predicting to target {target:.4g}")
+        pred = predict(dataclasses.replace(config, target=target), sweep_config, records,
+                       batch_sizes, vcfg, search_matched=False)
+        tuned = pred["tuned"]
+        out["by"][q] = {"rho": rho, "n": n, "target": target,
+                        "b_crit": tuned["fit"]["b_crit"] if tuned else None,
+                        "tuned": tuned}
+    out["evaluated"] = [cache[n] for n in sorted(cache)]
+    return out
+
+
+def compared(entry: dict) -> dict:
+    """What a two_ends record is held against, from the document's summary entry
+    (`summary.summary_entry`): the measured B_crit of record with its interval, the reruns' median
+    curve's, B_simple (per example, goal checkpoint) and rule 1's prediction."""
+    reruns = entry.get("reruns") or {}
+    return {"measured": {k: entry["measured"][k] for k in ("b_crit", "lo", "hi")},
+            "reruns_curve": {k: reruns.get(k) for k in ("b_crit", "lo", "hi")},
+            "b_simple": entry["b_simple"]["value"], "rule_1": entry["predicted"]["b_crit"]}
+
+
+def _ratio(x, y):
+    return None if x is None or not y else x / y
+
+
+def row(record: dict) -> dict:
+    """One line of `table`: the two estimates (value, 16-84% range) and their ratios to the
+    measured B_crit of record and to the reruns' median curve's, beside B_simple's and rule 1's."""
+    vs = record["compared"]
+    measured, curve = vs["measured"]["b_crit"], vs["reruns_curve"]["b_crit"]
+    r3 = (record["rule_3"].get("by") or {})
+    two = {q: record["two_point"][q] for q in ("16", "50", "84")}
+    three = {q: (r3.get(q) or {}).get("b_crit") for q in ("16", "50", "84")}
+    return {"workload": record["workload"], "optimizer": record["optimizer"],
+            "s_ref": record["s_ref"], "s_tilde": record["reruns"]["percentiles"],
+            "s_fb_sample": record["s_fb_sample"], "s_fb_whole": record["full_set"]["steps"],
+            "rows": record["full_set"]["sample_rows"], "measured": vs["measured"],
+            "reruns_curve": vs["reruns_curve"], "two_point": two, "rule_3": three,
+            "ratio": {"two_point": _ratio(two["50"], measured),
+                      "rule_3": _ratio(three["50"], measured),
+                      "b_simple": _ratio(vs["b_simple"], measured),
+                      "rule_1": _ratio(vs["rule_1"], measured),
+                      "two_point_vs_curve": _ratio(two["50"], curve),
+                      "rule_3_vs_curve": _ratio(three["50"], curve)}}
+
+
+def table(records: list[dict]) -> str:
+    """The two_ends records as a Markdown table (docs/validation.md)."""
+    def g(x, digits=3):
+        return "-" if x is None else f"{x:.{digits}g}"
+
+    def span(d):
+        return f"{g(d['50'])} ({g(d['16'])}-{g(d['84'])})"
+
+    lines = ["| workload | optimizer | S_ref | S~_ref (16-84%) | S_fb sample / whole (rows) | "
+             "measured B_crit (16-84%) | reruns' curve | B_2pt' (16-84%) | / measured | "
+             "rule 3 (16-84%) | / measured | B_simple / measured | rule 1 / measured |",
+             "|---" * 13 + "|"]
+    for rec in records:
+        r = row(rec)
+        m, c, ratio = r["measured"], r["reruns_curve"], r["ratio"]
+        lines.append(
+            f"| {r['workload']} | {r['optimizer']} | {r['s_ref']} | {span(r['s_tilde'])} | "
+            f"{g(r['s_fb_sample'])} / {g(r['s_fb_whole'])} ({r['rows']}) | "
+            f"{g(m['b_crit'])} ({g(m['lo'])}-{g(m['hi'])}) | {g(c['b_crit'])} | "
+            f"{span(r['two_point'])} | {g(ratio['two_point'])} | {span(r['rule_3'])} | "
+            f"{g(ratio['rule_3'])} | {g(ratio['b_simple'])} | {g(ratio['rule_1'])} |")
+    return "\n".join(lines)

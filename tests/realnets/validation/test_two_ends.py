@@ -1,0 +1,197 @@
+"""realnets.validation.two_ends: the restated two-point estimate and rule 3 of
+docs/prediction_rule.md (session 32). Percentiles against numpy's with a rerun not at the goal
+counted as the slowest; the doubling-and-bisection search against a brute-force scan; the noise
+penalty's noise-free end against the closed form; rule 3 on an NQM that is its own network recovers
+the depth it was given and that depth's B_crit; a whole run on a quadratic task."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+import numpy as np
+import pytest
+
+from nqm.problem import NQMConfig
+from nqm.scaling import analyse_curve
+from nqm.tuning import OptimizerSpec, SearchSpace, tune_curve
+from realnets.sweeps.records import SweepConfig, TrialRecord
+from realnets.validation import two_ends
+from realnets.validation.settings import ValidationConfig
+from realnets.workloads import tasks
+from realnets.workloads.search_space import TrialSearchSpace
+
+CPU = jax.devices("cpu")[:1]
+H = np.array([2.0, 0.5, 0.1])
+C = np.array([1.0, 0.5, 0.2])
+
+
+def _sweep(optimizer="sgd", batch_sizes=(4, 8, 16, 32, 64)):
+    return SweepConfig(workload="nqm", batch_sizes=batch_sizes, trials=4, max_steps=500, goal=0.1,
+                       optimizer=optimizer, search=TrialSearchSpace((0.01, 2.0)), seed=5)
+
+
+def test_rerun_percentiles_count_a_rerun_not_at_the_goal_as_the_slowest():
+    steps = [40, 52, None, 31, 45]
+    got = two_ends.rerun_percentiles(steps)
+    assert got["16"] == pytest.approx(np.percentile([31, 40, 45, 52, 1e12], 16))
+    assert got["50"] == pytest.approx(45.0)
+    assert got["84"] is None          # interpolates into the rerun that never got there
+    assert two_ends.rerun_percentiles([10, 20, 30])["84"] == pytest.approx(
+        np.percentile([10, 20, 30], 84))
+    assert two_ends.rerun_percentiles([]) == {"16": None, "50": None, "84": None}
+
+
+def test_two_point_estimate_is_mccandlish_through_the_two_ends():
+    # S(B) = S_min (1 + B_crit / B) through (B_ref, S) with S_min = S_fb
+    s_min, b_crit, b_ref = 12.0, 300.0, 32
+    s = s_min * (1 + b_crit / b_ref)
+    assert two_ends.two_point_estimate(b_ref, s_min, s) == pytest.approx(b_crit)
+    assert two_ends.two_point_estimate(b_ref, 12, 12.0) is None      # no bend above B_ref
+    assert two_ends.two_point_estimate(b_ref, None, 40.0) is None
+    assert two_ends.two_point_estimate(b_ref, 12, None) is None
+
+
+@pytest.mark.parametrize("rho", [0.5, 1.0, 1.7, 3.0, 7.9, 8.0, 40.0])
+def test_pinned_target_is_the_smallest_n_whose_penalty_reaches_rho(rho):
+    # a nondecreasing penalty with plateaus; brute force gives the answer
+    ratios = {n: 1.0 + 0.35 * (n // 3) ** 1.3 for n in range(1, 65)}
+    calls = []
+
+    def penalty(n):
+        calls.append(n)
+        return {"n": n, "ratio": ratios[n]}
+
+    got, seen = two_ends.pinned_target(penalty, rho, n_max=64)
+    brute = next((n for n in range(1, 65) if ratios[n] >= rho), None)
+    assert got == brute
+    assert [r["n"] for r in seen] == calls
+    assert len(set(calls)) <= 2 * 7 + 1           # doubling then bisection, not a scan
+
+
+def _config(train_size=None):
+    return NQMConfig(curvature=tuple(H), noise_variance=tuple(C),
+                     init_second_moments=(3.0, 2.0, 5.0), target=1.0, train_size=train_size)
+
+
+def test_the_noise_penalty_is_one_without_noise_and_grows_with_depth():
+    config, sweep = _config(train_size=4096), _sweep()
+    shallow = two_ends.noise_penalty(config, sweep, 4, 2, 10 ** 6)
+    deep = two_ends.noise_penalty(config, sweep, 4, 20, 10 ** 6)
+    # the depth is the closed-form lowest noise-free loss in n steps (rates up to 2 / h_1 = 1)
+    rates = np.linspace(0.01, 1.0, 200_001)
+    for record in (shallow, deep):
+        n = record["n"]
+        losses = 0.5 * ((H * np.array([3.0, 2.0, 5.0]))[None, :]
+                        * (1 - rates[:, None] * H[None, :]) ** (2 * n)).sum(axis=1)
+        assert record["target"] == pytest.approx(losses.min(), rel=1e-6)
+        assert record["steps_noise_free"] == n
+    assert 1.0 <= shallow["ratio"] < deep["ratio"]
+    # at B = N itself there is no noise to pay for
+    same = two_ends.noise_penalty(config, sweep, 4096, 20, 10 ** 6)
+    assert same["ratio"] == 1.0
+
+
+def test_rule_3_on_an_nqm_that_is_its_own_network_recovers_its_depth_and_b_crit():
+    """Take a depth T0 = T(n0), measure the 'network' (the NQM itself) at both ends there, and
+    pin: the rule finds n0 again, so its prediction is the NQM's own S(B) to T0."""
+    config, sweep = _config(train_size=None), _sweep()
+    n0, b_ref = 25, 4
+    truth = two_ends.noise_penalty(config, sweep, b_ref, n0, 10 ** 6)
+    penalty = lambda n: two_ends.noise_penalty(config, sweep, b_ref, n, 10 ** 6)   # noqa: E731
+    n, _ = two_ends.pinned_target(penalty, truth["ratio"], n_max=10 ** 4)
+    assert n <= n0 and penalty(n)["ratio"] >= truth["ratio"]
+    assert penalty(n - 1)["ratio"] < truth["ratio"]
+    assert penalty(n)["target"] == pytest.approx(truth["target"], rel=0.1)
+    own = analyse_curve(tune_curve(dataclasses.replace(config, target=truth["target"]),
+                                   OptimizerSpec("sgd"), sweep.batch_sizes, 10 ** 6,
+                                   SearchSpace(learning_rate=(0.01, 2.0)))).fit.b_crit
+    pinned = analyse_curve(tune_curve(dataclasses.replace(config, target=penalty(n)["target"]),
+                                      OptimizerSpec("sgd"), sweep.batch_sizes, 10 ** 6,
+                                      SearchSpace(learning_rate=(0.01, 2.0)))).fit.b_crit
+    assert pinned == pytest.approx(own, rel=0.15)
+
+
+def test_run_two_ends_on_a_quadratic_task(monkeypatch):
+    """The whole record on the quadratic task: S_fb^N from the whole-set descents, B_2pt' from the
+    reruns' percentiles, rule 3 per percentile with its n* the smallest n evaluated to reach rho."""
+    config = NQMConfig(curvature=tuple(H), noise_variance=tuple(C),
+                       init_second_moments=(4.0,) * 3, target=0.1)
+    task = tasks.quadratic_task(config.problem())
+    sweep = _sweep(batch_sizes=(4, 8, 16, 32))
+    monkeypatch.setattr(two_ends, "UNLIMITED_ROWS", 4096)
+    monkeypatch.setattr(two_ends, "fitted_nqm", lambda fitted, target: dataclasses.replace(
+        _config(), init_second_moments=(4.0,) * 3))
+    records = [TrialRecord(batch_size=b, trial_id=i, status="COMPLETE", learning_rate=lr,
+                           steps_to_goal=s)
+               for b, i, lr, s in ((4, 1, 0.9, 40), (4, 0, 0.3, 90), (8, 0, 0.9, 25),
+                                   (16, 0, 0.9, 18), (32, 0, 0.9, 16))]
+    repeats = [TrialRecord(batch_size=4, trial_id=k, status="COMPLETE", learning_rate=0.9,
+                           steps_to_goal=s) for k, s in enumerate((36, 44, 52, 40, 48))]
+    doc = {"workload": "nqm", "settings": ValidationConfig(checkpoints=("goal",)).to_dict(),
+           "calibration_run": {"batch_size": 4, "trial_id": 1, "learning_rate": 0.9,
+                               "momentum": None, "final_lr_fraction": 1.0,
+                               "sweep_steps_to_goal": 40},
+           "checkpoints": {"goal": {"nqm": {}}}, "full_batch": {"steps": 9}}
+    goal = {"theta": np.array([0.05, 0.1, 0.2], np.float32)}
+    out = two_ends.run_two_ends(task, sweep, records, doc, goal, repeats, devices=CPU)
+    pct = out["reruns"]["percentiles"]
+    assert pct == {"16": pytest.approx(np.percentile([36, 40, 44, 48, 52], 16)), "50": 44.0,
+                   "84": pytest.approx(np.percentile([36, 40, 44, 48, 52], 84))}
+    fb = out["full_set"]
+    assert fb["sample_rows"] == 4096 and fb["step_limit"] == max(40, int(np.ceil(pct["84"])))
+    # the target is the goal parameters' loss on the same rows; the fast trial gets there first
+    assert fb["trial_id"] == 1 and 0 < fb["steps"] < 40
+    s_fb = fb["steps"]
+    for q in ("16", "50", "84"):
+        assert out["two_point"][q] == pytest.approx(4 * (pct[q] / s_fb - 1))
+        by = out["rule_3"]["by"][q]
+        assert by["rho"] == pytest.approx(pct[q] / s_fb)
+        reached = [r["n"] for r in out["rule_3"]["evaluated"] if r["ratio"] >= by["rho"]]
+        below = [r["n"] for r in out["rule_3"]["evaluated"] if r["ratio"] < by["rho"]]
+        assert by["n"] == min(reached) and by["n"] - 1 in below + [0]
+        assert by["b_crit"] is not None and by["b_crit"] > 0
+    # a deeper pin (more noise penalty) is a larger B_crit
+    assert out["rule_3"]["by"]["16"]["b_crit"] <= out["rule_3"]["by"]["84"]["b_crit"]
+    assert out["s_fb_sample"] == 9 and out["reruns"] == {
+        "count": 5, "not_at_goal": 0, "percentiles": pct}
+
+
+def _record():
+    return {"workload": "w", "optimizer": "sgd", "s_ref": 40,
+            "reruns": {"count": 5, "not_at_goal": 0,
+                       "percentiles": {"16": 38.0, "50": 44.0, "84": 50.0}},
+            "full_set": {"steps": 11, "sample_rows": 1618}, "s_fb_sample": 9,
+            "two_point": {"16": 4 * (38 / 11 - 1), "50": 4 * (44 / 11 - 1), "84": 4 * (50 / 11 - 1)},
+            "rule_3": {"by": {"16": {"b_crit": 9.0}, "50": {"b_crit": 12.0},
+                              "84": {"rho": None, "note": "no bend"}}},
+            "compared": {"measured": {"b_crit": 10.0, "lo": 8.0, "hi": 13.0},
+                         "reruns_curve": {"b_crit": 15.0, "lo": None, "hi": None},
+                         "b_simple": 30.0, "rule_1": 2.5}}
+
+
+def test_a_row_holds_each_estimate_against_the_measured_and_the_reruns_curve():
+    r = two_ends.row(_record())
+    assert r["ratio"]["two_point"] == pytest.approx(1.2)          # 4 (44 / 11 - 1) / 10
+    assert r["ratio"]["two_point_vs_curve"] == pytest.approx(12 / 15)
+    assert r["ratio"]["rule_3"] == pytest.approx(1.2) and r["rule_3"]["84"] is None
+    assert r["ratio"]["b_simple"] == 3.0 and r["ratio"]["rule_1"] == 0.25
+    text = two_ends.table([_record()])
+    assert "| w | sgd | 40 | 44 (38-50) | 9 / 11 (1618) | 10 (8-13) | 15 | 12 (9.82-14.2) | 1.2 |" \
+        in text and "| 12 (9--) | 1.2 | 3 | 0.25 |" in text
+
+
+def test_the_command_tabulates_stored_records_and_refuses_bad_input(tmp_path, capsys):
+    import json
+
+    from realnets.cli import main
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / two_ends.TWO_ENDS_FILE).write_text(json.dumps(_record()))
+    assert main(["two-ends", str(tmp_path / "a"), "--stored"]) == 0
+    assert "| w | sgd | 40 |" in capsys.readouterr().out
+    assert main(["two-ends", str(tmp_path / "a"), str(tmp_path / "a"), "--sweep", "x"]) == 2
+    assert "--sweep with one DIR" in capsys.readouterr().err.replace("sweep: give ", "--")
+    assert main(["two-ends", str(tmp_path / "none")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is not a directory" in err
