@@ -41,6 +41,8 @@ TWO_ENDS_FILE = "two_ends.json"
 # rows of the "whole set" of a task with unlimited data (the control): 16x the calibration sample
 UNLIMITED_ROWS = 16_384
 PERCENTILES = (16, 50, 84)
+# rule 3 uses rule 1's NQM: the one fitted at the goal checkpoint
+RULE_3_CHECKPOINT = "goal"
 
 
 def whole_set(task: Task, seed: int) -> dict:
@@ -50,14 +52,30 @@ def whole_set(task: Task, seed: int) -> dict:
 
 
 def rerun_percentiles(reruns: list[int | None]) -> dict:
-    """{"16", "50", "84"}: percentiles (linear interpolation) of the reruns' steps to goal, a
-    rerun not at the goal counting as the slowest (+inf); None where not finite or no reruns."""
+    """{"16", "50", "84"}: percentiles of the reruns' steps to goal by linear interpolation
+    between order statistics (numpy's default), a rerun not at the goal counting as the slowest
+    (+inf): a percentile that interpolates into one is infinite and given as None, one that falls
+    on a finite rerun is that rerun's steps. All None without reruns."""
     if not reruns:
         return {str(q): None for q in PERCENTILES}
-    steps = np.array([np.inf if x is None else float(x) for x in reruns])
-    with np.errstate(invalid="ignore"):
-        values = np.percentile(steps, PERCENTILES)
-    return {str(q): float(v) if np.isfinite(v) else None for q, v in zip(PERCENTILES, values)}
+    steps = np.sort(np.array([np.inf if x is None else float(x) for x in reruns]))
+    out = {}
+    for q in PERCENTILES:
+        position = (len(steps) - 1) * q / 100.0
+        lo, frac = int(math.floor(position)), position - math.floor(position)
+        # written out so that a position on a finite rerun next to an infinite one is finite
+        value = (steps[lo] if frac == 0 else math.inf if math.isinf(steps[lo + 1])
+                 else steps[lo] + frac * (steps[lo + 1] - steps[lo]))
+        out[str(q)] = float(value) if np.isfinite(value) else None
+    return out
+
+
+def descent_cap(s_ref: int, reruns: list[int | None], p84: float | None) -> int:
+    """The full-batch descents' step cap: the larger of S_ref and the reruns' 84th percentile
+    (rounded up); where that percentile is infinite, the slowest rerun that reached the goal."""
+    if p84 is not None:
+        return max(int(s_ref), math.ceil(p84))
+    return max([int(s_ref)] + [int(x) for x in reruns if x is not None])
 
 
 def two_point_estimate(b_ref: int, s_fb: int | None, steps: float | None) -> float | None:
@@ -80,7 +98,8 @@ def noise_penalty(config: NQMConfig, sweep_config: SweepConfig, b_ref: int, n: i
 
     Returns {"n", "target": T(n) (the lowest expected loss in n steps without noise, tuned in the
     sweep's space), "steps_b_ref", "steps_noise_free" (tuned steps to T(n); None: not within
-    max_steps), "ratio": steps_b_ref / steps_noise_free (inf when B_ref does not reach it)}."""
+    max_steps), "ratio": steps_b_ref / steps_noise_free (inf, written null, when B_ref does not
+    reach it; nan, written null, in the impossible case that B = N does not)}."""
     family = NQM_FAMILY[sweep_config.optimizer]
     space = nqm_search_space(sweep_config.search)
     match = noise_free_match(sweep_config, config.train_size, n)
@@ -89,14 +108,16 @@ def noise_penalty(config: NQMConfig, sweep_config: SweepConfig, b_ref: int, n: i
                        [b_ref, match.batch_size], max_steps=max_steps, space=space)
     steps = {int(p.batch_size): p.steps for p in curve.points}   # one point when B_ref = N
     s_ref, s_nf = steps[int(b_ref)], steps[int(match.batch_size)]
-    ratio = math.inf if s_ref is None or s_nf is None else s_ref / s_nf
+    ratio = math.nan if s_nf is None else math.inf if s_ref is None else s_ref / s_nf
     return {"n": int(n), "target": float(target), "steps_b_ref": s_ref,
             "steps_noise_free": s_nf, "ratio": float(ratio)}
 
 
 def pinned_target(penalty, rho: float, n_max: int) -> tuple[int | None, list[dict]]:
     """Rule 3's n*: the smallest n in 1 .. n_max with penalty(n)["ratio"] >= rho, found by
-    doubling then bisection (the ratio grows with depth); (None, evaluated) when none does.
+    doubling then bisection; (None, evaluated) when none does. The noise penalty grows with
+    depth once noise matters; where it does not grow (the first few steps can dip) the search
+    returns a crossing of rho, which is the smallest n only on a nondecreasing stretch.
 
     Args:
       penalty: callable n -> `noise_penalty` record (memoise it: the three rhos share calls).
@@ -127,7 +148,7 @@ def pinned_target(penalty, rho: float, n_max: int) -> tuple[int | None, list[dic
 def run_two_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord], doc: dict,
                  goal_params, repeats: list[TrialRecord], devices=None, log=None) -> dict:
     """B_2pt' and rule 3 for one validation document (`ValidationDocument.to_dict()`) with a
-    fitted NQM at its headline checkpoint.
+    fitted NQM at its goal checkpoint (rule 1's).
 
     Args:
       task, sweep_config, records: the workload's Task and the sweep the document was made from.
@@ -144,7 +165,7 @@ def run_two_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecor
     b_ref, s_ref = int(run["batch_size"]), int(run["sweep_steps_to_goal"])
     reruns = reference_reruns(repeats, run)
     pct = rerun_percentiles(reruns)
-    cap = max(s_ref, math.ceil(pct["84"])) if pct["84"] is not None else s_ref
+    cap = descent_cap(s_ref, reruns, pct["84"])
     rows = whole_set(task, vcfg.seed)
     target = mean_loss(task, goal_params, rows, vcfg.chunk_rows, devices)
     trials = sorted((r for r in records if r.batch_size == b_ref),
@@ -166,14 +187,17 @@ def run_two_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecor
 
 
 def _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say) -> dict:
-    """Rule 3 at the document's headline checkpoint: per percentile of the reruns, rho, n*, the
-    target and the tuned NQM's B_crit; the records evaluated; or {"skipped": why}."""
-    headline = doc["settings"]["checkpoints"][0]
-    record = doc["checkpoints"].get(headline) or {}
+    """Rule 3 with the goal checkpoint's NQM: per percentile of the reruns, rho, n*, the target and
+    the tuned NQM's B_crit; the records evaluated; or {"skipped": why}."""
+    record = doc["checkpoints"].get(RULE_3_CHECKPOINT) or {}
     if "nqm" not in record:
-        return {"skipped": f"no NQM fitted at the {headline} checkpoint"}
+        return {"skipped": f"no NQM fitted at the {RULE_3_CHECKPOINT} checkpoint"}
     if s_fb is None:
         return {"skipped": "no trial reached the target full batch"}
+    if s_fb == 0:
+        return {"skipped": "the initialisation is already at the target: no steps to match"}
+    if b_ref >= noise_free_batch(fitted_nqm(record["nqm"], 1.0)):
+        return {"skipped": f"B_ref = {b_ref} is the whole training set: no noise to pin"}
     config = fitted_nqm(record["nqm"], 1.0)
     cache: dict[int, dict] = {}
 
@@ -185,11 +209,14 @@ def _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say) -> dict:
         return cache[n]
 
     batch_sizes = build_curve(records, sweep_config).batch_sizes
-    out = {"checkpoint": headline, "noise_free_batch": noise_free_batch(config), "by": {}}
+    out = {"checkpoint": RULE_3_CHECKPOINT, "noise_free_batch": noise_free_batch(config), "by": {}}
     for q, steps in pct.items():
-        if steps is None or steps <= s_fb:
-            out["by"][q] = {"rho": None, "note": "no bend above B_ref (S~ <= S_fb^N) or no "
-                                                 "finite percentile"}
+        if steps is None:
+            out["by"][q] = {"rho": None, "note": "the percentile is infinite (reruns not at the "
+                                                 "goal): unbounded above"}
+            continue
+        if steps <= s_fb:
+            out["by"][q] = {"rho": None, "note": "no bend above B_ref (S~ <= S_fb^N)"}
             continue
         rho = steps / s_fb
         n, _ = pinned_target(penalty, rho, vcfg.nqm_max_steps)

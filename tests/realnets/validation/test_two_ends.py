@@ -32,14 +32,22 @@ def _sweep(optimizer="sgd", batch_sizes=(4, 8, 16, 32, 64)):
 
 
 def test_rerun_percentiles_count_a_rerun_not_at_the_goal_as_the_slowest():
-    steps = [40, 52, None, 31, 45]
-    got = two_ends.rerun_percentiles(steps)
-    assert got["16"] == pytest.approx(np.percentile([31, 40, 45, 52, 1e12], 16))
-    assert got["50"] == pytest.approx(45.0)
-    assert got["84"] is None          # interpolates into the rerun that never got there
-    assert two_ends.rerun_percentiles([10, 20, 30])["84"] == pytest.approx(
-        np.percentile([10, 20, 30], 84))
+    finite = [40, 52, 31, 45, 38, 60, 33]
+    got = two_ends.rerun_percentiles(finite)
+    for q in ("16", "50", "84"):
+        assert got[q] == pytest.approx(np.percentile(finite, float(q)))
+    # two of five not at the goal: the 16th is finite, the median sits on the third (45), the
+    # 84th interpolates into a rerun that never got there
+    got = two_ends.rerun_percentiles([40, None, 31, 45, None])
+    assert got["16"] == pytest.approx(np.percentile([31, 40, 45, 1e12, 1e12], 16))
+    assert got["50"] == 45.0 and got["84"] is None
     assert two_ends.rerun_percentiles([]) == {"16": None, "50": None, "84": None}
+    # the descents' cap: S_ref or the 84th percentile, or the slowest rerun at the goal
+    p84 = two_ends.rerun_percentiles(finite)["84"]
+    assert two_ends.descent_cap(40, finite, p84) == max(40, int(np.ceil(np.percentile(finite, 84))))
+    assert two_ends.descent_cap(40, [40, None, 31, 45, None], None) == 45
+    assert two_ends.descent_cap(40, [30, 35], 34.2) == 40
+    assert two_ends.descent_cap(40, [50, 55], 54.2) == 55
 
 
 def test_two_point_estimate_is_mccandlish_through_the_two_ends():
@@ -87,9 +95,6 @@ def test_the_noise_penalty_is_one_without_noise_and_grows_with_depth():
         assert record["target"] == pytest.approx(losses.min(), rel=1e-6)
         assert record["steps_noise_free"] == n
     assert 1.0 <= shallow["ratio"] < deep["ratio"]
-    # at B = N itself there is no noise to pay for
-    same = two_ends.noise_penalty(config, sweep, 4096, 20, 10 ** 6)
-    assert same["ratio"] == 1.0
 
 
 def test_rule_3_on_an_nqm_that_is_its_own_network_recovers_its_depth_and_b_crit():
@@ -140,8 +145,20 @@ def test_run_two_ends_on_a_quadratic_task(monkeypatch):
                    "84": pytest.approx(np.percentile([36, 40, 44, 48, 52], 84))}
     fb = out["full_set"]
     assert fb["sample_rows"] == 4096 and fb["step_limit"] == max(40, int(np.ceil(pct["84"])))
-    # the target is the goal parameters' loss on the same rows; the fast trial gets there first
-    assert fb["trial_id"] == 1 and 0 < fb["steps"] < 40
+    # independently: the rows' loss is 1/2 theta^T H theta + (sqrt(c) zbar).theta; the target is
+    # the goal parameters' loss there, and the fast trial (rate 0.9) gets there by plain float64
+    # gradient descent from its own initialisation
+    rows = task.draw_batch(np.random.default_rng(ValidationConfig().seed), 4096)
+    lin = np.sqrt(C) * rows["z"].astype(np.float64).mean(axis=0)
+    theta = np.asarray(goal["theta"], np.float64)
+    assert fb["target"] == pytest.approx(0.5 * H @ theta ** 2 + lin @ theta, rel=1e-5)
+    from realnets.validation.rerun import init_params_of
+    theta = np.asarray(init_params_of(task, sweep.seed, 1)["theta"], np.float64)
+    for steps in range(200):
+        if 0.5 * H @ theta ** 2 + lin @ theta <= fb["target"]:
+            break
+        theta = theta - 0.9 * (H * theta + lin)
+    assert fb["trial_id"] == 1 and fb["steps"] == steps and 0 < steps < 40
     s_fb = fb["steps"]
     for q in ("16", "50", "84"):
         assert out["two_point"][q] == pytest.approx(4 * (pct[q] / s_fb - 1))
@@ -195,3 +212,16 @@ def test_the_command_tabulates_stored_records_and_refuses_bad_input(tmp_path, ca
     assert main(["two-ends", str(tmp_path / "none")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "is not a directory" in err
+
+
+def test_rule_3_is_skipped_with_a_reason(monkeypatch):
+    doc = {"settings": ValidationConfig().to_dict(), "checkpoints": {"goal": {"nqm": {}}}}
+    monkeypatch.setattr(two_ends, "fitted_nqm", lambda fitted, target: _config(train_size=64))
+    pct = {"16": 30.0, "50": 40.0, "84": None}
+    args = (_sweep(), [], ValidationConfig(), 4)
+    assert "already at the target" in two_ends._rule_3(doc, *args, 0, pct, print)["skipped"]
+    assert "reached the target" in two_ends._rule_3(doc, *args, None, pct, print)["skipped"]
+    assert "whole training set" in two_ends._rule_3(doc, _sweep(), [], ValidationConfig(), 64,
+                                                    10, pct, print)["skipped"]
+    assert "no NQM fitted at the goal" in two_ends._rule_3(
+        {**doc, "checkpoints": {"init": {"nqm": {}}}}, *args, 10, pct, print)["skipped"]
