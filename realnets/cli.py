@@ -193,6 +193,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    "report names)")
     e.add_argument("--stored", action="store_true",
                    help="run nothing: tabulate the DIRs' stored two_ends.json")
+    e.add_argument("--goal-metric", action="store_true",
+                   help="on stored records: follow the fastest whole-set descent again with the "
+                        "validation metric at every step (a diagnostic: docs/prediction_rule.md, "
+                        "session 32, later)")
     e.add_argument("--format", choices=("table", "json"), default="table")
     e.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)
@@ -924,8 +928,13 @@ def two_ends_command(args, argv) -> str:
             raise ValueError(f"dir {str(directory)!r} is not a directory (a validation report's)")
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
                                                                      flush=True))
+    if args.stored and args.goal_metric:
+        raise ValueError("goal-metric: runs on the stored records; give it without --stored")
     records = []
     for directory in directories:
+        if args.goal_metric:
+            records.append(_goal_metric(directory, args, say))
+            continue
         if args.stored:
             records.append(store.read_json(directory / two_ends.TWO_ENDS_FILE, "two-ends record"))
             continue
@@ -954,6 +963,31 @@ def two_ends_command(args, argv) -> str:
     if args.format == "json":
         return json.dumps(records, indent=1)
     return two_ends.table(records)
+
+
+def _goal_metric(directory: Path, args, say) -> dict:
+    """A stored two_ends record with its `goal_metric` diagnostic added (and written back)."""
+    from realnets import store, workloads
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.records import load_sweep
+    from realnets.validation import two_ends
+    from realnets.validation.files import read_validation
+
+    record = store.read_json(directory / two_ends.TWO_ENDS_FILE, "two-ends record")
+    doc = read_validation(directory)
+    sweep_dir = Path(args.sweep or (doc.provenance.sweep if doc.provenance else None)
+                     or Path("sweeps") / doc.workload)
+    config, trials = load_sweep(sweep_dir)
+    task = workloads.get(doc.workload).build(text_file=config.text_file)
+    say(f"{directory}: the fastest whole-set descent with the validation metric")
+    got = two_ends.goal_metric_descent(task, config, record, doc.settings.chunk_rows)
+    largest = [p for p in build_curve(trials, config).points if p.reached][-1]
+    got["largest_batch"] = {"batch_size": largest.batch_size, "steps": largest.steps}
+    got["reading"] = two_ends.goal_metric_reading(record["full_set"]["steps"],
+                                                  got["steps_to_goal"], largest.steps)
+    record = {**record, "goal_metric": got}
+    store.write_json_atomic(directory / two_ends.TWO_ENDS_FILE, record)
+    return record
 
 
 def summary_text(path: str, rebuild: bool = False) -> str:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from typing import Callable
 
 import numpy as np
 
@@ -293,3 +294,86 @@ def table(records: list[dict]) -> str:
             f"{span(r['two_point'])} | {g(ratio['two_point'])} | {span(r['rule_3'])} | "
             f"{g(ratio['rule_3'])} | {g(ratio['b_simple'])} | {g(ratio['rule_1'])} |")
     return "\n".join(lines)
+
+
+# the diagnostic's reading (docs/prediction_rule.md, session 32, later)
+GOAL_METRIC_FACTOR = 1.3
+
+
+def validation_metric(task: Task, unravel) -> Callable:
+    """theta (P,) -> the task's validation metric (its `eval_fn` over every validation row)."""
+    import jax
+    import jax.numpy as jnp
+
+    rows = {k: jnp.asarray(v) for k, v in task.val.items()}
+    rows["mask"] = jnp.ones(len(next(iter(task.val.values()))), jnp.float32)
+    evaluate = jax.jit(lambda t: task.eval_fn(unravel(t), rows))
+
+    def metric(theta):
+        out = evaluate(jnp.asarray(theta, jnp.float32))
+        return float(out["metric_sum"]) / float(out["count"])
+
+    return metric
+
+
+def goal_metric_descent(task: Task, sweep_config: SweepConfig, record: dict,
+                        chunk_rows: int | None = None, devices=None) -> dict:
+    """The fastest whole-set descent of a two_ends record again, with the validation metric at
+    every step: {"trial_id", "goal", "metric_start", "metric_at_s_fb" (at S_fb^N steps, or where
+    the goal was met if earlier), "steps_to_goal" (the first step with the metric at or below the
+    sweep's goal; None: not within the descents' cap), "step_limit", "seconds"}. Needs a task with
+    validation rows (not the control)."""
+    from jax.flatten_util import ravel_pytree
+
+    from realnets.validation.quadratic_path import path_optimizer, sample_loss
+    from realnets.validation.rerun import init_params_of
+
+    t0 = time.perf_counter()
+    fb = record["full_set"]
+    if fb["steps"] is None:
+        raise ValueError("no whole-set descent reached the target: nothing to follow")
+    if task.val is None:
+        raise ValueError("the task has no validation rows (the control): no goal metric")
+    init = init_params_of(task, sweep_config.seed, int(fb["trial_id"]))
+    flat, unravel = ravel_pytree(init)
+    network = sample_loss(task, init, whole_set(task, ValidationConfig().seed), chunk_rows,
+                          devices)
+    metric = validation_metric(task, unravel)
+    trial = TrialRecord(batch_size=record["b_ref"], trial_id=fb["trial_id"], status="COMPLETE",
+                        learning_rate=fb["learning_rate"], momentum=fb["momentum"])
+    optimizer = path_optimizer(sweep_config, trial)
+    theta = np.asarray(flat, np.float64)
+    state = optimizer.init(theta.astype(np.float32))
+    start, at_fb, reached = metric(theta), None, None
+    for t in range(int(fb["step_limit"]) + 1):
+        value = metric(theta)
+        if t == fb["steps"]:
+            at_fb = value
+        if value <= sweep_config.goal:
+            reached = t
+            break
+        if t == fb["step_limit"]:
+            break
+        _, grad = network(theta)
+        updates, state = optimizer.update(np.asarray(grad, np.float32), state,
+                                          theta.astype(np.float32))
+        theta = theta + np.asarray(updates, np.float64)
+    if at_fb is None:       # reached the goal metric before S_fb^N steps
+        at_fb = value
+    return {"trial_id": fb["trial_id"], "goal": sweep_config.goal, "metric_start": start,
+           "metric_at_s_fb": at_fb, "steps_to_goal": reached, "step_limit": fb["step_limit"],
+           "seconds": time.perf_counter() - t0}
+
+
+def goal_metric_reading(s_fb: int, steps_to_goal: int | None, largest_steps: int) -> str:
+    """The fixed reading, on a workload with a gap (the sweep's steps at its largest batch size
+    above GOAL_METRIC_FACTOR x S_fb^N; else 'no gap'): 'explains' when the steps to the goal
+    metric reach the largest batch size's within that factor (or the goal is not reached within
+    the cap), 'does not' when they stay below the factor x S_fb^N, else 'partly'."""
+    if largest_steps <= GOAL_METRIC_FACTOR * s_fb:
+        return "no gap"
+    if steps_to_goal is None or steps_to_goal * GOAL_METRIC_FACTOR >= largest_steps:
+        return "explains"
+    if steps_to_goal < GOAL_METRIC_FACTOR * s_fb:
+        return "does not"
+    return "partly"

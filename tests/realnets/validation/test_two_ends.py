@@ -225,3 +225,27 @@ def test_rule_3_is_skipped_with_a_reason(monkeypatch):
                                                     10, pct, print)["skipped"]
     assert "no NQM fitted at the goal" in two_ends._rule_3(
         {**doc, "checkpoints": {"init": {"nqm": {}}}}, *args, 10, pct, print)["skipped"]
+
+
+def test_the_goal_metrics_reading_by_its_fixed_thresholds():
+    read = two_ends.goal_metric_reading
+    assert read(40, 45, 50) == "no gap"              # 50 <= 1.3 x 40
+    assert read(50, 62, 71) == "explains"            # 62 x 1.3 >= 71
+    assert read(74, None, 176) == "explains"         # not at the goal within the cap
+    assert read(50, 60, 200) == "does not"           # 60 < 1.3 x 50
+    assert read(50, 100, 200) == "partly"
+
+
+def test_the_validation_metric_is_the_error_rate_over_every_validation_row():
+    import flax.linen as nn
+
+    rng = np.random.default_rng(0)
+    x, xv = rng.normal(size=(64, 5)).astype(np.float32), rng.normal(size=(37, 5)).astype(np.float32)
+    y, yv = rng.integers(0, 3, 64).astype(np.int32), rng.integers(0, 3, 37).astype(np.int32)
+    task = tasks.classification_task(nn.Dense(3), x, y, xv, yv)
+    params = task.init_params(jax.random.key(1))
+    from jax.flatten_util import ravel_pytree
+    flat, unravel = ravel_pytree(params)
+    kernel, bias = np.asarray(params["params"]["kernel"]), np.asarray(params["params"]["bias"])
+    wrong = np.mean(np.argmax(xv @ kernel + bias, axis=1) != yv)
+    assert two_ends.validation_metric(task, unravel)(np.asarray(flat)) == pytest.approx(wrong)
