@@ -47,8 +47,12 @@ def test_compiled_loops_are_the_numpy_step_functions(optimizer):
         unstable = np.isinf(want) if optimizer == "momentum" else want > 10 * problem.initial_loss()
         assert unstable.any() and np.isfinite(want).sum() >= n // 2
         np.testing.assert_array_equal(np.isinf(got), np.isinf(want))
-        ok = np.isfinite(want)
+        ok = np.isfinite(want) & ~unstable
         np.testing.assert_allclose(got[ok], want[ok], rtol=1e-12)
+        # where the loss runs away, a last-bit difference (the CPU's fused multiply-adds in the
+        # compiled loop) grows with it
+        rising = np.isfinite(want) & unstable
+        np.testing.assert_allclose(got[rising], want[rising], rtol=1e-6)
 
 
 def test_sgd_decay_is_the_scalar_recurrence(small):

@@ -45,6 +45,24 @@ def test_committed_trials_read_back_byte_for_byte(sweep):
                for r in records)
 
 
+def _close(a, b, rel=1e-9) -> bool:
+    """The same JSON tree, floats equal to `rel` (ints, strings, None and lengths exactly)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k], rel) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y, rel) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=rel)
+    return type(a) is type(b) and a == b
+
+
+def test_close_trees_differ_by_rounding_only():
+    assert _close({"a": [1.0, {"b": 2}], "c": None}, {"a": [1.0 + 1e-15, {"b": 2}], "c": None})
+    assert not _close({"a": [1.0]}, {"a": [1.001]})
+    assert not _close({"a": 1}, {"a": 1.0}) and not _close({"a": [1.0]}, {"a": [1.0, 2.0]})
+    assert not _close({"a": 1.0}, {"b": 1.0})
+
+
 @pytest.mark.parametrize("sweep", SWEEPS, ids=lambda p: p.name)
 def test_committed_curve_reads_back_and_is_rebuilt_from_the_trials(sweep):
     raw = json.loads((sweep / "curve.json").read_text())
@@ -61,9 +79,10 @@ def test_committed_curve_reads_back_and_is_rebuilt_from_the_trials(sweep):
     # the winners' reruns (repeats.jsonl) and the intervals drawn from them
     assert [p.repeats for p in rebuilt.points] == [tuple(p.get("repeats", ()))
                                                    for p in raw["points"]]
-    assert json.loads(json.dumps(rebuilt.b_crit_repeats)) == raw.get("b_crit_repeats")
+    # equal up to rounding: the fits' last bits move with the CPU's vector instructions
+    assert _close(json.loads(json.dumps(rebuilt.b_crit_repeats)), raw.get("b_crit_repeats"))
     if raw.get("b_crit_resampled") is not None:
-        assert json.loads(json.dumps(rebuilt.b_crit_resampled)) == raw["b_crit_resampled"]
+        assert _close(json.loads(json.dumps(rebuilt.b_crit_resampled)), raw["b_crit_resampled"])
     assert rebuilt.regime == doc.regime
     assert rebuilt.fit["b_crit"] == pytest.approx(raw["fit"]["b_crit"], rel=1e-6)
 

@@ -24,14 +24,16 @@ BEFORE = {
 def test_space_without_decay_range_draws_the_trials_it_drew_before(optimizer, final):
     specs = trial_specs(TrialSearchSpace(final_lr_fraction=final), optimizer, 3, seed=7)
     lrs, momenta, finals = BEFORE[optimizer]
-    assert [s.learning_rate for s in specs] == lrs
-    assert [s.momentum for s in specs] == momenta
-    assert [s.final_lr_fraction for s in specs] == finals
+    # to rounding: the draws' last bits move with the CPU's vector instructions
+    assert [s.learning_rate for s in specs] == pytest.approx(lrs, rel=1e-12)
+    assert [s.momentum for s in specs] == pytest.approx(momenta, rel=1e-12)
+    assert [s.final_lr_fraction for s in specs] == pytest.approx(finals, rel=1e-12)
     assert [s.decay_steps for s in specs] == [None] * 3
     # without a final-fraction range: the same learning rates and momenta, a constant rate
     constant = trial_specs(TrialSearchSpace(), optimizer, 3, seed=7)
-    assert [(s.learning_rate, s.momentum, s.final_lr_fraction) for s in constant] == \
-        list(zip(lrs, momenta, [1.0] * 3))
+    assert [s.final_lr_fraction for s in constant] == [1.0] * 3
+    assert [s.learning_rate for s in constant] == pytest.approx(lrs, rel=1e-12)
+    assert [s.momentum for s in constant] == pytest.approx(momenta, rel=1e-12)
 
 
 def test_decay_range_gives_whole_steps_spread_over_the_range_on_a_log_scale():
