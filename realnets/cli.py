@@ -192,7 +192,8 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--sweep", help="the sweep directory, with one DIR (default: the one the "
                                    "report names)")
     e.add_argument("--stored", action="store_true",
-                   help="run nothing: tabulate the DIRs' stored two_ends.json")
+                   help="run nothing: tabulate the DIRs' stored two_ends.json (a DIR without one "
+                        "is named, not an error)")
     e.add_argument("--goal-metric", action="store_true",
                    help="on stored records: follow the fastest whole-set descent again with the "
                         "validation metric at every step (a diagnostic: docs/prediction_rule.md, "
@@ -930,13 +931,17 @@ def two_ends_command(args, argv) -> str:
                                                                      flush=True))
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
-    records = []
+    records, missing = [], []
     for directory in directories:
         if args.goal_metric:
             records.append(_goal_metric(directory, args, say))
             continue
         if args.stored:
-            records.append(store.read_json(directory / two_ends.TWO_ENDS_FILE, "two-ends record"))
+            if (directory / two_ends.TWO_ENDS_FILE).exists():
+                records.append(store.read_json(directory / two_ends.TWO_ENDS_FILE,
+                                               "two-ends record"))
+            else:
+                missing.append(str(directory))
             continue
         start = time.perf_counter()
         doc = read_validation(directory)
@@ -962,7 +967,8 @@ def two_ends_command(args, argv) -> str:
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
-    return two_ends.table(records)
+    return two_ends.table(records) + (f"\nno {two_ends.TWO_ENDS_FILE} in: {', '.join(missing)}"
+                                      if missing else "")
 
 
 def _goal_metric(directory: Path, args, say) -> dict:

@@ -205,8 +205,11 @@ def test_the_command_tabulates_stored_records_and_refuses_bad_input(tmp_path, ca
 
     (tmp_path / "a").mkdir()
     (tmp_path / "a" / two_ends.TWO_ENDS_FILE).write_text(json.dumps(_record()))
-    assert main(["two-ends", str(tmp_path / "a"), "--stored"]) == 0
-    assert "| w | sgd | 40 |" in capsys.readouterr().out
+    (tmp_path / "b").mkdir()
+    assert main(["two-ends", str(tmp_path / "a"), str(tmp_path / "b"), "--stored"]) == 0
+    out = capsys.readouterr().out
+    assert "| w | sgd | 40 |" in out and out.count("| w |") == 1
+    assert out.strip().endswith(f"no two_ends.json in: {tmp_path / 'b'}")
     assert main(["two-ends", str(tmp_path / "a"), str(tmp_path / "a"), "--sweep", "x"]) == 2
     assert "--sweep with one DIR" in capsys.readouterr().err.replace("sweep: give ", "--")
     assert main(["two-ends", str(tmp_path / "none")]) == 2
