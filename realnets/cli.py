@@ -833,6 +833,30 @@ def swap_command(args) -> str:
     return "\n".join(lines)
 
 
+def _sweep_dir_of(doc, sweep: str | None) -> Path:
+    """The sweep directory of a validation report: `sweep` (--sweep), else the one its
+    provenance names, else sweeps/WORKLOAD."""
+    return Path(sweep or (doc.provenance.sweep if doc.provenance else None)
+                or Path("sweeps") / doc.workload)
+
+
+def _report_sweep(doc, sweep: str | None, directory: Path):
+    """(config, records) of the sweep a validation report (read from `directory`) was made
+    from; ValueError naming --sweep when it is missing or another sweep."""
+    from realnets.sweeps.records import load_sweep
+    from realnets.validation.files import made_from
+
+    sweep_dir = _sweep_dir_of(doc, sweep)
+    if not sweep_dir.is_dir():
+        raise ValueError(f"sweep: {sweep_dir} is not a directory (the sweep {directory}'s report "
+                         "was made from; pass --sweep)")
+    config, records = load_sweep(sweep_dir)
+    if not made_from(doc.sweep_config, config.to_dict()):
+        raise ValueError(f"sweep: {sweep_dir} is not the sweep {directory}'s report was made "
+                         "from (pass --sweep)")
+    return config, records
+
+
 def adam_basis_command(args, argv) -> str:
     """`python -m realnets adam-basis DIR`: `realnets.validation.adam_basis` on a report, its
     record written to DIR/adam_basis.json."""
@@ -841,9 +865,8 @@ def adam_basis_command(args, argv) -> str:
     import time
 
     from realnets import store, workloads
-    from realnets.sweeps.records import load_sweep
     from realnets.validation import adam_basis
-    from realnets.validation.files import made_from, read_validation
+    from realnets.validation.files import read_validation
     from realnets.validation.quadratic_path import steps_text
     from realnets.validation.report import ADAM_BASIS_FILE
     from realnets.validation.rerun import calibration_sample, reference_checkpoints
@@ -857,15 +880,7 @@ def adam_basis_command(args, argv) -> str:
     why = adam_basis.refusal(as_dict)
     if why:
         raise ValueError(why)
-    sweep_dir = Path(args.sweep or (doc.provenance.sweep if doc.provenance else None)
-                     or Path("sweeps") / doc.workload)
-    if not sweep_dir.is_dir():
-        raise ValueError(f"sweep: {sweep_dir} is not a directory (the sweep this report was made "
-                         "from; pass --sweep)")
-    config, records = load_sweep(sweep_dir)
-    if not made_from(doc.sweep_config, config.to_dict()):
-        raise ValueError(f"sweep: {sweep_dir} is not the sweep this report was made from (pass "
-                         "--sweep)")
+    config, records = _report_sweep(doc, args.sweep, directory)
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
                                                                      flush=True))
     task = workloads.get(doc.workload).build(text_file=config.text_file)
@@ -915,9 +930,9 @@ def two_ends_command(args, argv) -> str:
     import time
 
     from realnets import store, workloads
-    from realnets.sweeps.records import load_sweep, read_repeats
+    from realnets.sweeps.records import read_repeats
     from realnets.validation import two_ends
-    from realnets.validation.files import made_from, read_validation
+    from realnets.validation.files import read_validation
     from realnets.validation.rerun import reference_checkpoints
     from realnets.validation.summary import summary_entry
 
@@ -945,15 +960,8 @@ def two_ends_command(args, argv) -> str:
             continue
         start = time.perf_counter()
         doc = read_validation(directory)
-        sweep_dir = Path(args.sweep or (doc.provenance.sweep if doc.provenance else None)
-                         or Path("sweeps") / doc.workload)
-        if not sweep_dir.is_dir():
-            raise ValueError(f"sweep: {sweep_dir} is not a directory (the sweep {directory}'s "
-                             "report was made from; pass --sweep)")
-        config, trials = load_sweep(sweep_dir)
-        if not made_from(doc.sweep_config, config.to_dict()):
-            raise ValueError(f"sweep: {sweep_dir} is not the sweep {directory}'s report was made "
-                             "from (pass --sweep)")
+        config, trials = _report_sweep(doc, args.sweep, directory)
+        sweep_dir = _sweep_dir_of(doc, args.sweep)
         as_dict = doc.to_dict()
         task = workloads.get(doc.workload).build(text_file=config.text_file)
         say(f"{directory}: retraining the reference trial to its goal")
@@ -975,15 +983,12 @@ def _goal_metric(directory: Path, args, say) -> dict:
     """A stored two_ends record with its `goal_metric` diagnostic added (and written back)."""
     from realnets import store, workloads
     from realnets.sweeps.curve import build_curve
-    from realnets.sweeps.records import load_sweep
     from realnets.validation import two_ends
     from realnets.validation.files import read_validation
 
     record = store.read_json(directory / two_ends.TWO_ENDS_FILE, "two-ends record")
     doc = read_validation(directory)
-    sweep_dir = Path(args.sweep or (doc.provenance.sweep if doc.provenance else None)
-                     or Path("sweeps") / doc.workload)
-    config, trials = load_sweep(sweep_dir)
+    config, trials = _report_sweep(doc, args.sweep, directory)
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say(f"{directory}: the fastest whole-set descent with the validation metric")
     got = two_ends.goal_metric_descent(task, config, record, doc.settings.chunk_rows)

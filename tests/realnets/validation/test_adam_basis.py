@@ -302,7 +302,7 @@ def test_cli_refuses_in_one_line_before_training_and_writes_its_record(capsys, t
         err = capsys.readouterr().err.strip()
         assert err.startswith("error:") and says in err and "\n" not in err
     for sweep, says in ((tmp_path / "absent", "is not a directory"),
-                        (ROOT / "sweeps" / "mnist_logreg", "not the sweep this report was made")):
+                        (ROOT / "sweeps" / "mnist_logreg", "digits_mlp_adam's report was made from")):
         assert realnets_main(["adam-basis", str(ROOT / "reports" / "validation" /
                                                 "digits_mlp_adam"), "--sweep", str(sweep)]) == 2
         err = capsys.readouterr().err.strip()

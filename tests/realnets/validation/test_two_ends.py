@@ -252,3 +252,15 @@ def test_the_validation_metric_is_the_error_rate_over_every_validation_row():
     kernel, bias = np.asarray(params["params"]["kernel"]), np.asarray(params["params"]["bias"])
     wrong = np.mean(np.argmax(xv @ kernel + bias, axis=1) != yv)
     assert two_ends.validation_metric(task, unravel)(np.asarray(flat)) == pytest.approx(wrong)
+
+
+def test_the_command_refuses_a_sweep_the_report_was_not_made_from(capsys):
+    from pathlib import Path
+
+    from realnets.cli import main
+
+    root = Path(__file__).resolve().parents[3]
+    assert main(["two-ends", str(root / "reports" / "validation" / "digits_mlp"), "--sweep",
+                 str(root / "sweeps" / "mnist_logreg"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "digits_mlp's report was made from (pass --sweep)" in err and err.count("\n") == 1
