@@ -833,20 +833,15 @@ def swap_command(args) -> str:
     return "\n".join(lines)
 
 
-def _sweep_dir_of(doc, sweep: str | None) -> Path:
-    """The sweep directory of a validation report: `sweep` (--sweep), else the one its
-    provenance names, else sweeps/WORKLOAD."""
-    return Path(sweep or (doc.provenance.sweep if doc.provenance else None)
-                or Path("sweeps") / doc.workload)
-
-
 def _report_sweep(doc, sweep: str | None, directory: Path):
-    """(config, records) of the sweep a validation report (read from `directory`) was made
-    from; ValueError naming --sweep when it is missing or another sweep."""
+    """(directory, config, records) of the sweep a validation report (read from `directory`)
+    was made from: `sweep` (--sweep), else the one its provenance names, else sweeps/WORKLOAD;
+    ValueError naming --sweep when it is missing or another sweep."""
     from realnets.sweeps.records import load_sweep
     from realnets.validation.files import made_from
 
-    sweep_dir = _sweep_dir_of(doc, sweep)
+    sweep_dir = Path(sweep or (doc.provenance.sweep if doc.provenance else None)
+                     or Path("sweeps") / doc.workload)
     if not sweep_dir.is_dir():
         raise ValueError(f"sweep: {sweep_dir} is not a directory (the sweep {directory}'s report "
                          "was made from; pass --sweep)")
@@ -854,7 +849,7 @@ def _report_sweep(doc, sweep: str | None, directory: Path):
     if not made_from(doc.sweep_config, config.to_dict()):
         raise ValueError(f"sweep: {sweep_dir} is not the sweep {directory}'s report was made "
                          "from (pass --sweep)")
-    return config, records
+    return sweep_dir, config, records
 
 
 def adam_basis_command(args, argv) -> str:
@@ -880,7 +875,7 @@ def adam_basis_command(args, argv) -> str:
     why = adam_basis.refusal(as_dict)
     if why:
         raise ValueError(why)
-    config, records = _report_sweep(doc, args.sweep, directory)
+    _, config, records = _report_sweep(doc, args.sweep, directory)
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
                                                                      flush=True))
     task = workloads.get(doc.workload).build(text_file=config.text_file)
@@ -960,8 +955,7 @@ def two_ends_command(args, argv) -> str:
             continue
         start = time.perf_counter()
         doc = read_validation(directory)
-        config, trials = _report_sweep(doc, args.sweep, directory)
-        sweep_dir = _sweep_dir_of(doc, args.sweep)
+        sweep_dir, config, trials = _report_sweep(doc, args.sweep, directory)
         as_dict = doc.to_dict()
         task = workloads.get(doc.workload).build(text_file=config.text_file)
         say(f"{directory}: retraining the reference trial to its goal")
@@ -988,7 +982,7 @@ def _goal_metric(directory: Path, args, say) -> dict:
 
     record = store.read_json(directory / two_ends.TWO_ENDS_FILE, "two-ends record")
     doc = read_validation(directory)
-    config, trials = _report_sweep(doc, args.sweep, directory)
+    _, config, trials = _report_sweep(doc, args.sweep, directory)
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say(f"{directory}: the fastest whole-set descent with the validation metric")
     got = two_ends.goal_metric_descent(task, config, record, doc.settings.chunk_rows)

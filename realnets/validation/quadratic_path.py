@@ -141,11 +141,13 @@ class FirstRise:
 
 
 def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: float,
-            step_limit: int) -> tuple[Descent, FirstRise | None]:
+            step_limit: int, stop: Callable[[np.ndarray], bool] | None = None
+            ) -> tuple[Descent, FirstRise | None]:
     """Runs `optimizer` (an optax transformation) on `value_and_grad`: theta (P,) float64 ->
-    (loss, gradient (P,)) from `theta_P` until the loss is at or below `target`, diverges, or
-    `step_limit` updates are made. Returns the Descent and its FirstRise (None if the loss
-    never went up)."""
+    (loss, gradient (P,)) from `theta_P` until the loss is at or below `target` (or, with
+    `stop`, until stop(theta) is True: another goal, checked at every step before the loss's),
+    diverges, or `step_limit` updates are made. Returns the Descent and its FirstRise (None if
+    the loss never went up)."""
     theta = np.asarray(theta_P, np.float64)
     # the optimizer in single precision, as in training; the parameters are kept in double
     state = optimizer.init(theta.astype(np.float32))
@@ -167,8 +169,8 @@ def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: fl
                              previous[0])
         if not math.isfinite(loss):
             return done("diverged", None)
-        if loss <= target:            # a quadratic unbounded below reaches any target
-            return done("reached", t)
+        if (stop is not None and stop(theta)) or loss <= target:
+            return done("reached", t)     # a quadratic unbounded below reaches any target
         if loss > DIVERGED_FACTOR * max(abs(first), 1e-30):
             return done("diverged", None)
         if t == step_limit:

@@ -30,6 +30,8 @@ Each row: estimate, step, value, se, lo, hi, ratio (value / measured B_crit), ra
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from realnets.sweeps.report import runs_drawn
@@ -47,6 +49,8 @@ NQM_RULE_2 = "NQM prediction, rule 2 (noise-free match)"
 TWO_POINT = "two-point estimate B_ref (S_ref / S_fb - 1)"
 COLUMNS = ("estimate", "step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi",
            "lower_bound", "note")
+# the reruns' percentiles an interval is drawn from (16-84%) and a typical run (the median)
+PERCENTILES = (16, 50, 84)
 
 
 def headline(doc: dict) -> tuple[str, str, dict, dict]:
@@ -190,14 +194,43 @@ def reconciliation(doc: dict) -> list[dict]:
     return rows
 
 
+PERCENTILES = (16, 50, 84)
+
+
+def rerun_percentiles(reruns: list[int | None]) -> dict:
+    """{"16", "50", "84"}: percentiles of the reruns' steps to goal by linear interpolation
+    between order statistics (numpy's default), a rerun not at the goal counting as the slowest
+    (+inf): a percentile that interpolates into one is infinite and given as None, one that falls
+    on a finite rerun is that rerun's steps. All None without reruns."""
+    if not reruns:
+        return {str(q): None for q in PERCENTILES}
+    steps = np.sort(np.array([np.inf if x is None else float(x) for x in reruns]))
+    out = {}
+    for q in PERCENTILES:
+        position = (len(steps) - 1) * q / 100.0
+        lo, frac = int(math.floor(position)), position - math.floor(position)
+        # written out so that a position on a finite rerun next to an infinite one is finite
+        value = (steps[lo] if frac == 0 else math.inf if math.isinf(steps[lo + 1])
+                 else steps[lo] + frac * (steps[lo + 1] - steps[lo]))
+        out[str(q)] = float(value) if np.isfinite(value) else None
+    return out
+
+
+def two_point_estimate(b_ref: int, s_fb: int | None, steps: float | None) -> float | None:
+    """B_ref (steps / s_fb - 1) (examples per step), the McCandlish form through (B_ref, steps)
+    with S_min = s_fb; None when either is missing or steps <= s_fb (no bend above B_ref)."""
+    if s_fb is None or steps is None or s_fb <= 0 or steps <= s_fb:
+        return None
+    return float(b_ref) * (steps / s_fb - 1.0)
+
+
 def two_point(doc: dict) -> dict:
     """The two-point estimate of docs/prediction_rule.md (session 31, later), a pure function of
     a validation document with rule 2: B_2pt = B_ref (S_ref / S_fb - 1) (examples per step), the
     McCandlish form through the reference point with S_min = S_fb, no NQM; "lo", "hi" the same
     with S_ref replaced by the 16th and 84th percentiles of the reference trial's reruns' steps
-    (a rerun not at the goal counts as the slowest; None where a percentile is not finite, or
-    without reruns); "value" None, with "note" saying why, when S_fb is missing or not below
-    S_ref."""
+    (`rerun_percentiles`; None where a percentile is not finite or not above S_fb, or without
+    reruns); "value" None, with "note" saying why, when S_fb is missing or not below S_ref."""
     fb = doc.get("full_batch") or {}
     run = doc["calibration_run"]
     b_ref, s_ref, s_fb = int(run["batch_size"]), run["sweep_steps_to_goal"], fb.get("steps")
@@ -208,20 +241,14 @@ def two_point(doc: dict) -> dict:
     if s_fb >= s_ref:
         out["note"] = f"S_fb {s_fb} is not below S_ref {s_ref}: no bend above B_ref"
         return out
-
-    def estimate(steps):
-        return b_ref * (steps / s_fb - 1.0)
-
-    out["value"] = estimate(s_ref)
+    out["value"] = two_point_estimate(b_ref, s_fb, s_ref)
     reruns = fb.get("reference_reruns")
     if reruns is None:
         out["note"] = "no interval: the reference trial's reruns are not in this document"
     elif reruns:
-        steps = np.array([np.inf if x is None else float(x) for x in reruns])
-        with np.errstate(invalid="ignore"):
-            p16, p84 = np.percentile(steps, [16, 84])
-        out["lo"] = estimate(p16) if np.isfinite(p16) else None
-        out["hi"] = estimate(p84) if np.isfinite(p84) else None
+        pct = rerun_percentiles(reruns)
+        out["lo"] = two_point_estimate(b_ref, s_fb, pct["16"])
+        out["hi"] = two_point_estimate(b_ref, s_fb, pct["84"])
         out["note"] = (f"16-84% over the {len(reruns)} reruns of the reference trial "
                        f"({sum(x is None for x in reruns)} not at the goal)")
     else:

@@ -33,6 +33,7 @@ from realnets.validation.bootstrap import fitted_nqm
 from realnets.validation.noise_free_match import (UNLIMITED_BATCH, full_batch_steps,
                                                   noise_free_match, reference_reruns)
 from realnets.validation.predictions import predict
+from realnets.validation.reconciliation import rerun_percentiles, two_point_estimate
 from realnets.validation.rerun import calibration_sample, mean_loss
 from realnets.validation.settings import NQM_FAMILY, ValidationConfig
 from realnets.validation.targets import nqm_optimizer, nqm_search_space, step_matched_target
@@ -41,7 +42,6 @@ from realnets.workloads.tasks import Task
 TWO_ENDS_FILE = "two_ends.json"
 # rows of the "whole set" of a task with unlimited data (the control): 16x the calibration sample
 UNLIMITED_ROWS = 16_384
-PERCENTILES = (16, 50, 84)
 # rule 3 uses rule 1's NQM: the one fitted at the goal checkpoint
 RULE_3_CHECKPOINT = "goal"
 
@@ -52,39 +52,12 @@ def whole_set(task: Task, seed: int) -> dict:
     return calibration_sample(task, task.train_size or UNLIMITED_ROWS, seed)
 
 
-def rerun_percentiles(reruns: list[int | None]) -> dict:
-    """{"16", "50", "84"}: percentiles of the reruns' steps to goal by linear interpolation
-    between order statistics (numpy's default), a rerun not at the goal counting as the slowest
-    (+inf): a percentile that interpolates into one is infinite and given as None, one that falls
-    on a finite rerun is that rerun's steps. All None without reruns."""
-    if not reruns:
-        return {str(q): None for q in PERCENTILES}
-    steps = np.sort(np.array([np.inf if x is None else float(x) for x in reruns]))
-    out = {}
-    for q in PERCENTILES:
-        position = (len(steps) - 1) * q / 100.0
-        lo, frac = int(math.floor(position)), position - math.floor(position)
-        # written out so that a position on a finite rerun next to an infinite one is finite
-        value = (steps[lo] if frac == 0 else math.inf if math.isinf(steps[lo + 1])
-                 else steps[lo] + frac * (steps[lo + 1] - steps[lo]))
-        out[str(q)] = float(value) if np.isfinite(value) else None
-    return out
-
-
 def descent_cap(s_ref: int, reruns: list[int | None], p84: float | None) -> int:
     """The full-batch descents' step cap: the larger of S_ref and the reruns' 84th percentile
     (rounded up); where that percentile is infinite, the slowest rerun that reached the goal."""
     if p84 is not None:
         return max(int(s_ref), math.ceil(p84))
     return max([int(s_ref)] + [int(x) for x in reruns if x is not None])
-
-
-def two_point_estimate(b_ref: int, s_fb: int | None, steps: float | None) -> float | None:
-    """B_ref (steps / s_fb - 1) (examples per step), the McCandlish form through (B_ref, steps)
-    with S_min = s_fb; None when either is missing or steps <= s_fb (no bend above B_ref)."""
-    if s_fb is None or steps is None or s_fb <= 0 or steps <= s_fb:
-        return None
-    return float(b_ref) * (steps / s_fb - 1.0)
 
 
 def noise_free_batch(config: NQMConfig) -> int:
@@ -197,9 +170,9 @@ def _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say) -> dict:
         return {"skipped": "no trial reached the target full batch"}
     if s_fb == 0:
         return {"skipped": "the initialisation is already at the target: no steps to match"}
-    if b_ref >= noise_free_batch(fitted_nqm(record["nqm"], 1.0)):
-        return {"skipped": f"B_ref = {b_ref} is the whole training set: no noise to pin"}
     config = fitted_nqm(record["nqm"], 1.0)
+    if b_ref >= noise_free_batch(config):
+        return {"skipped": f"B_ref = {b_ref} is the whole training set: no noise to pin"}
     cache: dict[int, dict] = {}
 
     def penalty(n):
@@ -325,7 +298,7 @@ def goal_metric_descent(task: Task, sweep_config: SweepConfig, record: dict,
     validation rows (not the control)."""
     from jax.flatten_util import ravel_pytree
 
-    from realnets.validation.quadratic_path import path_optimizer, sample_loss
+    from realnets.validation.quadratic_path import descend, path_optimizer, sample_loss
     from realnets.validation.rerun import init_params_of
 
     t0 = time.perf_counter()
@@ -339,30 +312,22 @@ def goal_metric_descent(task: Task, sweep_config: SweepConfig, record: dict,
     network = sample_loss(task, init, whole_set(task, ValidationConfig().seed), chunk_rows,
                           devices)
     metric = validation_metric(task, unravel)
+    seen = []            # the metric at every step the descent takes
+
+    def at_goal(theta):
+        seen.append(metric(theta))
+        return seen[-1] <= sweep_config.goal
+
     trial = TrialRecord(batch_size=record["b_ref"], trial_id=fb["trial_id"], status="COMPLETE",
                         learning_rate=fb["learning_rate"], momentum=fb["momentum"])
-    optimizer = path_optimizer(sweep_config, trial)
-    theta = np.asarray(flat, np.float64)
-    state = optimizer.init(theta.astype(np.float32))
-    start, at_fb, reached = metric(theta), None, None
-    for t in range(int(fb["step_limit"]) + 1):
-        value = metric(theta)
-        if t == fb["steps"]:
-            at_fb = value
-        if value <= sweep_config.goal:
-            reached = t
-            break
-        if t == fb["step_limit"]:
-            break
-        _, grad = network(theta)
-        updates, state = optimizer.update(np.asarray(grad, np.float32), state,
-                                          theta.astype(np.float32))
-        theta = theta + np.asarray(updates, np.float64)
-    if at_fb is None:       # reached the goal metric before S_fb^N steps
-        at_fb = value
-    return {"trial_id": fb["trial_id"], "goal": sweep_config.goal, "metric_start": start,
-           "metric_at_s_fb": at_fb, "steps_to_goal": reached, "step_limit": fb["step_limit"],
-           "seconds": time.perf_counter() - t0}
+    descent, _ = descend(network, np.asarray(flat, np.float64),
+                         path_optimizer(sweep_config, trial), -math.inf, int(fb["step_limit"]),
+                         stop=at_goal)
+    return {"trial_id": fb["trial_id"], "goal": sweep_config.goal, "metric_start": seen[0],
+            # at S_fb^N steps, or where the goal was met if earlier
+            "metric_at_s_fb": seen[min(int(fb["steps"]), len(seen) - 1)],
+            "steps_to_goal": descent.steps_to_target, "step_limit": fb["step_limit"],
+            "seconds": time.perf_counter() - t0}
 
 
 def goal_metric_reading(s_fb: int, steps_to_goal: int | None, largest_steps: int) -> str:

@@ -261,3 +261,24 @@ def test_without_a_batch_size_to_take_apart_nothing_is_measured():
                    "reading": path_reading({"points": []})}
     text = "\n".join(path_markdown({"transfer": {"quadratic_path": out}}))
     assert "no batch size to take apart" in text and "|" not in text
+
+
+def test_a_stop_goal_ends_the_descent_at_its_first_step_before_the_loss_target():
+    # gradient descent on L = theta^2 / 2 from 1 at rate 0.25: theta_t = 0.75^t, by hand
+    fn = lambda t: (0.5 * float(t @ t), t)      # noqa: E731
+    seen = []
+
+    def stop(theta):
+        seen.append(float(theta[0]))
+        return theta[0] < 0.1                   # 0.75^8 = 0.100, 0.75^9 = 0.075
+
+    got, _ = descend(fn, np.array([1.0]), optax.sgd(0.25), target=1e-4, step_limit=50, stop=stop)
+    assert (got.status, got.steps_to_target) == ("reached", 9)
+    np.testing.assert_allclose(seen, 0.75 ** np.arange(10), rtol=1e-6)
+    # the loss target first (0.5 x 0.75^(2t) <= 0.02 from t = 6): the stop goal is not needed
+    got, _ = descend(fn, np.array([1.0]), optax.sgd(0.25), target=0.02, step_limit=50, stop=stop)
+    assert got.steps_to_target == 6
+    # never met within the limit: not reached
+    got, _ = descend(fn, np.array([1.0]), optax.sgd(0.25), target=-1.0, step_limit=5,
+                     stop=lambda t: False)
+    assert got.status == "not reached"

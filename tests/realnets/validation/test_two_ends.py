@@ -17,6 +17,7 @@ from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, SearchSpace, tune_curve
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation import two_ends
+from realnets.validation.reconciliation import rerun_percentiles, two_point_estimate
 from realnets.validation.settings import ValidationConfig
 from realnets.workloads import tasks
 from realnets.workloads.search_space import TrialSearchSpace
@@ -33,17 +34,17 @@ def _sweep(optimizer="sgd", batch_sizes=(4, 8, 16, 32, 64)):
 
 def test_rerun_percentiles_count_a_rerun_not_at_the_goal_as_the_slowest():
     finite = [40, 52, 31, 45, 38, 60, 33]
-    got = two_ends.rerun_percentiles(finite)
+    got = rerun_percentiles(finite)
     for q in ("16", "50", "84"):
         assert got[q] == pytest.approx(np.percentile(finite, float(q)))
     # two of five not at the goal: the 16th is finite, the median sits on the third (45), the
     # 84th interpolates into a rerun that never got there
-    got = two_ends.rerun_percentiles([40, None, 31, 45, None])
+    got = rerun_percentiles([40, None, 31, 45, None])
     assert got["16"] == pytest.approx(np.percentile([31, 40, 45, 1e12, 1e12], 16))
     assert got["50"] == 45.0 and got["84"] is None
-    assert two_ends.rerun_percentiles([]) == {"16": None, "50": None, "84": None}
+    assert rerun_percentiles([]) == {"16": None, "50": None, "84": None}
     # the descents' cap: S_ref or the 84th percentile, or the slowest rerun at the goal
-    p84 = two_ends.rerun_percentiles(finite)["84"]
+    p84 = rerun_percentiles(finite)["84"]
     assert two_ends.descent_cap(40, finite, p84) == max(40, int(np.ceil(np.percentile(finite, 84))))
     assert two_ends.descent_cap(40, [40, None, 31, 45, None], None) == 45
     assert two_ends.descent_cap(40, [30, 35], 34.2) == 40
@@ -54,10 +55,10 @@ def test_two_point_estimate_is_mccandlish_through_the_two_ends():
     # S(B) = S_min (1 + B_crit / B) through (B_ref, S) with S_min = S_fb
     s_min, b_crit, b_ref = 12.0, 300.0, 32
     s = s_min * (1 + b_crit / b_ref)
-    assert two_ends.two_point_estimate(b_ref, s_min, s) == pytest.approx(b_crit)
-    assert two_ends.two_point_estimate(b_ref, 12, 12.0) is None      # no bend above B_ref
-    assert two_ends.two_point_estimate(b_ref, None, 40.0) is None
-    assert two_ends.two_point_estimate(b_ref, 12, None) is None
+    assert two_point_estimate(b_ref, s_min, s) == pytest.approx(b_crit)
+    assert two_point_estimate(b_ref, 12, 12.0) is None      # no bend above B_ref
+    assert two_point_estimate(b_ref, None, 40.0) is None
+    assert two_point_estimate(b_ref, 12, None) is None
 
 
 @pytest.mark.parametrize("rho", [0.5, 1.0, 1.7, 3.0, 7.9, 8.0, 40.0])
@@ -264,3 +265,42 @@ def test_the_command_refuses_a_sweep_the_report_was_not_made_from(capsys):
                  str(root / "sweeps" / "mnist_logreg"), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "digits_mlp's report was made from (pass --sweep)" in err and err.count("\n") == 1
+
+
+def test_the_goal_metric_descent_is_gradient_descent_watched_on_the_validation_rows():
+    """A linear softmax classifier: plain float64 gradient descent on the whole training set,
+    written out, with its validation error at every step; the first step at the goal is the
+    descent's, and its error at S_fb^N steps the record's."""
+    import flax.linen as nn
+
+    from realnets.validation.rerun import init_params_of
+
+    rng = np.random.default_rng(3)
+    centres = rng.normal(scale=2.0, size=(3, 5))
+    y, yv = rng.integers(0, 3, 96).astype(np.int32), rng.integers(0, 3, 50).astype(np.int32)
+    x = (centres[y] + rng.normal(size=(96, 5))).astype(np.float32)
+    xv = (centres[yv] + rng.normal(size=(50, 5))).astype(np.float32)
+    task = tasks.classification_task(nn.Dense(3), x, y, xv, yv)
+    sweep = dataclasses.replace(_sweep(), goal=0.2)
+    lr = 0.05
+    params = init_params_of(task, sweep.seed, 2)["params"]
+    w, b = np.asarray(params["kernel"], np.float64), np.asarray(params["bias"], np.float64)
+    errors = []
+    for _ in range(300):
+        errors.append(np.mean(np.argmax(xv @ w + b, axis=1) != yv))
+        logits = x @ w + b
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        p /= p.sum(axis=1, keepdims=True)
+        p[np.arange(96), y] -= 1.0
+        w, b = w - lr * x.T @ p / 96, b - lr * p.mean(axis=0)
+    first = int(np.argmax(np.array(errors) <= 0.2))
+    assert errors[first] <= 0.2 and first > 5 and errors[0] > 0.2
+    record = {"b_ref": 4, "full_set": {"steps": 3, "trial_id": 2, "learning_rate": lr,
+                                       "momentum": None, "step_limit": 300}}
+    got = two_ends.goal_metric_descent(task, sweep, record, devices=CPU)
+    assert got["steps_to_goal"] == first and got["goal"] == 0.2
+    assert got["metric_start"] == pytest.approx(errors[0])
+    assert got["metric_at_s_fb"] == pytest.approx(errors[3])
+    # not within a shorter cap: None
+    short = {**record, "full_set": {**record["full_set"], "step_limit": first - 1}}
+    assert two_ends.goal_metric_descent(task, sweep, short, devices=CPU)["steps_to_goal"] is None
