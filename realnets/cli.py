@@ -1,5 +1,5 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-swap-optimizer, adam-basis, two-ends, branch, throughput, plan}`.
+swap-optimizer, adam-basis, two-ends, miss-split, branch, throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -200,6 +200,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "session 32, later)")
     e.add_argument("--format", choices=("table", "json"), default="table")
     e.add_argument("--no-progress", action="store_true")
+    m = sub.add_parser("miss-split",
+                       help="reports with a two_ends.json: the headline's predicted / measured "
+                            "B_crit split exactly into four measured factors (the NQM's shape, "
+                            "its noise-free steps against the network's, the matched reference "
+                            "steps, the network's shape; docs/prediction_rule.md, session 33)")
+    m.add_argument("dirs", nargs="+", metavar="DIR",
+                   help="validation report directories (holding validation.json and "
+                        "two_ends.json); each result goes to DIR/miss_split.json")
+    m.add_argument("--stored", action="store_true",
+                   help="run nothing: tabulate the DIRs' stored miss_split.json (a DIR without "
+                        "one is named, not an error)")
+    m.add_argument("--format", choices=("table", "json"), default="table")
+    m.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
     return parser
@@ -973,6 +986,44 @@ def two_ends_command(args, argv) -> str:
                                       if missing else "")
 
 
+def miss_split_command(args, argv) -> str:
+    """`python -m realnets miss-split DIR ...`: `realnets.validation.miss_split` on each report
+    with a two_ends.json (its record written to DIR/miss_split.json), or with --stored the stored
+    records, as one table. A DIR without the needed file is named below the table."""
+    import json
+    import shlex
+
+    from realnets import store
+    from realnets.validation import miss_split
+    from realnets.validation.files import read_validation
+    from realnets.validation.two_ends import TWO_ENDS_FILE
+
+    directories = [Path(d) for d in args.dirs]
+    for directory in directories:
+        if not directory.is_dir():
+            raise ValueError(f"dir {str(directory)!r} is not a directory (a validation report's)")
+    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
+                                                                     flush=True))
+    needed = miss_split.MISS_SPLIT_FILE if args.stored else TWO_ENDS_FILE
+    records, missing = [], [str(d) for d in directories if not (d / needed).exists()]
+    for directory in directories:
+        if str(directory) in missing:
+            continue
+        if args.stored:
+            records.append(store.read_json(directory / needed, "miss-split record"))
+            continue
+        record = miss_split.run_split(read_validation(directory).to_dict(),
+                                      store.read_json(directory / needed, "two-ends record"),
+                                      log=say)
+        record["command"] = "python -m realnets " + shlex.join(argv)
+        store.write_json_atomic(directory / miss_split.MISS_SPLIT_FILE, record)
+        records.append(record)
+    if args.format == "json":
+        return json.dumps(records, indent=1)
+    return miss_split.table(records) + (f"\nno {needed} in: {', '.join(missing)}"
+                                        if missing else "")
+
+
 def _goal_metric(directory: Path, args, say) -> dict:
     """A stored two_ends record with its `goal_metric` diagnostic added (and written back)."""
     from realnets import store, workloads
@@ -1049,6 +1100,8 @@ def main(argv=None) -> int:
             text = swap_command(args)
         elif args.command == "two-ends":
             text = two_ends_command(args, list(sys.argv[1:] if argv is None else argv))
+        elif args.command == "miss-split":
+            text = miss_split_command(args, list(sys.argv[1:] if argv is None else argv))
         elif args.command == "adam-basis":
             text = adam_basis_command(args, list(sys.argv[1:] if argv is None else argv))
         else:

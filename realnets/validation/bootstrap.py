@@ -67,16 +67,14 @@ def resampled_nqm(fitted: dict, target: float, rng: np.random.Generator | None) 
                      train_size=fitted.get("train_size"))
 
 
-def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
-                     records: list[TrialRecord], batch_sizes, vcfg: ValidationConfig,
-                     match: StepMatch | None = None, search_matched: bool = True) -> dict:
-    """B_crit of the tuned and (unless `search_matched` is False) search-matched curves over
-    `vcfg.bootstrap` resampled NQMs (`resampled_nqm`): their standard deviation and 16-84% range
-    are the predictions' uncertainty. With `match`, each redrawn NQM gets its own step-matched
-    target (the rule is applied to every draw, not only to the fitted NQM)."""
+def bootstrap_configs(fitted: dict, target: float, vcfg: ValidationConfig,
+                      match: StepMatch | None = None) -> list[NQMConfig | None]:
+    """The `vcfg.bootstrap` NQMs of `bootstrap_b_crit`, in its order and from its seed
+    (`vcfg.seed`): each drawn by `resampled_nqm`, with its own step-matched target when `match` is
+    given; None for a draw that failed (a ValueError while drawing or matching, or a target not
+    below the draw's initial loss)."""
     rng = np.random.default_rng(vcfg.seed)
-    family = NQM_FAMILY[sweep_config.optimizer]
-    tuned, matched, failed = [], [], 0
+    out: list[NQMConfig | None] = []
     for _ in range(vcfg.bootstrap):
         try:
             config = resampled_nqm(fitted, target, rng)
@@ -85,6 +83,23 @@ def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
             if not config.problem().initial_loss() > config.target:
                 raise ValueError("target above the initial loss")
         except ValueError:
+            out.append(None)
+            continue
+        out.append(config)
+    return out
+
+
+def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
+                     records: list[TrialRecord], batch_sizes, vcfg: ValidationConfig,
+                     match: StepMatch | None = None, search_matched: bool = True) -> dict:
+    """B_crit of the tuned and (unless `search_matched` is False) search-matched curves over
+    `vcfg.bootstrap` resampled NQMs (`resampled_nqm`): their standard deviation and 16-84% range
+    are the predictions' uncertainty. With `match`, each redrawn NQM gets its own step-matched
+    target (the rule is applied to every draw, not only to the fitted NQM)."""
+    family = NQM_FAMILY[sweep_config.optimizer]
+    tuned, matched, failed = [], [], 0
+    for config in bootstrap_configs(fitted, target, vcfg, match):
+        if config is None:
             failed += 1
             continue
         space = nqm_search_space(sweep_config.search)

@@ -1,0 +1,184 @@
+"""Where the headline's miss sits: rule 1's predicted / measured B_crit split exactly into four
+measured factors (docs/prediction_rule.md, "2026-11-27 (session 33)").
+
+With P rule 1's B_crit, M the measured one, B_ref and S_q the tuned NQM's steps there (its matched
+point), n_q the tuned NQM's steps to the same target without noise, S_fb = S_fb^N the network's
+whole-set full-batch steps and S~ the median of the reference trial's reruns (both from
+two_ends.json):
+
+    P / M = shape_nqm x noise_free x reference x shape_net
+    shape_nqm  = P / (B_ref (S_q / n_q - 1))
+    noise_free = (S_q / n_q - 1) / (S_q / S_fb - 1)
+    reference  = (S_q / S_fb - 1) / (S~ / S_fb - 1)
+    shape_net  = B_ref (S~ / S_fb - 1) / M            (B_2pt' / M)
+
+`factors` is the identity (pure); `nqm_ends` the NQM's side for one NQM; `run_split` the record for
+one report (the fitted NQM, its bootstrap draws, the reruns' percentiles); `table` the Markdown.
+`python -m realnets miss-split DIR` writes DIR/miss_split.json.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import numpy as np
+
+from nqm.problem import NQMConfig
+from nqm.scaling import analyse_curve
+from nqm.tuning import tune_curve
+from realnets.validation.bootstrap import bootstrap_configs, fitted_nqm
+from realnets.validation.reconciliation import headline
+from realnets.validation.settings import NQM_FAMILY, ValidationConfig
+from realnets.validation.targets import StepMatch, nqm_optimizer, nqm_search_space
+from realnets.validation.two_ends import noise_free_batch
+from realnets.workloads.search_space import TrialSearchSpace
+
+MISS_SPLIT_FILE = "miss_split.json"
+FACTORS = ("shape_nqm", "noise_free", "reference", "shape_net")
+# the NQM's side (over its bootstrap draws) and the network's (over the reruns' percentiles)
+NQM_SIDE, NETWORK_SIDE = FACTORS[:2], FACTORS[2:]
+
+
+def factors(b_ref: float, p: float | None, s_q: float | None, n_q: float | None,
+            s_fb: float | None, s_tilde: float | None, m: float) -> dict:
+    """The four factors of P / M (module docstring), each None where undefined.
+
+    Args:
+      b_ref: the reference batch size (examples).
+      p, m: predicted and measured B_crit (examples).
+      s_q, n_q: the NQM's steps at B_ref and without noise, to rule 1's target.
+      s_fb, s_tilde: the network's whole-set full-batch steps and the reruns' median (or another
+        percentile) at B_ref; None: not measured, or infinite (reruns not at the goal).
+    Returns {name: value or None for name in FACTORS, "undefined": {name: why}}."""
+    bends = {"nqm": None if None in (s_q, n_q) or not n_q else s_q / n_q - 1,
+             "matched": None if None in (s_q, s_fb) or not s_fb else s_q / s_fb - 1,
+             "network": None if None in (s_tilde, s_fb) or not s_fb else s_tilde / s_fb - 1}
+    reasons = {"nqm": "S_q <= n_q (the NQM has no noise penalty at B_ref)",
+               "matched": "S_q <= S_fb^N (the matched steps are not above the network's "
+                          "full-batch steps), or S_fb^N not measured",
+               "network": "S~ <= S_fb^N (no bend above B_ref), or S~ infinite or S_fb^N not "
+                          "measured"}
+    needs = {"shape_nqm": ("nqm",), "noise_free": ("nqm", "matched"),
+             "reference": ("matched", "network"), "shape_net": ("network",)}
+    ok = {k: v is not None and v > 0 for k, v in bends.items()}
+    nqm, matched, network = (bends[k] if ok[k] else None for k in ("nqm", "matched", "network"))
+    out = {"shape_nqm": None if p is None or nqm is None else p / (b_ref * nqm),
+           "noise_free": None if nqm is None or matched is None else nqm / matched,
+           "reference": None if matched is None or network is None else matched / network,
+           "shape_net": None if network is None else b_ref * network / m}
+    out["undefined"] = {
+        name: "; ".join([reasons[b] for b in needs[name] if not ok[b]]
+                        or ["the NQM's fit has no B_crit"])
+        for name in FACTORS if out[name] is None}
+    return out
+
+
+def largest(split: dict) -> str | None:
+    """The factor with the largest |log| among the defined ones (None when none is)."""
+    defined = {k: split[k] for k in FACTORS if split.get(k) is not None}
+    return max(defined, key=lambda k: abs(math.log(defined[k]))) if defined else None
+
+
+def nqm_ends(config: NQMConfig, family: str, space, batch_sizes, b_ref: int,
+             max_steps: int, tuned_curve: dict | None = None) -> dict:
+    """The NQM's side of the split for one NQM with its target set: {"b_crit" (P: the fit of its
+    tuned S(B) over `batch_sizes`), "s_q" (its tuned steps at b_ref), "n_q" (its tuned steps
+    without noise, at `two_ends.noise_free_batch`), "noise_free_batch"}. With `tuned_curve` (a
+    stored `predictions.curve_summary`), P and S_q are read from it instead of tuned again."""
+    spec = nqm_optimizer(family, space)
+    if tuned_curve is None:
+        curve = tune_curve(config, spec, batch_sizes, max_steps=max_steps, space=space)
+        p = analyse_curve(curve).fit.b_crit
+        s_q = {int(pt.batch_size): pt.steps for pt in curve.points}.get(int(b_ref))
+    else:
+        p = tuned_curve["fit"]["b_crit"]
+        s_q = {int(pt["batch_size"]): pt["steps"] for pt in tuned_curve["points"]}.get(int(b_ref))
+    nf = noise_free_batch(config)
+    free = tune_curve(config, spec, [nf], max_steps=max_steps, space=space)
+    return {"b_crit": p, "s_q": s_q, "n_q": free.points[0].steps, "noise_free_batch": nf}
+
+
+def _percentiles(values) -> dict:
+    v = np.array([x for x in values if x is not None], float)
+    if v.size == 0:
+        return {"16": None, "84": None, "count": 0}
+    return {"16": float(np.percentile(v, 16)), "84": float(np.percentile(v, 84)),
+            "count": int(v.size)}
+
+
+def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
+    """The split for one validation document (`ValidationDocument.to_dict()`) and its two_ends
+    record: the JSON-ready record written to miss_split.json (docs/design.md)."""
+    say = log or (lambda _: None)
+    t0 = time.perf_counter()
+    checkpoint, rule, record, prediction = headline(doc)
+    if rule != "step_matched" or not prediction.get("tuned") or "nqm" not in record:
+        raise ValueError(f"report of {doc['workload']!r}: no step-matched headline prediction "
+                         f"at its {checkpoint!r} checkpoint to split")
+    vcfg = ValidationConfig.from_dict(doc["settings"])
+    sweep = doc["sweep_config"]
+    family = NQM_FAMILY[sweep["optimizer"]]
+    space = nqm_search_space(TrialSearchSpace(**{k: tuple(v) if isinstance(v, list) else v
+                                                 for k, v in sweep["search"].items()}))
+    tuned = prediction["tuned"]
+    batch_sizes = [int(pt["batch_size"]) for pt in tuned["points"]]
+    b_ref, m = int(two_ends_record["b_ref"]), two_ends_record["compared"]["measured"]["b_crit"]
+    s_fb = two_ends_record["full_set"]["steps"]
+    pct = two_ends_record["reruns"]["percentiles"]
+    target = prediction["target"]
+    say(f"{doc['workload']}: the fitted NQM without noise")
+    fitted = nqm_ends(fitted_nqm(record["nqm"], target), family, space, batch_sizes, b_ref,
+                      vcfg.nqm_max_steps, tuned_curve=tuned)
+    point = factors(b_ref, fitted["b_crit"], fitted["s_q"], fitted["n_q"], s_fb, pct["50"], m)
+    match = StepMatch(**{**{k: record["step_match"][k] for k in ("family", "batch_size",
+                                                                 "steps")}, "space": space})
+    draws = []
+    for i, config in enumerate(bootstrap_configs(record["nqm"], target, vcfg, match)):
+        if config is None:
+            draws.append(None)
+            continue
+        say(f"{doc['workload']}: bootstrap NQM {i + 1} of {vcfg.bootstrap}")
+        ends = nqm_ends(config, family, space, batch_sizes, b_ref, vcfg.nqm_max_steps)
+        draws.append({**ends, "target": config.target,
+                      **{k: v for k, v in factors(b_ref, ends["b_crit"], ends["s_q"],
+                                                  ends["n_q"], s_fb, pct["50"], m).items()
+                         if k in NQM_SIDE}})
+    by_percentile = {q: {k: v for k, v in factors(b_ref, fitted["b_crit"], fitted["s_q"],
+                                                  fitted["n_q"], s_fb, pct[q], m).items()
+                         if k in NETWORK_SIDE} for q in ("16", "84")}
+    intervals = {k: _percentiles((d or {}).get(k) for d in draws) for k in NQM_SIDE}
+    for k in NETWORK_SIDE:
+        ends = [by_percentile[q][k] for q in ("16", "84") if by_percentile[q][k] is not None]
+        intervals[k] = {"16": min(ends) if ends else None, "84": max(ends) if ends else None}
+    ratio = fitted["b_crit"] / m if fitted["b_crit"] is not None and m else None
+    return {"workload": doc["workload"], "optimizer": sweep["optimizer"], "checkpoint": checkpoint,
+            "b_ref": b_ref, "measured": m, "predicted": fitted["b_crit"], "ratio": ratio,
+            "within_2x": ratio is not None and 0.5 <= ratio <= 2.0,
+            "target": target, "s_ref": two_ends_record["s_ref"], "s_q": fitted["s_q"],
+            "n_q": fitted["n_q"], "noise_free_batch": fitted["noise_free_batch"], "s_fb": s_fb,
+            "s_tilde": pct, "factors": {k: point[k] for k in FACTORS},
+            "undefined": point["undefined"], "intervals": intervals,
+            "largest": largest(point), "draws": draws, "by_percentile": by_percentile,
+            "seconds": time.perf_counter() - t0}
+
+
+def table(records: list[dict]) -> str:
+    """The miss_split records as a Markdown table (docs/validation.md)."""
+    def g(x, digits=3):
+        return "-" if x is None else f"{x:.{digits}g}"
+
+    def factor(rec, k):
+        iv = rec["intervals"][k]
+        return f"{g(rec['factors'][k])} ({g(iv['16'])}-{g(iv['84'])})"
+
+    header = ("| workload | optimizer | rule 1 / measured | S_q | n_q (NQM, no noise) | S_fb^N "
+              "(network, full batch) | S~_ref | shape_nqm (16-84%) | noise_free (16-84%) | "
+              "reference (16-84%) | shape_net (16-84%) | largest |")
+    lines = [header, "|---" * 12 + "|"]
+    for rec in records:
+        lines.append(
+            f"| {rec['workload']} | {rec['optimizer']} | {g(rec['ratio'])} | {g(rec['s_q'])} | "
+            f"{g(rec['n_q'])} | {g(rec['s_fb'])} | {g(rec['s_tilde']['50'])} | "
+            + " | ".join(factor(rec, k) for k in FACTORS) + f" | {rec['largest'] or '-'} |")
+    return "\n".join(lines)

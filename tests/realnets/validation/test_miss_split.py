@@ -1,0 +1,151 @@
+"""realnets.validation.miss_split: the headline's predicted / measured B_crit split into four
+factors (docs/prediction_rule.md, session 33). The identity on hand-computed and random numbers;
+the undefined cases; the NQM's noise-free steps against the closed-form SGD loss scanned over
+rates; the bootstrap draws against the headline's own stored draws; every committed
+miss_split.json against the files it was computed from; the command."""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from nqm.problem import NQMConfig
+from nqm.tuning import SearchSpace
+from realnets.cli import main
+from realnets.validation import miss_split
+from realnets.validation.reconciliation import headline
+
+ROOT = Path(__file__).resolve().parents[3]
+REPORTS = ROOT / "reports" / "validation"
+SPLITS = sorted(REPORTS.glob(f"*/{miss_split.MISS_SPLIT_FILE}"))
+
+
+def test_the_factors_on_hand_computed_numbers():
+    # bends: NQM 50/5 - 1 = 9, matched 50/10 - 1 = 4, network 60/10 - 1 = 5
+    got = miss_split.factors(b_ref=8, p=100.0, s_q=50, n_q=5, s_fb=10, s_tilde=60.0, m=40.0)
+    assert got["shape_nqm"] == pytest.approx(100 / 72)
+    assert got["noise_free"] == pytest.approx(9 / 4)
+    assert got["reference"] == pytest.approx(4 / 5)
+    assert got["shape_net"] == pytest.approx(8 * 5 / 40)
+    assert got["undefined"] == {}
+    assert miss_split.largest(got) == "noise_free"
+
+
+def test_the_factors_multiply_to_predicted_over_measured():
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        s_fb, n_q = rng.uniform(1, 50, 2)
+        s_q, s_tilde = max(s_fb, n_q) * rng.uniform(1.01, 40, 2)
+        b_ref, p, m = rng.uniform(1, 500, 3)
+        got = miss_split.factors(b_ref, p, s_q, n_q, s_fb, s_tilde, m)
+        assert math.prod(got[k] for k in miss_split.FACTORS) == pytest.approx(p / m, rel=1e-12)
+
+
+def test_a_factor_is_undefined_where_its_bend_is_not_positive():
+    # no bend above B_ref on the network: the two factors holding S~ are undefined
+    got = miss_split.factors(8, 100.0, 50, 5, 10, 10.0, 40.0)
+    assert got["reference"] is None and got["shape_net"] is None
+    assert got["shape_nqm"] is not None and got["noise_free"] is not None
+    assert set(got["undefined"]) == {"reference", "shape_net"}
+    assert "S~ <= S_fb^N" in got["undefined"]["shape_net"]
+    # reruns not at the goal (an infinite percentile) and an NQM without noise penalty
+    got = miss_split.factors(8, 100.0, 5, 5, 10, None, 40.0)
+    assert all(got[k] is None for k in miss_split.FACTORS)
+    assert "S_q <= n_q" in got["undefined"]["shape_nqm"]
+    assert "S_q <= S_fb^N" in got["undefined"]["reference"]
+    assert miss_split.largest(got) is None
+    # a factor below one counts by its |log|
+    assert miss_split.largest({"shape_nqm": 1.5, "noise_free": 0.2, "reference": 3.0,
+                               "shape_net": None}) == "noise_free"
+
+
+def test_the_nqms_noise_free_steps_against_the_closed_form():
+    h, m = np.array([2.0, 0.5, 0.1]), np.array([3.0, 2.0, 5.0])
+    rates = np.linspace(0.01, 1.0, 200_001)          # the space's rates, up to 2 / h_1
+
+    def lowest(t):        # the lowest noise-free SGD loss after t steps over the rates
+        return (0.5 * (h * m)[None, :] * (1 - rates[:, None] * h[None, :]) ** (2 * t)).sum(1).min()
+
+    # a target between the lowest losses after 11 and 12 steps: 12 steps are needed
+    target = math.sqrt(lowest(11) * lowest(12))
+    config = NQMConfig(curvature=tuple(h), noise_variance=(1.0, 0.5, 0.2),
+                       init_second_moments=tuple(m), target=target, train_size=4096)
+    space = SearchSpace(learning_rate=(0.01, 1.0))
+    got = miss_split.nqm_ends(config, "sgd", space, [4, 8, 16, 32], 8, 10 ** 6)
+    assert got["n_q"] == 12 and got["noise_free_batch"] == 4096
+    assert got["s_q"] > got["n_q"] and got["b_crit"] > 0
+    # the stored curve, when given, is read rather than tuned again
+    stored = {"fit": {"b_crit": 123.0}, "points": [{"batch_size": 8, "steps": 99}]}
+    again = miss_split.nqm_ends(config, "sgd", space, [8], 8, 10 ** 6, tuned_curve=stored)
+    assert (again["b_crit"], again["s_q"], again["n_q"]) == (123.0, 99, 12)
+
+
+def _inputs(directory: Path):
+    return (json.loads((directory / "validation.json").read_text()),
+            json.loads((directory / "two_ends.json").read_text()))
+
+
+def test_the_split_redraws_the_headlines_own_bootstrap_nqms(tmp_path):
+    """digits_mlp with Adam (about 2 s): run again from its two input files, the split's draws
+    give the B_crit the headline's bootstrap stored, one for one, and its numbers are the
+    committed file's."""
+    doc, ends = _inputs(REPORTS / "digits_mlp_adam")
+    got = miss_split.run_split(doc, ends)
+    _, _, _, prediction = headline(doc)
+    assert [d["b_crit"] for d in got["draws"] if d] == pytest.approx(
+        prediction["bootstrap"]["tuned"]["draws"], rel=1e-9)
+    committed = json.loads((REPORTS / "digits_mlp_adam" / miss_split.MISS_SPLIT_FILE).read_text())
+    for k in miss_split.FACTORS:
+        assert got["factors"][k] == pytest.approx(committed["factors"][k], rel=1e-9)
+    assert got["n_q"] == committed["n_q"]
+
+
+@pytest.mark.parametrize("path", SPLITS, ids=[p.parent.name for p in SPLITS])
+def test_each_committed_split_agrees_with_its_inputs(path):
+    record = json.loads(path.read_text())
+    doc, ends = _inputs(path.parent)
+    _, _, _, prediction = headline(doc)
+    assert record["predicted"] == prediction["tuned"]["fit"]["b_crit"]
+    assert record["measured"] == ends["compared"]["measured"]["b_crit"]
+    assert record["s_fb"] == ends["full_set"]["steps"]
+    assert record["s_tilde"] == ends["reruns"]["percentiles"]
+    assert record["b_ref"] == ends["b_ref"]
+    point = miss_split.factors(record["b_ref"], record["predicted"], record["s_q"],
+                               record["n_q"], record["s_fb"], record["s_tilde"]["50"],
+                               record["measured"])
+    for k in miss_split.FACTORS:
+        assert record["factors"][k] == pytest.approx(point[k], rel=1e-12)
+    if all(record["factors"][k] is not None for k in miss_split.FACTORS):
+        assert math.prod(record["factors"].values()) == pytest.approx(record["ratio"],
+                                                                      rel=1e-9)
+    assert record["largest"] == miss_split.largest(record["factors"])
+    # the same NQMs as the headline's bootstrap, tuned again (on digits_cnn with SGD one draw's
+    # fit moves 0.5% between this machine and the one that made the report: last bits)
+    draws = [d["b_crit"] for d in record["draws"] if d]
+    assert draws == pytest.approx(prediction["bootstrap"]["tuned"]["draws"], rel=1e-2)
+    for k in miss_split.NQM_SIDE:
+        values = [d[k] for d in record["draws"] if d and d[k] is not None]
+        assert record["intervals"][k]["16"] == pytest.approx(np.percentile(values, 16))
+
+
+def test_the_command_writes_tabulates_and_refuses_bad_input(tmp_path, capsys):
+    report = tmp_path / "digits_mlp_adam"
+    report.mkdir()
+    for name in ("validation.json", "two_ends.json"):
+        shutil.copy(REPORTS / "digits_mlp_adam" / name, report / name)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["miss-split", str(report), str(empty), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "| digits_mlp | adam | 0.73 |" in out and f"no two_ends.json in: {empty}" in out
+    written = json.loads((report / miss_split.MISS_SPLIT_FILE).read_text())
+    assert written["command"].startswith("python -m realnets miss-split")
+    assert main(["miss-split", str(report), "--stored", "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["factors"] == written["factors"]
+    assert main(["miss-split", str(tmp_path / "nowhere")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
