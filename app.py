@@ -460,11 +460,13 @@ def show_reconciliation(measured, where, doc) -> None:
     """The reconciliation of this sweep's validation report: every measurement of B_crit (the
     fit and its interval, leave-one-out, the local CBS), the baselines B_simple and B_noise, and
     the NQM's prediction, with the predicted S(B) against the measured one."""
+    from realnets.validation.files import side_records
     from realnets.validation.report import TRANSFER_NOTE
     from realnets.validation.transfer import DEPARTS_FACTOR
     from ui import reports
     from ui import validation_charts
     st.session_state["reconciliation"] = None
+    st.session_state["miss_split"] = None
     st.session_state["transfer"] = None
     st.session_state["quadratic_path"] = None
     if doc is None:
@@ -476,8 +478,9 @@ def show_reconciliation(measured, where, doc) -> None:
                "the best trials with other seeds, NQM over "
                "bootstrap NQMs), or the leave-one-batch-size-out spread. B_simple and B_noise "
                "are the baselines: the NQM adds something where it is at least as close.")
-    st.session_state["reconciliation"] = reports.reconciliation_table(doc)
-    st.dataframe(reports.reconciliation_display(doc), hide_index=True)
+    sides = side_records(where, doc)
+    st.session_state["reconciliation"] = reports.reconciliation_table(doc, sides)
+    st.dataframe(reports.reconciliation_display(doc, sides), hide_index=True)
     try:
         figure = validation_charts.reconciliation_figure(doc)
     except (KeyError, ValueError) as err:
@@ -489,6 +492,19 @@ def show_reconciliation(measured, where, doc) -> None:
                "trained with the NQM's metaparameters. Dashed rules: each curve's B_crit (fit), "
                "its band the 16-84% range; the other rules: B_simple, B_noise and the local CBS "
                "at each branch step. Marks far outside the batch sizes are in the table only.")
+    split = reports.miss_split_display(sides)
+    st.session_state["miss_split"] = split
+    if split is not None:
+        s = sides["miss_split"]
+        st.markdown(f"**Where the headline's miss sits.** Predicted / measured B_crit = "
+                    f"{s['ratio']:.3g}, the product of four measured factors; the largest: "
+                    f"**{s['largest'] or '-'}** (docs/validation.md, 'Where the headline's miss "
+                    "sits').")
+        st.dataframe(split, hide_index=True)
+        st.caption(f"The tuned NQM needs n_q = {s['n_q']} steps without noise to its target "
+                   f"where the network needs S_fb^N = {s['s_fb']} full batch on its whole "
+                   "training set (`python -m realnets two-ends`, `python -m realnets "
+                   "miss-split`).")
     transfer = reports.transfer_display(doc)
     st.session_state["transfer"] = transfer
     if transfer is not None:

@@ -520,7 +520,8 @@ def validate_command(args, argv) -> str:
     report = validation_report.write_report(out, as_dict, export_charts(out, as_dict), notes=notes,
                                             command=prov.command, wall_seconds=prov.wall_seconds)
     summary_path = Path(args.summary) if args.summary else out.resolve().parent / SUMMARY_FILE
-    update_summary(summary_path, summary_entry(as_dict))
+    sides = files.side_records(out, as_dict)
+    update_summary(summary_path, summary_entry(as_dict, sides))
 
     def number(x, width, digits):
         return f"{'nan' if x is None else format(float(x), f'.{digits}g'):>{width}}"
@@ -529,7 +530,7 @@ def validate_command(args, argv) -> str:
         return "-" if x is None else format(float(x), f".{digits}g")
 
     lines = [f"{'reconciliation':<48} {'B':>10} {'se':>8} {'range':>19} {'ratio':>7}"]
-    for row in reconciliation(as_dict):
+    for row in reconciliation(as_dict, sides):
         value = (">=" if row["lower_bound"] else "") + cell(row["value"])
         span = "-" if row["lo"] is None else f"{cell(row['lo'])} .. {cell(row['hi'])}"
         lines.append(f"{row['estimate'][:48]:<48} {value:>10} {cell(row['se'], 2):>8} "
@@ -940,9 +941,9 @@ def two_ends_command(args, argv) -> str:
     from realnets import store, workloads
     from realnets.sweeps.records import read_repeats
     from realnets.validation import two_ends
-    from realnets.validation.files import read_validation
+    from realnets.validation.files import TWO_ENDS_FILE, read_validation
     from realnets.validation.rerun import reference_checkpoints
-    from realnets.validation.summary import summary_entry
+    from realnets.validation.summary import refresh_summary, summary_entry
 
     if args.sweep and len(args.dirs) > 1:
         raise ValueError("sweep: give --sweep with one DIR only")
@@ -960,8 +961,8 @@ def two_ends_command(args, argv) -> str:
             records.append(_goal_metric(directory, args, say))
             continue
         if args.stored:
-            if (directory / two_ends.TWO_ENDS_FILE).exists():
-                records.append(store.read_json(directory / two_ends.TWO_ENDS_FILE,
+            if (directory / TWO_ENDS_FILE).exists():
+                records.append(store.read_json(directory / TWO_ENDS_FILE,
                                                "two-ends record"))
             else:
                 missing.append(str(directory))
@@ -978,11 +979,12 @@ def two_ends_command(args, argv) -> str:
         record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
                   "command": "python -m realnets " + shlex.join(argv),
                   "wall_seconds": time.perf_counter() - start}
-        store.write_json_atomic(directory / two_ends.TWO_ENDS_FILE, record)
+        store.write_json_atomic(directory / TWO_ENDS_FILE, record)
+        refresh_summary(directory)
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
-    return two_ends.table(records) + (f"\nno {two_ends.TWO_ENDS_FILE} in: {', '.join(missing)}"
+    return two_ends.table(records) + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}"
                                       if missing else "")
 
 
@@ -995,8 +997,8 @@ def miss_split_command(args, argv) -> str:
 
     from realnets import store
     from realnets.validation import miss_split
-    from realnets.validation.files import read_validation
-    from realnets.validation.two_ends import TWO_ENDS_FILE
+    from realnets.validation.files import MISS_SPLIT_FILE, TWO_ENDS_FILE, read_validation
+    from realnets.validation.summary import refresh_summary
 
     directories = [Path(d) for d in args.dirs]
     for directory in directories:
@@ -1004,7 +1006,7 @@ def miss_split_command(args, argv) -> str:
             raise ValueError(f"dir {str(directory)!r} is not a directory (a validation report's)")
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
                                                                      flush=True))
-    needed = miss_split.MISS_SPLIT_FILE if args.stored else TWO_ENDS_FILE
+    needed = MISS_SPLIT_FILE if args.stored else TWO_ENDS_FILE
     records, missing = [], [str(d) for d in directories if not (d / needed).exists()]
     for directory in directories:
         if str(directory) in missing:
@@ -1016,7 +1018,8 @@ def miss_split_command(args, argv) -> str:
                                       store.read_json(directory / needed, "two-ends record"),
                                       log=say)
         record["command"] = "python -m realnets " + shlex.join(argv)
-        store.write_json_atomic(directory / miss_split.MISS_SPLIT_FILE, record)
+        store.write_json_atomic(directory / MISS_SPLIT_FILE, record)
+        refresh_summary(directory)
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
@@ -1029,9 +1032,9 @@ def _goal_metric(directory: Path, args, say) -> dict:
     from realnets import store, workloads
     from realnets.sweeps.curve import build_curve
     from realnets.validation import two_ends
-    from realnets.validation.files import read_validation
+    from realnets.validation.files import TWO_ENDS_FILE, read_validation
 
-    record = store.read_json(directory / two_ends.TWO_ENDS_FILE, "two-ends record")
+    record = store.read_json(directory / TWO_ENDS_FILE, "two-ends record")
     doc = read_validation(directory)
     _, config, trials = _report_sweep(doc, args.sweep, directory)
     task = workloads.get(doc.workload).build(text_file=config.text_file)
@@ -1042,7 +1045,7 @@ def _goal_metric(directory: Path, args, say) -> dict:
     got["reading"] = two_ends.goal_metric_reading(record["full_set"]["steps"],
                                                   got["steps_to_goal"], largest.steps)
     record = {**record, "goal_metric": got}
-    store.write_json_atomic(directory / two_ends.TWO_ENDS_FILE, record)
+    store.write_json_atomic(directory / TWO_ENDS_FILE, record)
     return record
 
 
@@ -1050,7 +1053,7 @@ def summary_text(path: str, rebuild: bool = False) -> str:
     """`python -m realnets summary`: the summary file as the docs' Markdown table (rebuilt first
     from the validation documents beside it with `rebuild`)."""
     from realnets.validation.summary import (read_summary, rebuild_summary, reruns_table,
-                                             rule_2_table, summary_table)
+                                             rule_2_table, summary_table, two_ends_table)
 
     file = Path(path)
     if rebuild:
@@ -1064,11 +1067,15 @@ def summary_text(path: str, rebuild: bool = False) -> str:
     if not entries:
         raise ValueError(f"summary file {path!r} holds no workloads")
     reruns, rule_2 = reruns_table(entries), rule_2_table(entries)
+    ends = two_ends_table(entries)
     return (summary_table(entries)
             + (f"\n\nThe winners rerun under other seeds:\n\n{reruns}" if reruns else "")
             + (f"\n\nRule 2 and the two-point estimate (docs/prediction_rule.md), beside the "
                f"headline:\n\n{rule_2}"
-               if rule_2 else ""))
+               if rule_2 else "")
+            + (f"\n\nBoth ends on the whole training set (python -m realnets two-ends) and "
+               f"where the headline's miss sits (python -m realnets miss-split):\n\n{ends}"
+               if ends else ""))
 
 
 def main(argv=None) -> int:

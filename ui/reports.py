@@ -10,8 +10,9 @@ import pandas as pd
 
 from realnets.validation.files import VALIDATION_FILE, made_from, read_validation
 from realnets.validation.reconciliation import COLUMNS, reconciliation
-from realnets.validation.report import (RECONCILIATION_HEADER, path_cells,
-                                       reconciliation_cells, transfer_cells)
+from realnets.validation.report import (MISS_SPLIT_HEADER, RECONCILIATION_HEADER,
+                                       miss_split_cells, path_cells, reconciliation_cells,
+                                       transfer_cells)
 
 
 def validation_for(config: dict, root: Path) -> Path | None:
@@ -50,19 +51,29 @@ def load_validation(out_dir: Path) -> pd.DataFrame:
     return table
 
 
-def reconciliation_table(doc: dict) -> pd.DataFrame:
-    """The reconciliation of a validation document (`realnets.validation.reconciliation`), one row
-    per estimate: estimate, step, value, se, lo, hi, ratio, ratio_lo, ratio_hi, lower_bound,
-    note (numbers as floats, NaN where unknown)."""
-    table = pd.DataFrame(reconciliation(doc), columns=list(COLUMNS))
+def reconciliation_table(doc: dict, sides: dict | None = None) -> pd.DataFrame:
+    """The reconciliation of a validation document (`realnets.validation.reconciliation`; `sides`:
+    the records made from it beside it, `files.side_records`), one row per estimate: estimate,
+    step, value, se, lo, hi, ratio, ratio_lo, ratio_hi, lower_bound, note (numbers as floats, NaN
+    where unknown)."""
+    table = pd.DataFrame(reconciliation(doc, sides), columns=list(COLUMNS))
     for col in ("step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi"):
         table[col] = pd.to_numeric(table[col], errors="coerce").astype(float)
     return table
 
 
-def reconciliation_display(doc: dict) -> pd.DataFrame:
+def reconciliation_display(doc: dict, sides: dict | None = None) -> pd.DataFrame:
     """The reconciliation as report.md shows it (text cells: 'B ± se', 'lo .. hi', ratios)."""
-    return pd.DataFrame(reconciliation_cells(doc), columns=RECONCILIATION_HEADER)
+    return pd.DataFrame(reconciliation_cells(doc, sides), columns=RECONCILIATION_HEADER)
+
+
+def miss_split_display(sides: dict | None) -> pd.DataFrame | None:
+    """The headline's miss split into four factors as report.md shows it (text cells), or None
+    without a miss_split record made from the document."""
+    split = (sides or {}).get("miss_split")
+    if split is None:
+        return None
+    return pd.DataFrame(miss_split_cells(split), columns=MISS_SPLIT_HEADER)
 
 
 def transfer_display(doc: dict) -> pd.DataFrame | None:

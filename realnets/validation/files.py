@@ -1,8 +1,11 @@
-"""validation.json as a typed record: written atomically, read back with its parts checked."""
+"""validation.json as a typed record: written atomically, read back with its parts checked; the
+records other commands add beside it (two_ends.json, miss_split.json), kept only while they
+belong to it (`side_records`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -11,6 +14,9 @@ from realnets.sweeps.records import IDENTITY
 from realnets.validation.settings import ValidationConfig
 
 VALIDATION_FILE = "validation.json"
+# written beside it by `python -m realnets two-ends` and `python -m realnets miss-split`
+TWO_ENDS_FILE = "two_ends.json"
+MISS_SPLIT_FILE = "miss_split.json"
 
 
 @dataclass(frozen=True)
@@ -145,3 +151,54 @@ def read_validation(out_dir: Path) -> ValidationDocument:
         return ValidationDocument.from_dict(raw)
     except ValueError as err:
         raise ValueError(f"validation: {path}: {err}") from None
+
+
+def _headline_b_crit(doc: dict) -> float | None:
+    checkpoint = doc["settings"]["checkpoints"][0]
+    rule = doc["settings"].get("target_rule", "train_loss")
+    pred = (((doc["checkpoints"].get(checkpoint) or {}).get("predictions") or {}).get(rule)
+            or {})
+    return (pred.get("tuned") or {}).get("fit", {}).get("b_crit")
+
+
+def side_records(out_dir: Path, doc: dict) -> dict:
+    """{"two_ends": record or None, "miss_split": record or None}: DIR's two_ends.json and
+    miss_split.json, each only when it was made from this validation document (`doc`, as
+    `ValidationDocument.to_dict()`): the same workload and optimizer, reference batch size and
+    steps, measured B_crit and headline prediction; the split also needs the kept two_ends
+    record's S_fb^N. A record of an earlier validation in the directory, or one that does not
+    read, is left out (None)."""
+    out_dir = Path(out_dir)
+    run = doc["calibration_run"]
+    measured = doc["measured"]["fit"]["b_crit"]
+    predicted = _headline_b_crit(doc)
+    optimizer = doc["sweep_config"].get("optimizer")
+
+    def read(name):
+        try:
+            record = store.read_json(out_dir / name, name) if (out_dir / name).is_file() else None
+        except ValueError:
+            return None
+        if not isinstance(record, dict) or record.get("workload") != doc["workload"] \
+                or record.get("optimizer") != optimizer:
+            return None
+        return record
+
+    def same(x, y):      # to the last bits a rerun on another CPU may change
+        if x is None or y is None:
+            return x is y
+        return math.isclose(float(x), float(y), rel_tol=1e-9)
+
+    ends = read(TWO_ENDS_FILE)
+    if ends is not None and not (
+            ends.get("b_ref") == run["batch_size"] and ends.get("s_ref") == run["sweep_steps_to_goal"]
+            and same((ends.get("compared") or {}).get("measured", {}).get("b_crit"), measured)
+            and same(ends["compared"].get("rule_1"), predicted)):
+        ends = None
+    split = read(MISS_SPLIT_FILE)
+    if split is not None and not (
+            ends is not None and same(split.get("measured"), measured)
+            and same(split.get("predicted"), predicted)
+            and split.get("s_fb") == ends["full_set"]["steps"]):
+        split = None
+    return {"two_ends": ends, "miss_split": split}

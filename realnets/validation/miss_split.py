@@ -34,7 +34,6 @@ from realnets.validation.targets import StepMatch, nqm_optimizer, nqm_search_spa
 from realnets.validation.two_ends import noise_free_batch
 from realnets.workloads.search_space import TrialSearchSpace
 
-MISS_SPLIT_FILE = "miss_split.json"
 FACTORS = ("shape_nqm", "noise_free", "reference", "shape_net")
 # the NQM's side (over its bootstrap draws) and the network's (over the reruns' percentiles)
 NQM_SIDE, NETWORK_SIDE = FACTORS[:2], FACTORS[2:]

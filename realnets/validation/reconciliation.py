@@ -24,6 +24,9 @@ Rows (`reconciliation`), every batch size per example:
                                  document has it and it is not the headline
   two-point estimate             B_ref (S_ref / S_fb - 1) (`two_point`), where the document has
                                  rule 2: 16-84% over the reference trial's reruns
+  two-point estimate, both ends  B_ref (S~_ref / S_fb^N - 1), where the directory holds a
+                                 two_ends.json made from the document (`sides`): the reruns'
+                                 median and 16-84%, full batch on the whole training set
 Each row: estimate, step, value, se, lo, hi, ratio (value / measured B_crit), ratio_lo, ratio_hi
 (lo and hi over it), lower_bound, note.
 """
@@ -47,6 +50,7 @@ B_NOISE = "B_noise = tr(H Sigma) / (G^T H G)"
 NQM = "NQM prediction (tuned B_crit)"
 NQM_RULE_2 = "NQM prediction, rule 2 (noise-free match)"
 TWO_POINT = "two-point estimate B_ref (S_ref / S_fb - 1)"
+TWO_ENDS = "two-point estimate, both ends measured: B_ref (S~_ref / S_fb^N - 1)"
 COLUMNS = ("estimate", "step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi",
            "lower_bound", "note")
 # the reruns' percentiles an interval is drawn from (16-84%) and a typical run (the median)
@@ -155,8 +159,9 @@ def _local_cbs_rows(doc: dict, b_crit: float | None) -> list[dict]:
     return rows
 
 
-def reconciliation(doc: dict) -> list[dict]:
-    """The table of one workload (see the module docstring for its rows and columns)."""
+def reconciliation(doc: dict, sides: dict | None = None) -> list[dict]:
+    """The table of one workload (see the module docstring for its rows and columns); `sides`:
+    the records made from the document beside it (`files.side_records`), or None."""
     measured = doc["measured"]
     b_crit = measured["fit"]["b_crit"]
     lo, hi, why = measured_interval(measured)
@@ -191,7 +196,24 @@ def reconciliation(doc: dict) -> list[dict]:
         rows.append(_row(TWO_POINT, b_crit, value=two["value"], lo=two["lo"], hi=two["hi"],
                          note=f"S_ref {two['s_ref']} at B_ref, S_fb {two['s_fb']} full batch "
                               f"(no NQM; docs/prediction_rule.md); {two['note']}"))
+    ends = (sides or {}).get("two_ends")
+    if ends is not None:
+        rows.append(_two_ends_row(ends, b_crit))
     return rows
+
+
+def _two_ends_row(ends: dict, b_crit) -> dict:
+    """The row of a two_ends record's B_2pt' (docs/prediction_rule.md, session 32)."""
+    fb, reruns = ends["full_set"], ends["reruns"]
+    two = ends["two_point"]
+    pct = reruns["percentiles"]
+    return _row(TWO_ENDS, b_crit, value=two["50"], lo=two["16"], hi=two["84"],
+                note=f"S~_ref {pct['50']:.4g}, the median of the reference trial's "
+                     f"{reruns['count']} reruns ({reruns['not_at_goal']} not at the goal), at "
+                     f"B_ref {ends['b_ref']}; S_fb^N {fb['steps']} full batch on the whole "
+                     f"training set ({fb['sample_rows']} rows; no NQM; docs/prediction_rule.md, "
+                     "session 32); 16-84% with the reruns' 16th and 84th percentiles"
+                if pct["50"] is not None else "the reruns' median is not finite")
 
 
 PERCENTILES = (16, 50, 84)

@@ -13,6 +13,7 @@ import numpy as np
 
 from realnets import store
 from realnets.sweeps.branching import BranchResult, render as render_branches
+from realnets.validation.files import side_records
 from realnets.validation.quadratic_path import network_shape, steps_text
 from realnets.validation.reconciliation import reconciliation, two_point
 from realnets.validation.settings import RULE_2, TARGET_LABELS, TARGET_RULES
@@ -74,12 +75,12 @@ RECONCILIATION_HEADER = ["estimate", "B (per example)", "range", "ratio to measu
                          "range / measured B_crit", "how"]
 
 
-def reconciliation_cells(doc: dict) -> list[list[str]]:
+def reconciliation_cells(doc: dict, sides: dict | None = None) -> list[list[str]]:
     """The reconciliation as text cells under RECONCILIATION_HEADER: per estimate its B (±
     standard error; '>=' a lower bound), its 16-84% range or spread, both as ratios to the
-    measured B_crit, and how it was made."""
+    measured B_crit, and how it was made (`sides` as `reconciliation`'s)."""
     rows = []
-    for r in reconciliation(doc):
+    for r in reconciliation(doc, sides):
         value = ((">= " if r["lower_bound"] else "") + _fmt(r["value"])
                  + ("" if r["se"] is None else f" ± {_fmt(r['se'], 2)}"))
         rows.append([r["estimate"], value, _span(r["lo"], r["hi"]), _fmt(r["ratio"], 3),
@@ -87,9 +88,47 @@ def reconciliation_cells(doc: dict) -> list[list[str]]:
     return rows
 
 
-def reconciliation_markdown(doc: dict) -> list[str]:
+def reconciliation_markdown(doc: dict, sides: dict | None = None) -> list[str]:
     """The reconciliation table (`reconciliation_cells`) in markdown."""
-    return _table(RECONCILIATION_HEADER, reconciliation_cells(doc))
+    return _table(RECONCILIATION_HEADER, reconciliation_cells(doc, sides))
+
+
+MISS_SPLIT_HEADER = ["factor", "value", "16-84%", "what it compares"]
+MISS_SPLIT_WHAT = {
+    "shape_nqm": "the NQM's S(B) against the hyperbola through its own two ends: P / (B_ref "
+                 "(S_q / n_q - 1)); range over the bootstrap NQMs",
+    "noise_free": "the NQM's steps without noise against the network's full batch: (S_q / n_q - "
+                  "1) / (S_q / S_fb^N - 1); range over the bootstrap NQMs",
+    "reference": "the NQM's matched steps at B_ref against the reruns' median: (S_q / S_fb^N - "
+                 "1) / (S~_ref / S_fb^N - 1); range with the reruns' 16th and 84th percentiles",
+    "shape_net": "the network's S(B) against the hyperbola through its two ends: B_2pt' / "
+                 "measured B_crit; range likewise"}
+
+
+def miss_split_cells(split: dict) -> list[list[str]]:
+    """A miss_split record (`realnets.validation.miss_split`) as text cells under
+    MISS_SPLIT_HEADER, one row per factor."""
+    return [[k, _fmt(split["factors"][k], 3),
+             _span(split["intervals"][k]["16"], split["intervals"][k]["84"], 3),
+             MISS_SPLIT_WHAT[k] + (f" (undefined: {split['undefined'][k]})"
+                                   if k in split.get("undefined", {}) else "")]
+            for k in MISS_SPLIT_WHAT]
+
+
+def miss_split_markdown(split: dict | None) -> list[str]:
+    """The section of a miss_split record (nothing without one)."""
+    if split is None:
+        return []
+    return ["## Where the headline's miss sits", "",
+            f"`python -m realnets miss-split` (docs/validation.md, 'Where the headline's miss "
+            f"sits'): the headline's predicted / measured B_crit, {_fmt(split['predicted'])} / "
+            f"{_fmt(split['measured'])} = {_fmt(split['ratio'], 3)}, is the product of four "
+            f"factors. The tuned NQM needs S_q = {_fmt(split['s_q'])} steps at B_ref = "
+            f"{split['b_ref']} and n_q = {_fmt(split['n_q'])} without noise to its target; the "
+            f"network needs S_fb^N = {_fmt(split['s_fb'])} full batch on its whole training set, "
+            f"and its reruns at B_ref a median S~_ref = {_fmt(split['s_tilde']['50'])}.", "",
+            *_table(MISS_SPLIT_HEADER, miss_split_cells(split)), "",
+            f"The largest (by |log|): **{split['largest'] or '-'}**.", ""]
 
 
 def comparison_markdown(doc: dict) -> list[str]:
@@ -478,10 +517,11 @@ def title(doc: dict) -> str:
 
 def render_markdown(doc: dict, charts: dict, notes: str | None = None,
                     command: str | None = None, wall_seconds: float | None = None,
-                    adam_basis: dict | None = None) -> str:
+                    adam_basis: dict | None = None, sides: dict | None = None) -> str:
     """report.md: the reconciliation table and chart, the diagnostic comparison table, the charts,
     the measured sweep, the calibration run, and every fitted number with its uncertainty; with
-    `adam_basis` (a `realnets.validation.adam_basis` record) its section too."""
+    `adam_basis` (a `realnets.validation.adam_basis` record) its section too, and with `sides`
+    (`files.side_records`) the two-point estimate's row and the miss split's section."""
     w = doc["workload"]
     sc = doc["sweep_config"]
     run = doc["calibration_run"]
@@ -494,7 +534,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     checkpoint = doc["settings"]["checkpoints"][0]
     rule = doc["settings"].get("target_rule", "train_loss")
     lines += ["## Reconciliation: the critical batch size measured and predicted", ""]
-    lines += reconciliation_markdown(doc)
+    lines += reconciliation_markdown(doc, sides)
     lines += ["", f"Headline: the {checkpoint} checkpoint, {TARGET_LABELS.get(rule, rule)} "
               "(docs/prediction_rule.md). Ranges: 16-84% over resampled trials or reruns of the "
               "best trials with other seeds (measured: the row says which), the "
@@ -507,6 +547,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     if RECONCILIATION_CHART in charts:
         c = charts[RECONCILIATION_CHART]
         lines += [f"![reconciliation]({c['png']}) ([SVG]({c['svg']}))", ""]
+    lines += miss_split_markdown((sides or {}).get("miss_split"))
     lines += transfer_markdown(doc)
     lines += path_markdown(doc, charts.get(PATH_CHART))
     lines += adam_basis_markdown(adam_basis)
@@ -581,7 +622,8 @@ def write_report(out_dir: Path, doc: dict, charts: dict | None = None, notes: st
                  command: str | None = None, wall_seconds: float | None = None) -> Path:
     """report.md into `out_dir` (charts: {stem: {"png": name, "svg": name}} already written
     there, e.g. by `ui.validation_charts.export_charts`), with the section of an
-    ADAM_BASIS_FILE the directory holds (`python -m realnets adam-basis`); returns the report's
+    ADAM_BASIS_FILE the directory holds (`python -m realnets adam-basis`) and the two_ends and
+    miss_split records made from this document (`files.side_records`); returns the report's
     path."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -591,5 +633,5 @@ def write_report(out_dir: Path, doc: dict, charts: dict | None = None, notes: st
     if record is not None and not made_for(record, doc):
         record = None          # a record of an earlier validation in this directory: left out
     store.write_text_atomic(path, render_markdown(doc, charts or {}, notes, command, wall_seconds,
-                                                  record))
+                                                  record, side_records(out_dir, doc)))
     return path

@@ -18,8 +18,15 @@ Each entry (`summary_entry`, from a validation document):
    "ratio",                                     # predicted / measured B_crit
    "rule_2": {"b_crit", "lo", "hi", "bound",    # rule 2 of docs/prediction_rule.md beside the
               "ratio", "full_batch_steps"},     # headline (null in a document without it)
-   "two_point": {"b_crit", "lo", "hi", "ratio"}}  # B_ref (S_ref / S_fb - 1), no NQM (null
+   "two_point": {"b_crit", "lo", "hi", "ratio"},  # B_ref (S_ref / S_fb - 1), no NQM (null
                                                 # without rule 2's full-batch steps)
+   "two_ends": {"s_fb", "s_ref_reruns": {"16", "50", "84"},   # DIR/two_ends.json (null without
+                "b_2pt": {"b_crit", "lo", "hi", "ratio"},     # one made from this document):
+                "rule_3": {"b_crit", "lo", "hi", "ratio"}},   # B_2pt' and rule 3, session 32
+   "miss_split": {"factors": {"shape_nqm", "noise_free",      # DIR/miss_split.json (null
+                              "reference", "shape_net"},      # likewise): the headline's
+                  "intervals": {factor: {"16", "84"}},        # ratio split into four factors
+                  "largest"}}
 Unknown numbers are null. An entry is keyed by its workload and optimizer (the same network and
 data may be swept with momentum and with Adam: two entries). `python -m realnets validate` replaces
 its key's entry and keeps the others (`update_summary`); the file is written atomically.
@@ -57,8 +64,10 @@ def _reruns_entry(reruns: dict | None) -> dict | None:
             "one_run": {"lo": one_lo, "hi": one_hi}}
 
 
-def summary_entry(doc: dict) -> dict:
-    """The headline numbers of one validation document (`ValidationDocument.to_dict()`)."""
+def summary_entry(doc: dict, sides: dict | None = None) -> dict:
+    """The headline numbers of one validation document (`ValidationDocument.to_dict()`), with
+    `sides` (`files.side_records`: its two_ends and miss_split records, each or both None) the
+    two_ends and miss_split entries too."""
     settings = doc["settings"]
     rule = settings.get("target_rule", "train_loss")
     checkpoint = settings["checkpoints"][0]
@@ -91,7 +100,33 @@ def summary_entry(doc: dict) -> dict:
         "ratio": predicted / measured if predicted is not None and measured else None,
         "rule_2": _rule_2_entry(doc, c, measured),
         "two_point": _two_point_entry(doc, measured),
+        "two_ends": _two_ends_entry((sides or {}).get("two_ends"), measured),
+        "miss_split": _miss_split_entry((sides or {}).get("miss_split")),
     }
+
+
+def _two_ends_entry(record: dict | None, measured: float | None) -> dict | None:
+    if record is None:
+        return None
+
+    def estimate(by: dict) -> dict:
+        value = by.get("50")
+        return {"b_crit": value, "lo": by.get("16"), "hi": by.get("84"),
+                "ratio": value / measured if value is not None and measured else None}
+
+    rule_3 = {q: v.get("b_crit") for q, v in ((record.get("rule_3") or {}).get("by")
+                                               or {}).items()}
+    return {"s_fb": record["full_set"]["steps"], "s_ref_reruns": record["reruns"]["percentiles"],
+            "b_2pt": estimate(record["two_point"]), "rule_3": estimate(rule_3)}
+
+
+def _miss_split_entry(record: dict | None) -> dict | None:
+    if record is None:
+        return None
+    return {"factors": record["factors"],
+            "intervals": {k: {"16": v["16"], "84": v["84"]}
+                          for k, v in record["intervals"].items()},
+            "largest": record["largest"]}
 
 
 def _two_point_entry(doc: dict, measured: float | None) -> dict | None:
@@ -145,19 +180,37 @@ def update_summary(path: Path, entry: dict) -> None:
     store.write_json_atomic(Path(path), sorted(entries, key=entry_key))
 
 
+def directory_entry(directory: Path) -> dict:
+    """The summary entry of a validation directory: its validation.json with the two_ends and
+    miss_split records made from it (`files.side_records`)."""
+    from realnets.validation.files import read_validation, side_records
+
+    doc = read_validation(directory).to_dict()
+    return summary_entry(doc, side_records(directory, doc))
+
+
 def rebuild_summary(path: Path) -> list[dict]:
-    """Rewrites the summary at `path` from the validation documents in the directories beside it
-    (each DIR/validation.json), with no measurement rerun: the summary is a view of them.
-    Returns the entries written."""
-    from realnets.validation.files import VALIDATION_FILE, read_validation
+    """Rewrites the summary at `path` from the validation directories beside it (each
+    DIR/validation.json and the records beside it), with no measurement rerun: the summary is a
+    view of them. Returns the entries written."""
+    from realnets.validation.files import VALIDATION_FILE
 
     path = Path(path)
     dirs = sorted(d for d in path.parent.iterdir() if (d / VALIDATION_FILE).is_file())
     if not dirs:
         raise ValueError(f"no validation documents beside {path} (DIR/{VALIDATION_FILE})")
-    entries = [summary_entry(read_validation(d).to_dict()) for d in dirs]
-    store.write_json_atomic(path, sorted(entries, key=entry_key))
+    store.write_json_atomic(path, sorted((directory_entry(d) for d in dirs), key=entry_key))
     return read_summary(path)
+
+
+def refresh_summary(directory: Path) -> Path | None:
+    """After a record was added beside a validation document: its entry replaced in the
+    summary.json beside the directory, when that summary exists (its path; else None)."""
+    path = Path(directory).resolve().parent / SUMMARY_FILE
+    if not path.is_file():
+        return None
+    update_summary(path, directory_entry(directory))
+    return path
 
 
 def _num(x, digits: int = 4) -> str:
@@ -257,4 +310,31 @@ def rule_2_table(entries: list[dict]) -> str:
                      f"{_num(simple / measured if simple is not None and measured else None, 3)}"
                      f" | {_num(r['full_batch_steps'])} | {_b_crit_cell(two)} | "
                      f"{_num(two['ratio'], 3)} |")
+    return "\n".join(lines)
+
+
+def two_ends_table(entries: list[dict]) -> str:
+    """Both ends measured on the network and where the headline's miss sits, as a Markdown table
+    ("" when no entry has a two_ends record): the measured B_crit, the headline's ratio, B_2pt'
+    with its 16-84% range over the reruns and its ratio, rule 3's ratio, B_simple's, and the
+    split's noise-free factor (16-84% over bootstrap NQMs) and its largest factor."""
+    rows = [e for e in entries if e.get("two_ends")]
+    if not rows:
+        return ""
+    lines = ["| workload | optimizer | measured B_crit | headline ratio | S_fb^N | B_2pt' "
+             "(16-84%) | B_2pt' ratio | rule 3 ratio | B_simple ratio | noise-free factor "
+             "(16-84%) | largest factor |", "|---" * 11 + "|"]
+    for e in rows:
+        ends, split, measured = e["two_ends"], e.get("miss_split"), e["measured"]["b_crit"]
+        simple = e["b_simple"]["value"]
+        if split:
+            iv = split["intervals"]["noise_free"]
+            nf = (f"{_num(split['factors']['noise_free'], 3)} ({_num(iv['16'], 3)}-"
+                  f"{_num(iv['84'], 3)})")
+        lines.append(f"| {e['workload']} | {e['optimizer']} | {_num(measured)} | "
+                     f"{_num(e['ratio'], 3)} | {_num(ends['s_fb'])} | "
+                     f"{_b_crit_cell(ends['b_2pt'])} | **{_num(ends['b_2pt']['ratio'], 3)}** | "
+                     f"{_num(ends['rule_3']['ratio'], 3)} | "
+                     f"{_num(simple / measured if simple is not None and measured else None, 3)}"
+                     f" | {nf if split else '-'} | {split['largest'] if split else '-'} |")
     return "\n".join(lines)

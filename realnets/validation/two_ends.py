@@ -39,7 +39,6 @@ from realnets.validation.settings import NQM_FAMILY, ValidationConfig
 from realnets.validation.targets import nqm_optimizer, nqm_search_space, step_matched_target
 from realnets.workloads.tasks import Task
 
-TWO_ENDS_FILE = "two_ends.json"
 # rows of the "whole set" of a task with unlimited data (the control): 16x the calibration sample
 UNLIMITED_ROWS = 16_384
 # rule 3 uses rule 1's NQM: the one fitted at the goal checkpoint

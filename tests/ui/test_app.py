@@ -275,6 +275,17 @@ def test_the_reconciliation_leads_the_tab_for_a_sweep_with_a_report(measured_app
     assert nqm["value"] == pytest.approx(validation[(validation["quantity"] == headline)
                                                     & (validation["checkpoint"] == "goal")][
         "value"].iloc[0])
+    # the two-point estimate with both ends measured, and the headline's miss split, from the
+    # records beside the document (two_ends.json, miss_split.json)
+    reports_dir = Path(__file__).resolve().parents[2] / "reports" / "validation" / "mnist_mlp"
+    ends = json.loads((reports_dir / "two_ends.json").read_text())
+    row = table[table["estimate"].str.startswith("two-point estimate, both ends")].iloc[0]
+    assert (row["value"], row["lo"], row["hi"]) == pytest.approx(
+        (ends["two_point"]["50"], ends["two_point"]["16"], ends["two_point"]["84"]))
+    split = json.loads((reports_dir / "miss_split.json").read_text())
+    shown = at.session_state["miss_split"]
+    assert list(shown["factor"]) == ["shape_nqm", "noise_free", "reference", "shape_net"]
+    assert list(shown["value"]) == [f"{split['factors'][k]:.3g}" for k in shown["factor"]]
     # its chart comes first: the measured and predicted curves in absolute steps, and the
     # network run with the NQM's metaparameters (where it reached the goal)
     curves = next(f for f in chart_frames(at, 0) if "curve" in f and "steps" in f)

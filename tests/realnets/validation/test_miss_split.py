@@ -18,11 +18,12 @@ from nqm.problem import NQMConfig
 from nqm.tuning import SearchSpace
 from realnets.cli import main
 from realnets.validation import miss_split
+from realnets.validation.files import MISS_SPLIT_FILE
 from realnets.validation.reconciliation import headline
 
 ROOT = Path(__file__).resolve().parents[3]
 REPORTS = ROOT / "reports" / "validation"
-SPLITS = sorted(REPORTS.glob(f"*/{miss_split.MISS_SPLIT_FILE}"))
+SPLITS = sorted(REPORTS.glob(f"*/{MISS_SPLIT_FILE}"))
 
 
 def test_the_factors_on_hand_computed_numbers():
@@ -99,7 +100,7 @@ def test_the_split_redraws_the_headlines_own_bootstrap_nqms(tmp_path):
     _, _, _, prediction = headline(doc)
     assert [d["b_crit"] for d in got["draws"] if d] == pytest.approx(
         prediction["bootstrap"]["tuned"]["draws"], rel=1e-9)
-    committed = json.loads((REPORTS / "digits_mlp_adam" / miss_split.MISS_SPLIT_FILE).read_text())
+    committed = json.loads((REPORTS / "digits_mlp_adam" / MISS_SPLIT_FILE).read_text())
     for k in miss_split.FACTORS:
         assert got["factors"][k] == pytest.approx(committed["factors"][k], rel=1e-9)
     assert got["n_q"] == committed["n_q"]
@@ -143,7 +144,7 @@ def test_the_command_writes_tabulates_and_refuses_bad_input(tmp_path, capsys):
     assert main(["miss-split", str(report), str(empty), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "| digits_mlp | adam | 0.73 |" in out and f"no two_ends.json in: {empty}" in out
-    written = json.loads((report / miss_split.MISS_SPLIT_FILE).read_text())
+    written = json.loads((report / MISS_SPLIT_FILE).read_text())
     assert written["command"].startswith("python -m realnets miss-split")
     assert main(["miss-split", str(report), "--stored", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["factors"] == written["factors"]

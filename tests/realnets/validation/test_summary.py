@@ -1,16 +1,18 @@
 """summary.json: one entry per workload, the headline numbers of its validation document."""
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
 
-from realnets.validation.files import read_validation
 from realnets.cli import main as realnets_main
-from realnets.validation.files import write_validation
-from realnets.validation.summary import (SUMMARY_FILE, read_summary, rebuild_summary,
-                                         entry_key, reruns_table, rule_2_table,
-                                         summary_entry, summary_table, update_summary)
+from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, read_validation,
+                                       side_records, write_validation)
+from realnets.validation.summary import (SUMMARY_FILE, entry_key, read_summary,
+                                         rebuild_summary, refresh_summary, reruns_table,
+                                         rule_2_table, summary_entry, summary_table,
+                                         two_ends_table, update_summary)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
 
@@ -141,7 +143,7 @@ def test_committed_summary_matches_every_committed_report():
     assert len(entries) == len(docs)
     for d, doc in made.items():
         assert (d.name in (doc["workload"], "_".join(keys[d])) or ":" in doc["workload"])
-        assert json.loads(json.dumps(summary_entry(doc))) == entries[keys[d]]
+        assert json.loads(json.dumps(summary_entry(doc, side_records(d, doc)))) == entries[keys[d]]
 
 
 def _points(steps, batch_sizes=(16, 32, 64, 128, 256, 512, 1024)):
@@ -178,6 +180,9 @@ def test_rebuild_equals_the_committed_summary(tmp_path):
     docs = sorted(p.parent for p in REPORTS.glob("*/validation.json"))
     for d in docs:
         write_validation(tmp_path / d.name, read_validation(d))
+        for name in (TWO_ENDS_FILE, MISS_SPLIT_FILE):
+            if (d / name).is_file():
+                shutil.copy(d / name, tmp_path / d.name / name)
     rebuilt = rebuild_summary(tmp_path / SUMMARY_FILE)
     assert rebuilt == read_summary(REPORTS / SUMMARY_FILE)
 
@@ -192,3 +197,65 @@ def test_summary_cli_prints_the_table_and_refuses_a_missing_file(tmp_path, capsy
     assert len(err) == 1 and "does not exist" in err[0]
     assert realnets_main(["summary", "--rebuild", str(tmp_path / SUMMARY_FILE)]) == 2
     assert "no validation documents" in capsys.readouterr().err
+
+
+def _report_copy(tmp_path, name="digits_mlp"):
+    d = tmp_path / name
+    d.mkdir()
+    for f in ("validation.json", TWO_ENDS_FILE, MISS_SPLIT_FILE):
+        shutil.copy(REPORTS / name / f, d / f)
+    return d, read_validation(d).to_dict()
+
+
+def test_side_records_keep_only_the_records_made_from_this_document(tmp_path):
+    d, doc = _report_copy(tmp_path)
+    sides = side_records(d, doc)
+    assert sides["two_ends"]["b_ref"] == doc["calibration_run"]["batch_size"]
+    assert sides["miss_split"]["predicted"] == doc["checkpoints"]["goal"]["predictions"][
+        "step_matched"]["tuned"]["fit"]["b_crit"]
+    # another headline prediction (a later validation): both records are an earlier one's
+    changed = json.loads(json.dumps(doc))
+    changed["checkpoints"]["goal"]["predictions"]["step_matched"]["tuned"]["fit"]["b_crit"] = 1.0
+    assert side_records(d, changed) == {"two_ends": None, "miss_split": None}
+    # another reference run: the two ends go, and the split with them
+    changed = json.loads(json.dumps(doc))
+    changed["calibration_run"]["sweep_steps_to_goal"] += 1
+    assert side_records(d, changed) == {"two_ends": None, "miss_split": None}
+    # another workload's records, or a file that does not read: left out
+    assert side_records(d, {**doc, "workload": "other"}) == {"two_ends": None, "miss_split": None}
+    (d / MISS_SPLIT_FILE).write_text("{not json")
+    assert side_records(d, doc)["miss_split"] is None
+    assert side_records(d, doc)["two_ends"] is not None
+    assert summary_entry(doc, side_records(d, doc))["miss_split"] is None
+
+
+def test_the_two_ends_table_holds_each_records_numbers():
+    entries = read_summary(REPORTS / SUMMARY_FILE)
+    table = two_ends_table(entries).splitlines()
+    with_ends = [e for e in entries if e["two_ends"]]
+    assert len(table) == 2 + len(with_ends) and with_ends
+    for e, row in zip(with_ends, table[2:]):
+        d = next(p.parent for p in REPORTS.glob("*/validation.json")
+                 if (read_validation(p.parent).workload, read_validation(p.parent).sweep_config[
+                     "optimizer"]) == entry_key(e))
+        ends = json.loads((d / TWO_ENDS_FILE).read_text())
+        ratio = ends["two_point"]["50"] / e["measured"]["b_crit"]
+        assert f"**{ratio:.3g}**" in row
+        split = json.loads((d / MISS_SPLIT_FILE).read_text())
+        assert row.endswith(f"| {split['largest']} |")
+        assert f"| {split['factors']['noise_free']:.3g} (" in row
+    assert two_ends_table([{**e, "two_ends": None} for e in entries]) == ""
+
+
+def test_refresh_replaces_the_entry_when_a_summary_sits_beside(tmp_path):
+    d, doc = _report_copy(tmp_path)
+    assert refresh_summary(d) is None                   # no summary beside: nothing written
+    (d / MISS_SPLIT_FILE).unlink()
+    path = tmp_path / SUMMARY_FILE
+    update_summary(path, summary_entry(doc))
+    assert read_summary(path)[0]["two_ends"] is None
+    assert refresh_summary(d) == path.resolve()
+    entry = read_summary(path)[0]
+    assert entry["two_ends"]["s_fb"] == json.loads((d / TWO_ENDS_FILE).read_text())[
+        "full_set"]["steps"]
+    assert entry["miss_split"] is None

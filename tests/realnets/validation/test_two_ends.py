@@ -17,6 +17,7 @@ from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, SearchSpace, tune_curve
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation import two_ends
+from realnets.validation.files import TWO_ENDS_FILE
 from realnets.validation.reconciliation import rerun_percentiles, two_point_estimate
 from realnets.validation.settings import ValidationConfig
 from realnets.workloads import tasks
@@ -205,7 +206,7 @@ def test_the_command_tabulates_stored_records_and_refuses_bad_input(tmp_path, ca
     from realnets.cli import main
 
     (tmp_path / "a").mkdir()
-    (tmp_path / "a" / two_ends.TWO_ENDS_FILE).write_text(json.dumps(_record()))
+    (tmp_path / "a" / TWO_ENDS_FILE).write_text(json.dumps(_record()))
     (tmp_path / "b").mkdir()
     assert main(["two-ends", str(tmp_path / "a"), str(tmp_path / "b"), "--stored"]) == 0
     out = capsys.readouterr().out
