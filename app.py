@@ -496,8 +496,9 @@ def show_reconciliation(measured, where, doc) -> None:
     st.session_state["miss_split"] = split
     if split is not None:
         s = sides["miss_split"]
+        ratio = "-" if s["ratio"] is None else f"{s['ratio']:.3g}"
         st.markdown(f"**Where the headline's miss sits.** Predicted / measured B_crit = "
-                    f"{s['ratio']:.3g}, the product of four measured factors; the largest: "
+                    f"{ratio}, the product of four measured factors; the largest: "
                     f"**{s['largest'] or '-'}** (docs/validation.md, 'Where the headline's miss "
                     "sits').")
         st.dataframe(split, hide_index=True)

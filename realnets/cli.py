@@ -984,8 +984,12 @@ def two_ends_command(args, argv) -> str:
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
-    return two_ends.table(records) + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}"
-                                      if missing else "")
+    return (two_ends.table(records)
+            + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}" if missing else "")
+            + ("" if args.stored or args.goal_metric or not records else
+               f"\nwritten: {TWO_ENDS_FILE} in each directory (and its summary.json entry, "
+               "where one sits beside it); report.md shows it once re-rendered (python -m "
+               "realnets validate ... --reuse, with the report's own command)"))
 
 
 def miss_split_command(args, argv) -> str:
@@ -997,7 +1001,8 @@ def miss_split_command(args, argv) -> str:
 
     from realnets import store
     from realnets.validation import miss_split
-    from realnets.validation.files import MISS_SPLIT_FILE, TWO_ENDS_FILE, read_validation
+    from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, VALIDATION_FILE,
+                                           read_validation, side_records)
     from realnets.validation.summary import refresh_summary
 
     directories = [Path(d) for d in args.dirs]
@@ -1008,23 +1013,37 @@ def miss_split_command(args, argv) -> str:
                                                                      flush=True))
     needed = MISS_SPLIT_FILE if args.stored else TWO_ENDS_FILE
     records, missing = [], [str(d) for d in directories if not (d / needed).exists()]
+    stale = []
     for directory in directories:
         if str(directory) in missing:
             continue
+        doc = read_validation(directory).to_dict()
+        kept = side_records(directory, doc)
         if args.stored:
+            if kept["miss_split"] is None:
+                stale.append(str(directory))
             records.append(store.read_json(directory / needed, "miss-split record"))
             continue
-        record = miss_split.run_split(read_validation(directory).to_dict(),
-                                      store.read_json(directory / needed, "two-ends record"),
-                                      log=say)
+        if kept["two_ends"] is None:
+            raise ValueError(f"dir {directory}: its {TWO_ENDS_FILE} was not made from its "
+                             f"{VALIDATION_FILE} (an earlier validation, or unreadable): rerun "
+                             f"python -m realnets two-ends {directory}")
+        record = miss_split.run_split(doc, kept["two_ends"], log=say)
         record["command"] = "python -m realnets " + shlex.join(argv)
         store.write_json_atomic(directory / MISS_SPLIT_FILE, record)
         refresh_summary(directory)
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
-    return miss_split.table(records) + (f"\nno {needed} in: {', '.join(missing)}"
-                                        if missing else "")
+    return (miss_split.table(records)
+            + (f"\nno {needed} in: {', '.join(missing)}" if missing else "")
+            + (f"\nnot made from the directory's {VALIDATION_FILE} or its {TWO_ENDS_FILE} "
+               f"(left out of the summary, report and app): {', '.join(stale)}"
+               if stale else "")
+            + ("" if args.stored or not records else
+               f"\nwritten: {MISS_SPLIT_FILE} in each directory (and its summary.json entry, "
+               "where one sits beside it); report.md shows it once re-rendered (python -m "
+               "realnets validate ... --reuse, with the report's own command)"))
 
 
 def _goal_metric(directory: Path, args, say) -> dict:

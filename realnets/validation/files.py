@@ -165,14 +165,20 @@ def side_records(out_dir: Path, doc: dict) -> dict:
     """{"two_ends": record or None, "miss_split": record or None}: DIR's two_ends.json and
     miss_split.json, each only when it was made from this validation document (`doc`, as
     `ValidationDocument.to_dict()`): the same workload and optimizer, reference batch size and
-    steps, measured B_crit and headline prediction; the split also needs the kept two_ends
-    record's S_fb^N. A record of an earlier validation in the directory, or one that does not
-    read, is left out (None)."""
+    steps, measured B_crit and headline prediction; the split also from the kept two_ends
+    record (its B_ref, S_fb^N and reruns' percentiles) and with one draw per bootstrap NQM of the
+    document's settings. A record of an earlier validation in the directory, or one that does not
+    read or lacks a part the summary, report or app uses, is left out (None)."""
     out_dir = Path(out_dir)
     run = doc["calibration_run"]
     measured = doc["measured"]["fit"]["b_crit"]
     predicted = _headline_b_crit(doc)
     optimizer = doc["sweep_config"].get("optimizer")
+
+    def same(x, y):      # to the last bits a rerun on another CPU may change
+        if x is None or y is None:
+            return x is y
+        return math.isclose(float(x), float(y), rel_tol=1e-9)
 
     def read(name):
         try:
@@ -184,21 +190,33 @@ def side_records(out_dir: Path, doc: dict) -> dict:
             return None
         return record
 
-    def same(x, y):      # to the last bits a rerun on another CPU may change
-        if x is None or y is None:
-            return x is y
-        return math.isclose(float(x), float(y), rel_tol=1e-9)
+    def ends_belong(ends):
+        return (ends["b_ref"] == run["batch_size"] and ends["s_ref"] == run["sweep_steps_to_goal"]
+                and same(ends["compared"]["measured"]["b_crit"], measured)
+                and same(ends["compared"]["rule_1"], predicted)
+                and {"16", "50", "84"} <= set(ends["two_point"])
+                and {"16", "50", "84"} <= set(ends["reruns"]["percentiles"])
+                and "steps" in ends["full_set"] and isinstance(ends.get("rule_3"), dict))
 
-    ends = read(TWO_ENDS_FILE)
-    if ends is not None and not (
-            ends.get("b_ref") == run["batch_size"] and ends.get("s_ref") == run["sweep_steps_to_goal"]
-            and same((ends.get("compared") or {}).get("measured", {}).get("b_crit"), measured)
-            and same(ends["compared"].get("rule_1"), predicted)):
-        ends = None
-    split = read(MISS_SPLIT_FILE)
-    if split is not None and not (
-            ends is not None and same(split.get("measured"), measured)
-            and same(split.get("predicted"), predicted)
-            and split.get("s_fb") == ends["full_set"]["steps"]):
-        split = None
+    def split_belongs(split, ends):
+        from realnets.validation.miss_split import FACTORS
+
+        return (same(split["measured"], measured) and same(split["predicted"], predicted)
+                and split["b_ref"] == ends["b_ref"]
+                and split["s_fb"] == ends["full_set"]["steps"]
+                and split["s_tilde"] == ends["reruns"]["percentiles"]
+                and len(split["draws"]) == doc["settings"].get("bootstrap")
+                and all(k in split["factors"] and {"16", "84"} <= set(split["intervals"][k])
+                        for k in FACTORS) and "largest" in split)
+
+    def kept(record, belongs, *args):
+        if record is None:
+            return None
+        try:
+            return record if belongs(record, *args) else None
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return None             # a part missing or of the wrong kind: not this document's
+
+    ends = kept(read(TWO_ENDS_FILE), ends_belong)
+    split = kept(read(MISS_SPLIT_FILE), split_belongs, ends) if ends is not None else None
     return {"two_ends": ends, "miss_split": split}

@@ -53,11 +53,16 @@ def factors(b_ref: float, p: float | None, s_q: float | None, n_q: float | None,
     bends = {"nqm": None if None in (s_q, n_q) or not n_q else s_q / n_q - 1,
              "matched": None if None in (s_q, s_fb) or not s_fb else s_q / s_fb - 1,
              "network": None if None in (s_tilde, s_fb) or not s_fb else s_tilde / s_fb - 1}
-    reasons = {"nqm": "S_q <= n_q (the NQM has no noise penalty at B_ref)",
+    reasons = {"nqm": "S_q <= n_q (the NQM has no noise penalty at B_ref)"
+                      if None not in (s_q, n_q) else
+                      "the NQM does not reach its target at B_ref or without noise within its "
+                      "step budget",
                "matched": "S_q <= S_fb^N (the matched steps are not above the network's "
-                          "full-batch steps), or S_fb^N not measured",
-               "network": "S~ <= S_fb^N (no bend above B_ref), or S~ infinite or S_fb^N not "
-                          "measured"}
+                          "full-batch steps)" if None not in (s_q, s_fb) else
+                          "S_fb^N not measured (no whole-set descent reached the target) or no "
+                          "S_q",
+               "network": "S~ <= S_fb^N (no bend above B_ref)" if None not in (s_tilde, s_fb)
+                          else "S~ infinite (reruns not at the goal) or S_fb^N not measured"}
     needs = {"shape_nqm": ("nqm",), "noise_free": ("nqm", "matched"),
              "reference": ("matched", "network"), "shape_net": ("network",)}
     ok = {k: v is not None and v > 0 for k, v in bends.items()}
@@ -147,9 +152,7 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
                                                   fitted["n_q"], s_fb, pct[q], m).items()
                          if k in NETWORK_SIDE} for q in ("16", "84")}
     intervals = {k: _percentiles((d or {}).get(k) for d in draws) for k in NQM_SIDE}
-    for k in NETWORK_SIDE:
-        ends = [by_percentile[q][k] for q in ("16", "84") if by_percentile[q][k] is not None]
-        intervals[k] = {"16": min(ends) if ends else None, "84": max(ends) if ends else None}
+    intervals.update(network_intervals(by_percentile))
     ratio = fitted["b_crit"] / m if fitted["b_crit"] is not None and m else None
     return {"workload": doc["workload"], "optimizer": sweep["optimizer"], "checkpoint": checkpoint,
             "b_ref": b_ref, "measured": m, "predicted": fitted["b_crit"], "ratio": ratio,
@@ -160,6 +163,18 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
             "undefined": point["undefined"], "intervals": intervals,
             "largest": largest(point), "draws": draws, "by_percentile": by_percentile,
             "seconds": time.perf_counter() - t0}
+
+
+def network_intervals(by_percentile: dict) -> dict:
+    """The 16-84% ranges of the network's factors from their values at the reruns' 16th and 84th
+    percentiles ({"16": {"reference", "shape_net"}, "84": ...}): reference falls as S~ grows,
+    shape_net rises, so reference's low end comes from the 84th percentile and shape_net's from
+    the 16th. An end whose percentile gives no value (S~ infinite, or no bend) is None: unknown
+    (reference's low end tends to 0 and shape_net's high end to infinity as S~ grows)."""
+    return {"reference": {"16": by_percentile["84"]["reference"],
+                          "84": by_percentile["16"]["reference"]},
+            "shape_net": {"16": by_percentile["16"]["shape_net"],
+                          "84": by_percentile["84"]["shape_net"]}}
 
 
 def table(records: list[dict]) -> str:

@@ -522,7 +522,6 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     the measured sweep, the calibration run, and every fitted number with its uncertainty; with
     `adam_basis` (a `realnets.validation.adam_basis` record) its section too, and with `sides`
     (`files.side_records`) the two-point estimate's row and the miss split's section."""
-    w = doc["workload"]
     sc = doc["sweep_config"]
     run = doc["calibration_run"]
     lines = [f"# Validation: {title(doc)}", ""]

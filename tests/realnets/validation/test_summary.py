@@ -223,6 +223,22 @@ def test_side_records_keep_only_the_records_made_from_this_document(tmp_path):
     assert side_records(d, changed) == {"two_ends": None, "miss_split": None}
     # another workload's records, or a file that does not read: left out
     assert side_records(d, {**doc, "workload": "other"}) == {"two_ends": None, "miss_split": None}
+    # the split of other reruns (two-ends run again after more seeds): left out
+    ends = json.loads((d / TWO_ENDS_FILE).read_text())
+    split = json.loads((d / MISS_SPLIT_FILE).read_text())
+    (d / MISS_SPLIT_FILE).write_text(json.dumps({**split, "s_tilde": {**split["s_tilde"],
+                                                                       "50": 1.0}}))
+    assert side_records(d, doc)["miss_split"] is None
+    # two ends that parse but lack a part, or hold one of the wrong kind: left out, no crash
+    for broken in ({k: v for k, v in ends.items() if k != "full_set"},
+                   {**ends, "compared": {**ends["compared"], "measured": None}},
+                   {**ends, "b_ref": "eight"}):
+        (d / TWO_ENDS_FILE).write_text(json.dumps(broken))
+        assert side_records(d, doc) == {"two_ends": None, "miss_split": None}
+    (d / TWO_ENDS_FILE).write_text(json.dumps(ends))
+    (d / MISS_SPLIT_FILE).write_text(json.dumps({k: v for k, v in split.items()
+                                                 if k != "intervals"}))
+    assert side_records(d, doc)["miss_split"] is None
     (d / MISS_SPLIT_FILE).write_text("{not json")
     assert side_records(d, doc)["miss_split"] is None
     assert side_records(d, doc)["two_ends"] is not None
