@@ -183,8 +183,9 @@ def table(records: list[dict]) -> str:
         return "-" if x is None else f"{x:.{digits}g}"
 
     def factor(rec, k):
-        iv = rec["intervals"][k]
-        return f"{g(rec['factors'][k])} ({g(iv['16'])}-{g(iv['84'])})"
+        iv = rec["intervals"][k]      # an end without a value is unknown ('?')
+        ends = ["?" if iv[q] is None else g(iv[q]) for q in ("16", "84")]
+        return f"{g(rec['factors'][k])} ({ends[0]} .. {ends[1]})"
 
     header = ("| workload | optimizer | rule 1 / measured | S_q | n_q (NQM, no noise) | S_fb^N "
               "(network, full batch) | S~_ref | shape_nqm (16-84%) | noise_free (16-84%) | "

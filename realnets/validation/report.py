@@ -108,8 +108,11 @@ MISS_SPLIT_WHAT = {
 def miss_split_cells(split: dict) -> list[list[str]]:
     """A miss_split record (`realnets.validation.miss_split`) as text cells under
     MISS_SPLIT_HEADER, one row per factor."""
-    return [[k, _fmt(split["factors"][k], 3),
-             _span(split["intervals"][k]["16"], split["intervals"][k]["84"], 3),
+    def span(iv):             # an end without a value is unknown ('?'): S~ infinite, no bend
+        lo, hi = ("?" if iv[q] is None else _fmt(iv[q], 3) for q in ("16", "84"))
+        return "-" if lo == hi == "?" else f"{lo} .. {hi}"
+
+    return [[k, _fmt(split["factors"][k], 3), span(split["intervals"][k]),
              MISS_SPLIT_WHAT[k] + (f" (undefined: {split['undefined'][k]})"
                                    if k in split.get("undefined", {}) else "")]
             for k in MISS_SPLIT_WHAT]

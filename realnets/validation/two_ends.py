@@ -250,7 +250,10 @@ def table(records: list[dict]) -> str:
         return "-" if x is None else f"{x:.{digits}g}"
 
     def span(d):
-        return f"{g(d['50'])} ({g(d['16'])}-{g(d['84'])})"
+        # an 84th percentile without a value: reruns not at the goal, S~ (and so B_2pt' and rule
+        # 3's depth) unbounded above
+        hi = "inf" if d["84"] is None and d["16"] is not None else g(d["84"])
+        return f"{g(d['50'])} ({g(d['16'])} .. {hi})"
 
     lines = ["| workload | optimizer | S_ref | S~_ref (16-84%) | S_fb sample / whole (rows) | "
              "measured B_crit (16-84%) | reruns' curve | B_2pt' (16-84%) | / measured | "

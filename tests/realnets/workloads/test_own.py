@@ -151,3 +151,22 @@ def test_an_own_workload_without_a_goal_gets_one_by_the_pilot_rule(capsys, tmp_p
     capsys.readouterr()
     assert main(["report", str(out), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["config"]["workload"] == "no_goal_own:make"
+
+
+def test_the_tabular_example_is_the_stated_split_of_the_bundled_data(monkeypatch):
+    """examples/breast_cancer.py (held out in docs/prediction_rule.md, session 33): 455 training
+    and 114 validation rows of scikit-learn's breast-cancer data, every row once, the features
+    standardised with the training rows' mean and standard deviation (numpy on the raw data)."""
+    from sklearn.datasets import load_breast_cancer
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/breast_cancer.py:make_workload").build()
+    raw = load_breast_cancer()
+    xt, xv = np.asarray(task.train["x"]), np.asarray(task.val["x"])
+    assert xt.shape == (455, 30) and xv.shape == (114, 30)
+    assert np.allclose(xt.mean(axis=0), 0.0, atol=1e-5) and np.allclose(xt.std(axis=0), 1.0,
+                                                                         atol=1e-4)
+    order = np.random.default_rng(0).permutation(len(raw.target))
+    mean, std = raw.data[order[:455]].mean(axis=0), raw.data[order[:455]].std(axis=0)
+    assert np.allclose(xv, (raw.data[order[455:]] - mean) / std, atol=1e-4)
+    assert list(np.asarray(task.val["y"])) == list(raw.target[order[455:]])
