@@ -943,7 +943,7 @@ def two_ends_command(args, argv) -> str:
     from realnets.validation import two_ends
     from realnets.validation.files import TWO_ENDS_FILE, read_validation
     from realnets.validation.rerun import reference_checkpoints
-    from realnets.validation.summary import refresh_summary, summary_entry
+    from realnets.validation.summary import summary_entry
 
     if args.sweep and len(args.dirs) > 1:
         raise ValueError("sweep: give --sweep with one DIR only")
@@ -979,17 +979,30 @@ def two_ends_command(args, argv) -> str:
         record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
                   "command": "python -m realnets " + shlex.join(argv),
                   "wall_seconds": time.perf_counter() - start}
-        store.write_json_atomic(directory / TWO_ENDS_FILE, record)
-        refresh_summary(directory)
+        _write_beside_report(directory, TWO_ENDS_FILE, record)
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
     return (two_ends.table(records)
             + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}" if missing else "")
             + ("" if args.stored or args.goal_metric or not records else
-               f"\nwritten: {TWO_ENDS_FILE} in each directory (and its summary.json entry, "
-               "where one sits beside it); report.md shows it once re-rendered (python -m "
-               "realnets validate ... --reuse, with the report's own command)"))
+               _written_line(TWO_ENDS_FILE)))
+
+
+def _write_beside_report(directory: Path, name: str, record: dict) -> None:
+    """A record written beside a validation report (atomically), and the report's entry in the
+    summary.json beside its directory refreshed (`summary.refresh_summary`)."""
+    from realnets import store
+    from realnets.validation.summary import refresh_summary
+
+    store.write_json_atomic(directory / name, record)
+    refresh_summary(directory)
+
+
+def _written_line(name: str) -> str:
+    return (f"\nwritten: {name} in each directory (and its summary.json entry, where one sits "
+            "beside it); report.md shows it once re-rendered (python -m realnets validate ... "
+            "--reuse, with the report's own command)")
 
 
 def miss_split_command(args, argv) -> str:
@@ -1003,7 +1016,6 @@ def miss_split_command(args, argv) -> str:
     from realnets.validation import miss_split
     from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, VALIDATION_FILE,
                                            read_validation, side_records)
-    from realnets.validation.summary import refresh_summary
 
     directories = [Path(d) for d in args.dirs]
     for directory in directories:
@@ -1030,8 +1042,7 @@ def miss_split_command(args, argv) -> str:
                              f"python -m realnets two-ends {directory}")
         record = miss_split.run_split(doc, kept["two_ends"], log=say)
         record["command"] = "python -m realnets " + shlex.join(argv)
-        store.write_json_atomic(directory / MISS_SPLIT_FILE, record)
-        refresh_summary(directory)
+        _write_beside_report(directory, MISS_SPLIT_FILE, record)
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
@@ -1040,10 +1051,7 @@ def miss_split_command(args, argv) -> str:
             + (f"\nnot made from the directory's {VALIDATION_FILE} or its {TWO_ENDS_FILE} "
                f"(left out of the summary, report and app): {', '.join(stale)}"
                if stale else "")
-            + ("" if args.stored or not records else
-               f"\nwritten: {MISS_SPLIT_FILE} in each directory (and its summary.json entry, "
-               "where one sits beside it); report.md shows it once re-rendered (python -m "
-               "realnets validate ... --reuse, with the report's own command)"))
+            + ("" if args.stored or not records else _written_line(MISS_SPLIT_FILE)))
 
 
 def _goal_metric(directory: Path, args, say) -> dict:

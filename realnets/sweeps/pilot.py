@@ -27,6 +27,7 @@ import numpy as np
 from nqm.curve import to_json
 from realnets import store
 from realnets.sweeps.records import SweepConfig, TrialRecord, read_config
+from realnets.sweeps.robustness import FEW_STEPS
 from realnets.training.search import trial_specs
 from realnets.sweeps.runner import trial_groups
 from realnets.training.trainer import RunConfig, run_trials
@@ -52,12 +53,15 @@ class GoalChoice:
     batch_sizes: tuple[int, int]
     trials: int
     fraction: float = GOAL_FRACTION
+    steps_small: int | None = None     # the fewest steps a pilot trial at the smallest batch
+                                       # size took to the goal (None: none reached it)
 
     def to_dict(self) -> dict:
         return {"rule": "pilot (docs/prediction_rule.md, 'The goal rule')", "goal": self.goal,
                 "metric_start": self.metric_start, "best_small": self.best_small,
                 "best_large": self.best_large, "batch_sizes": list(self.batch_sizes),
-                "trials": self.trials, "fraction": self.fraction}
+                "trials": self.trials, "fraction": self.fraction,
+                "steps_small": self.steps_small}
 
 
 def _best(records: list[dict]) -> float:
@@ -82,7 +86,17 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
                          "within the budget: raise --max-steps or change --lr-range")
     goal = m_best + GOAL_FRACTION * (m_start - m_best)
     return GoalChoice(goal=float(goal), metric_start=m_start, best_small=best_small,
-                      best_large=best_large, batch_sizes=batch_sizes, trials=trials)
+                      best_large=best_large, batch_sizes=batch_sizes, trials=trials,
+                      steps_small=pilot_steps_to_goal(small, goal))
+
+
+def pilot_steps_to_goal(records: list[dict], goal: float) -> int | None:
+    """The fewest steps at which any of the pilot's trials (trainer records) first evaluated at
+    or below `goal` (None: none did)."""
+    steps = [next((s for s, m in zip(r["eval"]["step"], r["eval"]["metric"])
+                   if m is not None and m <= goal), None) for r in records]
+    steps = [s for s in steps if s is not None]
+    return int(min(steps)) if steps else None
 
 
 def _pilot_header(config: SweepConfig, sizes: tuple[int, int], trials: int) -> dict:
@@ -169,4 +183,8 @@ def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], objec
         log(f"--goal auto: goal {choice.goal:.4g} (start {choice.metric_start:.4g}, best "
             f"{choice.best_small:.4g} at the smallest and {choice.best_large:.4g} at the largest "
             "batch size)")
+        if choice.steps_small is not None and choice.steps_small < FEW_STEPS:
+            log(f"--goal auto: warning: a pilot trial at the smallest batch size reached this goal "
+                f"in {choice.steps_small} steps (under {FEW_STEPS}): the curve will have little "
+                "resolution; a lower --goal gives one to fit")
     return dataclasses.replace(config, goal=choice.goal, goal_choice=choice.to_dict())

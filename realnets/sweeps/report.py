@@ -11,6 +11,7 @@ from nqm.curve import ScalingCurve, to_json
 from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.sweeps.records import CurveDocument
+from realnets.sweeps.robustness import FEW_STEPS, few_steps
 
 COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
            "reached", "not_reached", "infeasible", "b_simple", "edge")
@@ -106,6 +107,16 @@ def _robustness_lines(r: dict | None) -> list[str]:
     return lines
 
 
+def _resolution_lines(doc: CurveDocument) -> list[str]:
+    """A warning when the curve's steps are too few to resolve B_crit (`robustness.few_steps`)."""
+    few = few_steps(doc.points)
+    if few is None:
+        return []
+    return [f"few steps: S(B) = {few[1]} at B = {few[0]}, the smallest batch size reached (under "
+            f"{FEW_STEPS}), so one step is over a tenth of S(B) and B_crit rests on a step or "
+            "two; a lower goal (--goal) gives a curve to fit"]
+
+
 def _bound_lines(doc: CurveDocument) -> list[str]:
     """The bound on B_crit when the curve has no bend between its batch sizes (else none)."""
     bound = b_crit_bound([p.batch_size for p in doc.points], [p.steps for p in doc.points])
@@ -127,6 +138,7 @@ def format_table(doc: CurveDocument) -> str:
               f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
               *_bound_lines(doc),
+              *_resolution_lines(doc),
               _resampled_line(doc.b_crit_resampled),
               *([_resampled_line(doc.b_crit_repeats)] if doc.b_crit_repeats is not None
                 and (doc.b_crit_resampled or {}).get("method") != "repeats" else []),

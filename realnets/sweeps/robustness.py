@@ -16,6 +16,19 @@ from nqm.scaling import fit_mccandlish
 from realnets.sweeps.records import trial_order
 
 TRIAL_COUNTS = (16, 32, 64, 128)
+# below this many steps at the smallest batch size one step is over a tenth of S(B): B_crit rests
+# on a step or two (the breast-cancer workload's pilot goal, sweeps/README.md)
+FEW_STEPS = 10
+
+
+def few_steps(points) -> tuple[int, int] | None:
+    """(B, S) of the smallest batch size that reached the goal when its steps S are fewer than
+    FEW_STEPS (the curve has little resolution), else None. `points`: anything with
+    `batch_size` and `steps` (None: not reached)."""
+    reached = sorted((int(p.batch_size), int(p.steps)) for p in points if p.steps is not None)
+    if reached and reached[0][1] < FEW_STEPS:
+        return reached[0]
+    return None
 
 
 def _steps(points) -> tuple[np.ndarray, np.ndarray]:

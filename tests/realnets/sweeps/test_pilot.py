@@ -9,7 +9,7 @@ import json
 import pytest
 
 from realnets.cli import main
-from realnets.sweeps.pilot import GOAL_FRACTION, goal_from_pilot
+from realnets.sweeps.pilot import GOAL_FRACTION, goal_from_pilot, pilot_steps_to_goal
 
 
 def _records(curves):
@@ -24,6 +24,17 @@ def test_rule_keeps_the_worse_end_and_goes_90_percent_of_the_way():
     assert (choice.best_small, choice.best_large) == (0.2, 0.35)
     assert choice.goal == pytest.approx(0.35 + GOAL_FRACTION * (0.8 - 0.35))
     assert choice.to_dict()["batch_sizes"] == [16, 1024]
+
+
+def test_the_choice_records_the_fewest_steps_to_its_goal_at_the_smallest_batch_size():
+    # goal 0.35 + 0.1 (0.8 - 0.35) = 0.395: the second small-batch trial is there at step 2
+    # (0.3), the first at step 3 (0.2), the third never
+    small = _records([[0.9, 0.5, 0.2], [0.8, 0.3, 0.25], [0.7, None, None]])
+    large = _records([[0.9, 0.6, 0.4], [0.85, 0.45, 0.35]])
+    choice = goal_from_pilot(small, large, (16, 1024), 3)
+    assert choice.steps_small == 2 and choice.to_dict()["steps_small"] == 2
+    assert pilot_steps_to_goal(small, 0.1) is None
+    assert pilot_steps_to_goal(_records([[0.5, 0.05]]), 0.5) == 1      # at the goal counts
 
 
 def test_a_pilot_that_never_improves_or_diverges_is_an_error():

@@ -68,3 +68,27 @@ def test_edges_are_listed_and_the_record_is_json_ready():
     assert edge_points(curve) == [{"batch_size": 1024, "edge": ["learning_rate"]}]
     record = robustness(curve)
     assert set(record) == {"leave_one_out", "rms_log_residual", "trial_count", "edges"}
+
+
+def test_a_curve_with_few_steps_is_flagged_in_the_report():
+    """Under FEW_STEPS steps at the smallest reached batch size the report warns that B_crit rests
+    on a step or two; the committed breast-cancer sweep (2 steps at B = 8) is flagged, digits_mlp
+    (50 steps) is not."""
+    from pathlib import Path
+    from types import SimpleNamespace as P
+
+    from realnets.sweeps.records import load_sweep
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.report import render
+    from realnets.sweeps.robustness import FEW_STEPS, few_steps
+
+    assert few_steps([P(batch_size=16, steps=None), P(batch_size=32, steps=FEW_STEPS - 1),
+                      P(batch_size=64, steps=2)]) == (32, FEW_STEPS - 1)
+    assert few_steps([P(batch_size=8, steps=FEW_STEPS), P(batch_size=16, steps=3)]) is None
+    assert few_steps([P(batch_size=8, steps=None)]) is None
+    sweeps = Path(__file__).resolve().parents[3] / "sweeps"
+    for name, flagged in (("breast_cancer_mlp", True), ("digits_mlp", False)):
+        config, records = load_sweep(sweeps / name)
+        text = render(build_curve(records, config), "table")
+        assert ("few steps: S(B) = 2 at B = 8" in text) is flagged
+        assert ("few steps" in text) is flagged
