@@ -34,6 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--goal", help="validation metric to reach, or 'auto' (a pilot of 8 trials at "
                                   "the smallest and largest batch size chooses it: "
                                   "docs/prediction_rule.md); default: the workload's")
+    s.add_argument("--goal-min-steps", type=int,
+                   help="with --goal auto: halve the rule's fraction (up to 4 times) until a "
+                        "pilot trial at the smallest batch size needs at least this many steps "
+                        "to the goal (off by default; docs/trainer.md)")
     s.add_argument("--optimizer", choices=("sgd", "momentum", "nesterov", "adam"))
     s.add_argument("--lr-range", help="LO,HI of the learning rate (log scale)")
     s.add_argument("--one-minus-momentum-range", help="LO,HI of 1 - momentum (log scale)")
@@ -356,6 +360,9 @@ def run_sweep_command(args) -> str:
         raise ValueError("num-processes and process-id need --coordinator HOST:PORT (the address "
                          "of process 0)")
     config = sweep_config(args)
+    if args.goal_min_steps is not None and not 1 <= args.goal_min_steps <= config.max_steps:
+        raise ValueError(f"goal-min-steps must be in 1 .. max-steps ({config.max_steps}), got "
+                         f"{args.goal_min_steps}")
     if config.text_file is not None:
         from realnets.workloads.datasets import load_text
 
@@ -365,7 +372,8 @@ def run_sweep_command(args) -> str:
     try:
         config = with_pilot_goal(
             config, Path(args.out), lambda: workloads.get(config.workload).build(text_file=config.text_file),
-            log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True))
+            log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True),
+            min_steps=args.goal_min_steps)
         executor = (None if args.backend == "serial" else
                     ray_backend.ray_executor(config, resources, progress=not args.no_progress))
         curve = run_sweep(config, Path(args.out), progress=not args.no_progress,

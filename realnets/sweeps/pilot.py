@@ -7,6 +7,12 @@ reached at each end; the worse (larger) of the two is kept so that both ends can
 `m_start` is the metric at the trainer's first evaluation (after step 1), the median over the
 pilot's trials at the smallest batch size. Goal: `m_best + GOAL_FRACTION (m_start - m_best)`.
 
+With a floor (`--goal-min-steps N`, off by default: the rule fixed in docs/prediction_rule.md
+has none), the fraction is halved, up to FLOOR_HALVINGS times, until the fewest steps any pilot
+trial at the smallest batch size takes to the goal is at least N; if none of those goals takes N
+steps, the pilot refuses (give --goal). Every such goal stays above `m_best`, so both ends'
+pilots reach it.
+
 The pilot's trial records go to `pilot.jsonl` in the sweep directory as each group finishes (its
 first line names the study the pilot belongs to), so a pilot killed part-way resumes where it
 stopped and the finished pilot stays on record beside `config.json`.
@@ -35,6 +41,7 @@ from realnets.workloads.tasks import check_batch_sizes_fit
 
 PILOT_TRIALS = 8
 GOAL_FRACTION = 0.1
+FLOOR_HALVINGS = 4          # with a floor, the fraction goes down to GOAL_FRACTION / 2^4
 PILOT_LOG = "pilot.jsonl"
 _NEVER = -1e30   # the pilot's own goal: no trial stops early
 # What decides a pilot's records (the goal, trial count and vmap grouping of the sweep do not)
@@ -55,13 +62,14 @@ class GoalChoice:
     fraction: float = GOAL_FRACTION
     steps_small: int | None = None     # the fewest steps a pilot trial at the smallest batch
                                        # size took to the goal (None: none reached it)
+    min_steps: int | None = None       # the floor on steps_small asked for (None: no floor)
 
     def to_dict(self) -> dict:
         return {"rule": "pilot (docs/prediction_rule.md, 'The goal rule')", "goal": self.goal,
                 "metric_start": self.metric_start, "best_small": self.best_small,
                 "best_large": self.best_large, "batch_sizes": list(self.batch_sizes),
                 "trials": self.trials, "fraction": self.fraction,
-                "steps_small": self.steps_small}
+                "steps_small": self.steps_small, "min_steps": self.min_steps}
 
 
 def _best(records: list[dict]) -> float:
@@ -70,8 +78,9 @@ def _best(records: list[dict]) -> float:
 
 
 def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int, int],
-                    trials: int) -> GoalChoice:
-    """The rule applied to the pilot's trial records (trainer records at the two batch sizes)."""
+                    trials: int, min_steps: int | None = None) -> GoalChoice:
+    """The rule applied to the pilot's trial records (trainer records at the two batch sizes);
+    with `min_steps`, the floor of the module docstring (ValueError when no goal meets it)."""
     start = [r["eval"]["metric"][0] for r in small if r["eval"]["metric"]
              and r["eval"]["metric"][0] is not None]
     best_small, best_large = _best(small), _best(large)
@@ -84,10 +93,17 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
         raise ValueError(f"the pilot did not improve on the starting metric {m_start:.4g} at "
                          f"B = {batch_sizes[1] if best_large >= best_small else batch_sizes[0]} "
                          "within the budget: raise --max-steps or change --lr-range")
-    goal = m_best + GOAL_FRACTION * (m_start - m_best)
-    return GoalChoice(goal=float(goal), metric_start=m_start, best_small=best_small,
-                      best_large=best_large, batch_sizes=batch_sizes, trials=trials,
-                      steps_small=pilot_steps_to_goal(small, goal))
+    fractions = [GOAL_FRACTION / 2 ** k for k in range(FLOOR_HALVINGS + 1 if min_steps else 1)]
+    for fraction in fractions:
+        goal = m_best + fraction * (m_start - m_best)
+        steps = pilot_steps_to_goal(small, goal)
+        if not min_steps or (steps is not None and steps >= min_steps):
+            return GoalChoice(goal=float(goal), metric_start=m_start, best_small=best_small,
+                              best_large=best_large, batch_sizes=batch_sizes, trials=trials,
+                              fraction=fraction, steps_small=steps, min_steps=min_steps)
+    raise ValueError(f"goal-min-steps: no goal down to {fractions[-1]:g} of the way from the "
+                     f"pilot's best {m_best:.4g} takes {min_steps} steps at B = {batch_sizes[0]} "
+                     f"(the fastest pilot trial there took {steps}); give --goal")
 
 
 def pilot_steps_to_goal(records: list[dict], goal: float) -> int | None:
@@ -125,8 +141,9 @@ def _finished_pilot_trials(log: Path, header: dict) -> dict[tuple[int, int], dic
 
 
 def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS,
-              log: Path | None = None) -> GoalChoice:
-    """Trains the pilot for `config` (its goal is ignored) and applies the goal rule.
+              log: Path | None = None, min_steps: int | None = None) -> GoalChoice:
+    """Trains the pilot for `config` (its goal is ignored) and applies the goal rule (with the
+    floor `min_steps` when given).
 
     The trials run `config.vmap_trials` to a compiled program, as the sweep's blocks do (all
     together when 0): a workload that is slower vmapped (a CNN on XLA:CPU) is piloted the way it
@@ -154,15 +171,19 @@ def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS,
         done.update({(batch_size, int(r["trial_id"])): r for r in records})
     specs = trial_specs(config.search, config.optimizer, trials, config.seed)
     small, large = ([done[b, s.trial_id] for s in specs] for b in sizes)
-    return goal_from_pilot(small, large, sizes, trials)
+    return goal_from_pilot(small, large, sizes, trials, min_steps)
 
 
 def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], object],
-                    log: Callable[[str], None] | None = None) -> SweepConfig:
+                    log: Callable[[str], None] | None = None,
+                    min_steps: int | None = None) -> SweepConfig:
     """`config` with its PILOT_GOAL (NaN: `--goal auto`, or an own workload without a goal)
     replaced: by the goal recorded in `out` when that sweep is being resumed (the rest of the
-    study must match), else by a new pilot's (`task_for()` builds the task only then)."""
+    study, and the floor `min_steps`, must match), else by a new pilot's (`task_for()` builds the
+    task only then)."""
     if not math.isnan(config.goal):
+        if min_steps:
+            raise ValueError("goal-min-steps applies only to --goal auto")
         return config
     out = Path(out)
     if (out / "config.json").exists():
@@ -170,6 +191,10 @@ def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], objec
         if old.goal_choice is None:
             raise ValueError(f"--goal auto: {out} holds a sweep whose goal {old.goal:g} was given, "
                              f"not chosen by a pilot; pass --goal {old.goal:g} to resume it")
+        if old.goal_choice.get("min_steps") != min_steps:
+            raise ValueError(f"goal-min-steps: {out} holds a sweep whose pilot had "
+                             f"{old.goal_choice.get('min_steps') or 'no'} floor, got "
+                             f"{min_steps or 'none'}; resume it with the same flags")
         return dataclasses.replace(config, goal=old.goal, goal_choice=old.goal_choice)
     if log:
         log(f"--goal auto: pilot of {PILOT_TRIALS} trials at B = {min(config.batch_sizes)} and "
@@ -178,7 +203,8 @@ def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], objec
     check_batch_sizes_fit(task.train_size, config.batch_sizes)
     # the pilot's log makes it resumable; several processes (one trial's batch over hosts) must
     # run the same trials in step, so they pilot without one
-    choice = run_pilot(task, config, log=out / PILOT_LOG if jax.process_count() == 1 else None)
+    choice = run_pilot(task, config, log=out / PILOT_LOG if jax.process_count() == 1 else None,
+                       min_steps=min_steps)
     if log:
         log(f"--goal auto: goal {choice.goal:.4g} (start {choice.metric_start:.4g}, best "
             f"{choice.best_small:.4g} at the smallest and {choice.best_large:.4g} at the largest "

@@ -27,8 +27,10 @@ Each entry (`summary_entry`, from a validation document):
                               "reference", "shape_net"},      # likewise): the headline's
                   "intervals": {factor: {"16", "84"}},        # ratio split into four factors
                   "largest"}}
-Unknown numbers are null. An entry is keyed by its workload and optimizer (the same network and
-data may be swept with momentum and with Adam: two entries). `python -m realnets validate` replaces
+Each entry also holds the sweep's "goal". Unknown numbers are null. An entry is keyed by its
+workload, optimizer and goal (the same network and data may be swept with momentum and with Adam,
+or to two goals: one entry each); the tables name the goal where a workload and optimizer come
+twice. `python -m realnets validate` replaces
 its key's entry and keeps the others (`update_summary`); the file is written atomically.
 """
 
@@ -87,6 +89,7 @@ def summary_entry(doc: dict, sides: dict | None = None) -> dict:
     return {
         "workload": doc["workload"],
         "optimizer": doc.get("sweep_config", {}).get("optimizer"),
+        "goal": doc.get("sweep_config", {}).get("goal"),
         "rule": rule, "checkpoint": checkpoint,
         "measured": {"b_crit": measured, "lo": m_lo, "hi": m_hi,
                      "bound": _bound_dict(points_bound(doc["measured"].get("points"))),
@@ -167,14 +170,16 @@ def read_summary(path: Path) -> list[dict]:
     return entries
 
 
-def entry_key(entry: dict) -> tuple[str, str]:
-    """What identifies a summary entry: (workload, optimizer)."""
-    return entry["workload"], entry["optimizer"] or ""
+def entry_key(entry: dict) -> tuple[str, str, float]:
+    """What identifies a summary entry: (workload, optimizer, goal); -1 for an entry written
+    before entries held their goal."""
+    goal = entry.get("goal")
+    return entry["workload"], entry["optimizer"] or "", -1.0 if goal is None else float(goal)
 
 
 def update_summary(path: Path, entry: dict) -> None:
-    """Replaces the entry with `entry`'s workload and optimizer in the summary at `path` (or adds
-    it), sorted by workload, then optimizer."""
+    """Replaces the entry with `entry`'s workload, optimizer and goal in the summary at `path`
+    (or adds it), sorted by workload, optimizer, then goal."""
     entries = [e for e in read_summary(path) if entry_key(e) != entry_key(entry)]
     entries.append(entry)
     store.write_json_atomic(Path(path), sorted(entries, key=entry_key))
@@ -213,6 +218,15 @@ def refresh_summary(directory: Path) -> Path | None:
     return path
 
 
+def _labels(entries: list[dict]) -> list[str]:
+    """Each entry's workload as the tables name it: with its goal where the same workload and
+    optimizer come twice."""
+    pairs = [(e["workload"], e["optimizer"]) for e in entries]
+    return [e["workload"] + (f" (goal {e['goal']:.4g})" if pairs.count(pair) > 1
+                             and e.get("goal") is not None else "")
+            for e, pair in zip(entries, pairs)]
+
+
 def _num(x, digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
@@ -220,7 +234,8 @@ def _num(x, digits: int = 4) -> str:
 def _b_crit_cell(m: dict) -> str:
     cell = _num(m["b_crit"])
     if m.get("lo") is not None:
-        cell += f" ({_num(m['lo'], 3)}-{_num(m['hi'], 3)})"
+        hi = "?" if m.get("hi") is None else _num(m["hi"], 3)     # unbounded or unknown
+        cell += f" ({_num(m['lo'], 3)}-{hi})"
         if m.get("method") == "repeats":
             cell += "†"
     bound = m.get("bound")
@@ -239,6 +254,7 @@ def summary_table(entries: list[dict]) -> str:
     lines = ["| workload | optimizer | measured B_crit (16-84%) | NQM prediction (16-84%) | ratio "
              "| B_simple (ratio) | B_noise (ratio) | local CBS along training |",
              "|---|---|---|---|---|---|---|---|"]
+    label = dict(zip(map(entry_key, entries), _labels(entries)))
     for e in entries:
         measured = e["measured"]["b_crit"]
 
@@ -246,8 +262,9 @@ def summary_table(entries: list[dict]) -> str:
             over = x["value"] / measured if x["value"] is not None and measured else None
             return f"{_num(x['value'])} ± {_num(x['se'], 2)} ({_num(over, 2)})"
 
-        cbs = ", ".join(str(c["cbs"]) for c in e["local_cbs"]) or "-"
-        lines.append(f"| {e['workload']} | {e['optimizer']} | {_b_crit_cell(e['measured'])} | "
+        cbs = ", ".join("-" if c["cbs"] is None else str(c["cbs"])
+                        for c in e["local_cbs"]) or "-"
+        lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_b_crit_cell(e['measured'])} | "
                      f"{_b_crit_cell(e['predicted'])} | **{_num(e['ratio'], 3)}** | "
                      f"{baseline(e['b_simple'])} | {baseline(e['b_noise'])} | {cbs} |")
     if any(e["measured"].get("method") == "repeats" for e in entries):
@@ -272,6 +289,7 @@ def reruns_table(entries: list[dict]) -> str:
     lines = ["| workload | optimizer | measured B_crit (sweep) | one rerun per batch size, "
              "16-84% | B_crit of the reruns' median curve (16-84% over seeds) | NQM / it | "
              "B_simple / it |", "|---|---|---|---|---|---|---|"]
+    label = dict(zip(map(entry_key, entries), _labels(entries)))
     for e in rows:
         r = e["reruns"]
         # an entry written before the median curve had its own interval: one_run absent
@@ -282,7 +300,7 @@ def reruns_table(entries: list[dict]) -> str:
         def over(x, r=r):
             return None if x is None or not r["b_crit"] else x / r["b_crit"]
 
-        lines.append(f"| {e['workload']} | {e['optimizer']} | {_num(e['measured']['b_crit'])} | "
+        lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_num(e['measured']['b_crit'])} | "
                      f"{_num(one['lo'], 3)}-{_num(one['hi'], 3)} | {_num(r['b_crit'])}{own} | "
                      f"{_num(over(e['predicted']['b_crit']), 3)} | "
                      f"{_num(over(e['b_simple']['value']), 3)} |")
@@ -301,11 +319,12 @@ def rule_2_table(entries: list[dict]) -> str:
     lines = ["| workload | optimizer | measured B_crit | rule 2 prediction (16-84%) | rule 2 "
              "ratio | headline ratio | B_simple ratio | S_fb | B_2pt (16-84%) | B_2pt ratio |",
              "|---|---|---|---|---|---|---|---|---|---|"]
+    label = dict(zip(map(entry_key, entries), _labels(entries)))
     for e in rows:
         r, measured = e["rule_2"], e["measured"]["b_crit"]
         simple = e["b_simple"]["value"]
         two = e.get("two_point") or {"b_crit": None, "ratio": None}
-        lines.append(f"| {e['workload']} | {e['optimizer']} | {_num(measured)} | "
+        lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_num(measured)} | "
                      f"{_b_crit_cell(r)} | **{_num(r['ratio'], 3)}** | {_num(e['ratio'], 3)} | "
                      f"{_num(simple / measured if simple is not None and measured else None, 3)}"
                      f" | {_num(r['full_batch_steps'])} | {_b_crit_cell(two)} | "
@@ -324,6 +343,7 @@ def two_ends_table(entries: list[dict]) -> str:
     lines = ["| workload | optimizer | measured B_crit | headline ratio | S_fb^N | B_2pt' "
              "(16-84%) | B_2pt' ratio | rule 3 ratio | B_simple ratio | noise-free factor "
              "(16-84%) | largest factor |", "|---" * 11 + "|"]
+    label = dict(zip(map(entry_key, entries), _labels(entries)))
     for e in rows:
         ends, split, measured = e["two_ends"], e.get("miss_split"), e["measured"]["b_crit"]
         simple = e["b_simple"]["value"]
@@ -331,7 +351,7 @@ def two_ends_table(entries: list[dict]) -> str:
             iv = split["intervals"]["noise_free"]
             nf = (f"{_num(split['factors']['noise_free'], 3)} ({_num(iv['16'], 3)}-"
                   f"{_num(iv['84'], 3)})")
-        lines.append(f"| {e['workload']} | {e['optimizer']} | {_num(measured)} | "
+        lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_num(measured)} | "
                      f"{_num(e['ratio'], 3)} | {_num(ends['s_fb'])} | "
                      f"{_b_crit_cell(ends['b_2pt'])} | **{_num(ends['b_2pt']['ratio'], 3)}** | "
                      f"{_num(ends['rule_3']['ratio'], 3)} | "

@@ -37,6 +37,23 @@ def test_the_choice_records_the_fewest_steps_to_its_goal_at_the_smallest_batch_s
     assert pilot_steps_to_goal(_records([[0.5, 0.05]]), 0.5) == 1      # at the goal counts
 
 
+def test_a_floor_halves_the_fraction_until_the_goal_takes_enough_steps():
+    # start 0.9, best 0.2 at both ends; the goals 0.27, 0.235, 0.2175, 0.20875, 0.204375 are
+    # first reached at steps 4, 6, 7, 8, 9 by the one small-batch trial
+    small = _records([[0.9, 0.3, 0.28, 0.26, 0.24, 0.22, 0.21, 0.205, 0.2]])
+    large = _records([[0.9, 0.5, 0.2]])
+    plain = goal_from_pilot(small, large, (8, 256), 1)
+    assert (plain.fraction, plain.steps_small, plain.min_steps) == (GOAL_FRACTION, 4, None)
+    floored = goal_from_pilot(small, large, (8, 256), 1, min_steps=6)
+    assert floored.fraction == pytest.approx(GOAL_FRACTION / 2) and floored.steps_small == 6
+    assert floored.goal == pytest.approx(0.2 + 0.05 * 0.7)
+    assert floored.to_dict()["min_steps"] == 6
+    assert goal_from_pilot(small, large, (8, 256), 1, min_steps=9).steps_small == 9
+    assert goal_from_pilot(small, large, (8, 256), 1, min_steps=4).fraction == GOAL_FRACTION
+    with pytest.raises(ValueError, match="goal-min-steps: no goal down to 0.00625"):
+        goal_from_pilot(small, large, (8, 256), 1, min_steps=10)
+
+
 def test_a_pilot_that_never_improves_or_diverges_is_an_error():
     flat = _records([[0.5, 0.6, 0.7]])
     with pytest.raises(ValueError, match="did not improve"):
@@ -64,6 +81,19 @@ def test_goal_auto_runs_the_pilot_records_it_and_resumes(tmp_path, capsys, one_d
     assert main(argv + ["--trials", "2"]) == 0
     assert (out / "trials.jsonl").read_text().splitlines() == lines
     assert json.loads((out / "config.json").read_text())["goal"] == config["goal"]
+    # a floor the recorded pilot did not have is refused before anything runs, and so is a floor
+    # with a given goal or outside 1 .. max-steps
+    capsys.readouterr()
+    assert main(argv + ["--goal-min-steps", "5"]) == 2
+    assert "resume it with the same flags" in capsys.readouterr().err
+    given = ["sweep", "--workload", "nqm", "--batch-sizes", "16,256", "--trials", "2",
+             "--max-steps", "300", "--goal", "0.5", "--out", str(tmp_path / "other"),
+             "--no-progress"]
+    assert main(given + ["--goal-min-steps", "5"]) == 2
+    assert "applies only to --goal auto" in capsys.readouterr().err
+    assert main(argv + ["--goal-min-steps", "301"]) == 2
+    assert "goal-min-steps must be in 1 .. max-steps (300)" in capsys.readouterr().err
+    assert (out / "trials.jsonl").read_text().splitlines() == lines
 
 
 def test_the_pilot_runs_vmap_trials_to_a_program_and_chooses_the_same_goal(monkeypatch,

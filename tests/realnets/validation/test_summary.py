@@ -125,6 +125,18 @@ def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
     assert [(e["workload"], e["optimizer"]) for e in entries] == [("a", "adam"), ("a", "sgd"),
                                                                   ("b", "sgd")]
     assert [e["ratio"] for e in entries] == pytest.approx([0.7, 1.5, 3.0])
+    # the same workload and optimizer swept to another goal is another entry too, and the tables
+    # name each one's goal
+    other = _doc("b", predicted=50.0)
+    other["sweep_config"]["goal"] = 0.05
+    update_summary(path, summary_entry(other))
+    entries = read_summary(path)
+    assert [(e["workload"], e["goal"]) for e in entries] == [("a", None), ("a", None),
+                                                              ("b", None), ("b", 0.05)]
+    rows = summary_table(entries).splitlines()[2:]
+    assert rows[3].startswith("| b (goal 0.05) | sgd |") and rows[0].startswith("| a | adam |")
+    update_summary(path, summary_entry(other))
+    assert len(read_summary(path)) == 4
     path.write_text("{}")
     with pytest.raises(ValueError, match="list"):
         read_summary(path)
@@ -138,11 +150,12 @@ def test_committed_summary_matches_every_committed_report():
     # one entry per report, keyed by its workload (a name, or an own workload's FILE.py:FUNCTION)
     # and optimizer; a report's directory is named for its workload, or WORKLOAD_OPTIMIZER when
     # the workload's default optimizer was replaced
-    keys = {d: (doc["workload"], doc["sweep_config"]["optimizer"]) for d, doc in made.items()}
+    keys = {d: (doc["workload"], doc["sweep_config"]["optimizer"],
+                float(doc["sweep_config"]["goal"])) for d, doc in made.items()}
     assert set(entries) == set(keys.values())
     assert len(entries) == len(docs)
     for d, doc in made.items():
-        assert (d.name in (doc["workload"], "_".join(keys[d])) or ":" in doc["workload"])
+        assert (d.name in (doc["workload"], "_".join(keys[d][:2])) or ":" in doc["workload"])
         assert json.loads(json.dumps(summary_entry(doc, side_records(d, doc)))) == entries[keys[d]]
 
 
@@ -252,8 +265,9 @@ def test_the_two_ends_table_holds_each_records_numbers():
     assert len(table) == 2 + len(with_ends) and with_ends
     for e, row in zip(with_ends, table[2:]):
         d = next(p.parent for p in REPORTS.glob("*/validation.json")
-                 if (read_validation(p.parent).workload, read_validation(p.parent).sweep_config[
-                     "optimizer"]) == entry_key(e))
+                 if (read_validation(p.parent).workload,
+                     read_validation(p.parent).sweep_config["optimizer"],
+                     float(read_validation(p.parent).sweep_config["goal"])) == entry_key(e))
         ends = json.loads((d / TWO_ENDS_FILE).read_text())
         ratio = ends["two_point"]["50"] / e["measured"]["b_crit"]
         assert f"**{ratio:.3g}**" in row
