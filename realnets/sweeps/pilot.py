@@ -191,7 +191,8 @@ def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], objec
         if old.goal_choice is None:
             raise ValueError(f"--goal auto: {out} holds a sweep whose goal {old.goal:g} was given, "
                              f"not chosen by a pilot; pass --goal {old.goal:g} to resume it")
-        if old.goal_choice.get("min_steps") != min_steps:
+        # a resume without the flag (the app, validate) keeps the recorded goal, floored or not
+        if min_steps is not None and old.goal_choice.get("min_steps") != min_steps:
             raise ValueError(f"goal-min-steps: {out} holds a sweep whose pilot had "
                              f"{old.goal_choice.get('min_steps') or 'no'} floor, got "
                              f"{min_steps or 'none'}; resume it with the same flags")

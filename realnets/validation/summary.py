@@ -1,4 +1,5 @@
-"""reports/validation/summary.json: one object per workload, the headline rule's numbers only.
+"""reports/validation/summary.json: one object per workload, optimizer and goal (a validated
+sweep), the headline rule's numbers only.
 
 Each entry (`summary_entry`, from a validation document):
   {"workload", "optimizer", "rule", "checkpoint",
@@ -180,7 +181,11 @@ def entry_key(entry: dict) -> tuple[str, str, float]:
 def update_summary(path: Path, entry: dict) -> None:
     """Replaces the entry with `entry`'s workload, optimizer and goal in the summary at `path`
     (or adds it), sorted by workload, optimizer, then goal."""
-    entries = [e for e in read_summary(path) if entry_key(e) != entry_key(entry)]
+    def replaced(e):     # the same study; one written before entries held their goal counts too
+        return entry_key(e) == entry_key(entry) or (
+            e.get("goal") is None and entry_key(e)[:2] == entry_key(entry)[:2])
+
+    entries = [e for e in read_summary(path) if not replaced(e)]
     entries.append(entry)
     store.write_json_atomic(Path(path), sorted(entries, key=entry_key))
 
@@ -349,8 +354,8 @@ def two_ends_table(entries: list[dict]) -> str:
         simple = e["b_simple"]["value"]
         if split:
             iv = split["intervals"]["noise_free"]
-            nf = (f"{_num(split['factors']['noise_free'], 3)} ({_num(iv['16'], 3)}-"
-                  f"{_num(iv['84'], 3)})")
+            ends_nf = ["?" if iv[q] is None else _num(iv[q], 3) for q in ("16", "84")]
+            nf = f"{_num(split['factors']['noise_free'], 3)} ({ends_nf[0]}-{ends_nf[1]})"
         lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_num(measured)} | "
                      f"{_num(e['ratio'], 3)} | {_num(ends['s_fb'])} | "
                      f"{_b_crit_cell(ends['b_2pt'])} | **{_num(ends['b_2pt']['ratio'], 3)}** | "

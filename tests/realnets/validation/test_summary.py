@@ -1,4 +1,5 @@
-"""summary.json: one entry per workload, the headline numbers of its validation document."""
+"""summary.json: one entry per validated sweep (workload, optimizer, goal), the headline numbers
+of its validation document."""
 
 import json
 import shutil
@@ -20,7 +21,7 @@ REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
 def _doc(workload="w", measured=100.0, predicted=150.0, optimizer="sgd"):
     return {"workload": workload,
             "settings": {"target_rule": "step_matched", "checkpoints": ["goal", "init"]},
-            "sweep_config": {"optimizer": optimizer},
+            "sweep_config": {"optimizer": optimizer, "goal": 0.1},
             "measured": {"fit": {"b_crit": measured},
                          "interval": {"available": True, "p16": 80.0, "p84": 130.0}},
             "checkpoints": {"goal": {
@@ -131,12 +132,20 @@ def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
     other["sweep_config"]["goal"] = 0.05
     update_summary(path, summary_entry(other))
     entries = read_summary(path)
-    assert [(e["workload"], e["goal"]) for e in entries] == [("a", None), ("a", None),
-                                                              ("b", None), ("b", 0.05)]
+    assert [(e["workload"], e["goal"]) for e in entries] == [("a", 0.1), ("a", 0.1),
+                                                              ("b", 0.05), ("b", 0.1)]
     rows = summary_table(entries).splitlines()[2:]
-    assert rows[3].startswith("| b (goal 0.05) | sgd |") and rows[0].startswith("| a | adam |")
+    assert rows[2].startswith("| b (goal 0.05) | sgd |") and rows[0].startswith("| a | adam |")
+    assert rows[3].startswith("| b (goal 0.1) | sgd |")
     update_summary(path, summary_entry(other))
     assert len(read_summary(path)) == 4
+    # an entry written before entries held their goal is replaced by its study's new one
+    old = tmp_path / "old.json"
+    old.write_text(json.dumps([{k: v for k, v in summary_entry(_doc("c")).items()
+                                if k != "goal"}]))
+    update_summary(old, summary_entry(_doc("c", predicted=20.0)))
+    assert [(e["workload"], e["goal"], e["ratio"]) for e in read_summary(old)] == [
+        ("c", 0.1, pytest.approx(0.2))]
     path.write_text("{}")
     with pytest.raises(ValueError, match="list"):
         read_summary(path)
