@@ -170,3 +170,34 @@ def test_the_tabular_example_is_the_stated_split_of_the_bundled_data(monkeypatch
     mean, std = raw.data[order[:455]].mean(axis=0), raw.data[order[:455]].std(axis=0)
     assert np.allclose(xv, (raw.data[order[455:]] - mean) / std, atol=1e-4)
     assert list(np.asarray(task.val["y"])) == list(raw.target[order[455:]])
+
+
+def test_the_regression_example_scores_the_squared_error_on_its_stated_split(monkeypatch):
+    """examples/diabetes.py (held out in docs/prediction_rule.md, session 33, last): 353 training
+    and 89 validation rows of scikit-learn's diabetes data, variables and target standardised on
+    the training rows; its validation metric is half the squared error of the MLP, written out
+    here in numpy from the parameters."""
+    import jax
+    from sklearn.datasets import load_diabetes
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/diabetes.py:make_workload").build()
+    raw = load_diabetes()
+    order = np.random.default_rng(0).permutation(len(raw.target))
+    train, val = order[:353], order[353:]
+    x_val = (raw.data[val] - raw.data[train].mean(axis=0)) / raw.data[train].std(axis=0)
+    y_val = (raw.target[val] - raw.target[train].mean()) / raw.target[train].std()
+    assert np.asarray(task.train["x"]).shape == (353, 10) and task.metric == "loss"
+    assert np.allclose(np.asarray(task.val["y"]), y_val, atol=1e-5)
+    params = task.init_params(jax.random.key(0))
+    layers = [params["params"][f"Dense_{i}"] for i in range(3)]
+    h = x_val
+    for layer in layers[:2]:
+        h = np.maximum(h @ np.asarray(layer["kernel"]) + np.asarray(layer["bias"]), 0.0)
+    pred = (h @ np.asarray(layers[2]["kernel"]) + np.asarray(layers[2]["bias"]))[:, 0]
+    rows = {k: jnp.asarray(v) for k, v in task.val.items()}
+    rows["mask"] = jnp.ones(89, jnp.float32)
+    out = task.eval_fn(params, rows)
+    assert float(out["count"]) == 89
+    np.testing.assert_allclose(float(out["metric_sum"]) / 89, np.mean(0.5 * (pred - y_val) ** 2),
+                               rtol=1e-4)
