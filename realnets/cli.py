@@ -955,12 +955,7 @@ def two_ends_command(args, argv) -> str:
 
     if args.sweep and len(args.dirs) > 1:
         raise ValueError("sweep: give --sweep with one DIR only")
-    directories = [Path(d) for d in args.dirs]
-    for directory in directories:
-        if not directory.is_dir():
-            raise ValueError(f"dir {str(directory)!r} is not a directory (a validation report's)")
-    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
-                                                                     flush=True))
+    directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
     records, missing = [], []
@@ -997,6 +992,19 @@ def two_ends_command(args, argv) -> str:
                _written_line(TWO_ENDS_FILE)))
 
 
+def _report_directories(dirs: list[str]) -> list[Path]:
+    """The DIR arguments as paths, each checked to be a directory (ValueError naming it)."""
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise ValueError(f"dir {d!r} is not a directory (a validation report's)")
+    return [Path(d) for d in dirs]
+
+
+def _progress(no_progress: bool):
+    """Where progress lines go: stderr, or nowhere with --no-progress."""
+    return (lambda _: None) if no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+
+
 def _write_beside_report(directory: Path, name: str, record: dict) -> None:
     """A record written beside a validation report (atomically), and the report's entry in the
     summary.json beside its directory refreshed (`summary.refresh_summary`)."""
@@ -1025,12 +1033,7 @@ def miss_split_command(args, argv) -> str:
     from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, VALIDATION_FILE,
                                            read_validation, side_records)
 
-    directories = [Path(d) for d in args.dirs]
-    for directory in directories:
-        if not directory.is_dir():
-            raise ValueError(f"dir {str(directory)!r} is not a directory (a validation report's)")
-    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
-                                                                     flush=True))
+    directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     needed = MISS_SPLIT_FILE if args.stored else TWO_ENDS_FILE
     records, missing = [], [str(d) for d in directories if not (d / needed).exists()]
     stale = []
