@@ -117,6 +117,23 @@ def _resolution_lines(doc: CurveDocument) -> list[str]:
             "two; a lower goal (--goal) gives a curve to fit"]
 
 
+def _luck_lines(doc: CurveDocument) -> list[str]:
+    """A warning where the winners' reruns under other seeds mostly miss the goal (their median
+    is None at a batch size the sweep reached): the sweep's steps there are its fastest trial's
+    luck, not what the configuration does."""
+    r = doc.b_crit_repeats or {}
+    medians, runs = r.get("rerun_median_steps"), r.get("runs")
+    if not medians or not runs:
+        return []
+    lucky = [int(p.batch_size) for p, m, n in zip(doc.points, medians, runs)
+             if p.steps is not None and m is None and n > 1]
+    if not lucky:
+        return []
+    return ["luck: at B = " + ", ".join(map(str, lucky)) + " half or more of the winner's reruns "
+            "under other seeds miss the goal within their cap, so the sweep's steps there are its "
+            "fastest trial's luck (a looser goal, reached under most seeds, gives firmer steps)"]
+
+
 def _bound_lines(doc: CurveDocument) -> list[str]:
     """The bound on B_crit when the curve has no bend between its batch sizes (else none)."""
     bound = b_crit_bound([p.batch_size for p in doc.points], [p.steps for p in doc.points])
@@ -139,6 +156,7 @@ def format_table(doc: CurveDocument) -> str:
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
               *_bound_lines(doc),
               *_resolution_lines(doc),
+              *_luck_lines(doc),
               _resampled_line(doc.b_crit_resampled),
               *([_resampled_line(doc.b_crit_repeats)] if doc.b_crit_repeats is not None
                 and (doc.b_crit_resampled or {}).get("method") != "repeats" else []),
