@@ -330,6 +330,7 @@ def describe(config: dict) -> str:
 
 
 def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
+    from realnets.sweeps.report import curve_warnings
     from ui import prediction
     from ui.measured import decayed, resampled_columns
     st.subheader("Steps to result measured on a network, beside the NQM")
@@ -342,6 +343,10 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     if measured.points.empty:
         st.info(f"{measured.name} has no finished trials yet.")
         return
+    warnings = curve_warnings(measured.document)
+    st.session_state["curve_warnings"] = warnings
+    for line in warnings:
+        st.warning(line)
     where, doc = validation_of(measured)
     show_reconciliation(measured, where, doc)
 

@@ -134,6 +134,12 @@ def _luck_lines(doc: CurveDocument) -> list[str]:
             "fastest trial's luck (a looser goal, reached under most seeds, gives firmer steps)"]
 
 
+def curve_warnings(doc: CurveDocument) -> list[str]:
+    """What makes a measured curve's B_crit weak, one line each (the report prints them; the app
+    shows them): too few steps at the smallest batch size, steps that are the winners' luck."""
+    return _resolution_lines(doc) + _luck_lines(doc)
+
+
 def _bound_lines(doc: CurveDocument) -> list[str]:
     """The bound on B_crit when the curve has no bend between its batch sizes (else none)."""
     bound = b_crit_bound([p.batch_size for p in doc.points], [p.steps for p in doc.points])
@@ -155,8 +161,7 @@ def format_table(doc: CurveDocument) -> str:
               f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "
               f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
               *_bound_lines(doc),
-              *_resolution_lines(doc),
-              *_luck_lines(doc),
+              *curve_warnings(doc),
               _resampled_line(doc.b_crit_resampled),
               *([_resampled_line(doc.b_crit_repeats)] if doc.b_crit_repeats is not None
                 and (doc.b_crit_resampled or {}).get("method") != "repeats" else []),

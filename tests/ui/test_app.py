@@ -196,6 +196,19 @@ def test_an_arm_of_a_study_is_listed_and_named_with_its_study():
     assert not any(o.startswith("sweeps/mnist_cnn_64 (unfinished") for o in options)
 
 
+def test_a_weak_curve_is_flagged_above_its_chart():
+    """The report's warnings (too few steps, steps that are luck) stand above the curve in the
+    app: on the shipped diabetes sweep the luck at B >= 32, on mnist_mlp none."""
+    at = section_app("Measured curves")
+    at.selectbox(key="measured_sweep").set_value("sweeps/diabetes_mlp").run()
+    assert not at.exception and not errors(at)
+    shown = at.session_state["curve_warnings"]
+    assert len(shown) == 1 and shown[0].startswith("luck: at B = 32, 64, 128, 256")
+    assert shown[0] in [w.value for w in at.warning]
+    at.selectbox(key="measured_sweep").set_value("sweeps/mnist_mlp").run()
+    assert at.session_state["curve_warnings"] == []
+
+
 def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
     at = measured_app
     assert not at.exception and not errors(at)
