@@ -958,15 +958,17 @@ def two_ends_command(args, argv) -> str:
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
-    records, missing = [], []
+    records, missing, sources = [], [], []
     for directory in directories:
         if args.goal_metric:
             records.append(_goal_metric(directory, args, say))
+            sources.append(directory)
             continue
         if args.stored:
             if (directory / TWO_ENDS_FILE).exists():
                 records.append(store.read_json(directory / TWO_ENDS_FILE,
                                                "two-ends record"))
+                sources.append(directory)
             else:
                 missing.append(str(directory))
             continue
@@ -984,12 +986,25 @@ def two_ends_command(args, argv) -> str:
                   "wall_seconds": time.perf_counter() - start}
         _write_beside_report(directory, TWO_ENDS_FILE, record)
         records.append(record)
+        sources.append(directory)
     if args.format == "json":
         return json.dumps(records, indent=1)
-    return (two_ends.table(records)
+    return (two_ends.table(records, _row_labels(records, sources))
             + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}" if missing else "")
             + ("" if args.stored or args.goal_metric or not records else
                _written_line(TWO_ENDS_FILE)))
+
+
+def _row_labels(records: list[dict], directories: list[Path]) -> list[str]:
+    """The tables' workload names for records read from or written to `directories` (one each):
+    with the goal of the directory's sweep where a workload and optimizer come twice."""
+    from realnets.validation.files import VALIDATION_FILE, read_validation
+    from realnets.validation.summary import workload_labels
+
+    goals = [read_validation(d).to_dict().get("sweep_config", {}).get("goal")
+             if (d / VALIDATION_FILE).is_file() else None for d in directories]
+    return workload_labels([{"workload": r["workload"], "optimizer": r["optimizer"], "goal": g}
+                            for r, g in zip(records, goals)])
 
 
 def _report_directories(dirs: list[str]) -> list[Path]:
@@ -1036,12 +1051,13 @@ def miss_split_command(args, argv) -> str:
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     needed = MISS_SPLIT_FILE if args.stored else TWO_ENDS_FILE
     records, missing = [], [str(d) for d in directories if not (d / needed).exists()]
-    stale = []
+    stale, sources = [], []
     for directory in directories:
         if str(directory) in missing:
             continue
         doc = read_validation(directory).to_dict()
         kept = side_records(directory, doc)
+        sources.append(directory)
         if args.stored:
             if kept["miss_split"] is None:
                 stale.append(str(directory))
@@ -1057,7 +1073,7 @@ def miss_split_command(args, argv) -> str:
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
-    return (miss_split.table(records)
+    return (miss_split.table(records, _row_labels(records, sources))
             + (f"\nno {needed} in: {', '.join(missing)}" if missing else "")
             + (f"\nnot made from the directory's {VALIDATION_FILE} or its {TWO_ENDS_FILE} "
                f"(left out of the summary, report and app): {', '.join(stale)}"

@@ -6,6 +6,8 @@ smallest and largest batch size, each for the full budget. `m_best` is the best 
 reached at each end; the worse (larger) of the two is kept so that both ends can reach the goal.
 `m_start` is the metric at the trainer's first evaluation (after step 1), the median over the
 pilot's trials at the smallest batch size. Goal: `m_best + GOAL_FRACTION (m_start - m_best)`.
+The evaluation at which a trial diverged is not counted in any of these (`evaluations`): a sweep's
+trial that diverges there has not reached the goal either.
 
 With a floor (`--goal-min-steps N`, off by default: the rule fixed in docs/prediction_rule.md
 has none), the fraction is halved, up to FLOOR_HALVINGS times, until the fewest steps any pilot
@@ -72,8 +74,18 @@ class GoalChoice:
                 "steps_small": self.steps_small, "min_steps": self.min_steps}
 
 
+def evaluations(record: dict) -> list[tuple[int, float]]:
+    """A pilot trial's (step, metric) evaluations that count: those with a metric, without the
+    one at which the trial diverged (the trainer records it, but a sweep's trial that diverges
+    there has not reached the goal: `realnets.training.trainer`)."""
+    pairs = list(zip(record["eval"]["step"], record["eval"]["metric"]))
+    if record.get("status") == "INFEASIBLE" and pairs:
+        pairs = pairs[:-1]
+    return [(int(s), float(m)) for s, m in pairs if m is not None]
+
+
 def _best(records: list[dict]) -> float:
-    values = [m for r in records for m in r["eval"]["metric"] if m is not None]
+    values = [m for r in records for _, m in evaluations(r)]
     return float(min(values)) if values else math.nan
 
 
@@ -81,8 +93,9 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
                     trials: int, min_steps: int | None = None) -> GoalChoice:
     """The rule applied to the pilot's trial records (trainer records at the two batch sizes);
     with `min_steps`, the floor of the module docstring (ValueError when no goal meets it)."""
-    start = [r["eval"]["metric"][0] for r in small if r["eval"]["metric"]
-             and r["eval"]["metric"][0] is not None]
+    # a trial's first evaluation (after step 1), unless it diverged there or had no metric
+    start = [pairs[0][1] for pairs in map(evaluations, small)
+             if pairs and pairs[0][0] == first_step(small)]
     best_small, best_large = _best(small), _best(large)
     if not start or math.isnan(best_small) or math.isnan(best_large):
         raise ValueError("the pilot produced no finite metric at one of the batch sizes "
@@ -106,11 +119,16 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
                      f"(the fastest pilot trial there took {steps}); give --goal")
 
 
+def first_step(records: list[dict]) -> int | None:
+    """The step of the trainer's first evaluation in `records` (None: no evaluation at all)."""
+    steps = [r["eval"]["step"][0] for r in records if r["eval"]["step"]]
+    return int(min(steps)) if steps else None
+
+
 def pilot_steps_to_goal(records: list[dict], goal: float) -> int | None:
     """The fewest steps at which any of the pilot's trials (trainer records) first evaluated at
-    or below `goal` (None: none did)."""
-    steps = [next((s for s, m in zip(r["eval"]["step"], r["eval"]["metric"])
-                   if m is not None and m <= goal), None) for r in records]
+    or below `goal`, the evaluation at which a trial diverged not counted (None: none did)."""
+    steps = [next((s for s, m in evaluations(r) if m <= goal), None) for r in records]
     steps = [s for s in steps if s is not None]
     return int(min(steps)) if steps else None
 

@@ -177,8 +177,10 @@ def network_intervals(by_percentile: dict) -> dict:
                           "84": by_percentile["84"]["shape_net"]}}
 
 
-def table(records: list[dict]) -> str:
-    """The miss_split records as a Markdown table (docs/validation.md)."""
+def table(records: list[dict], labels: list[str] | None = None) -> str:
+    """The miss_split records as a Markdown table (docs/validation.md); `labels` name the rows'
+    workloads (default: each record's own; `summary.workload_labels` names the goal where a
+    workload and optimizer come twice)."""
     def g(x, digits=3):
         return "-" if x is None else f"{x:.{digits}g}"
 
@@ -191,9 +193,9 @@ def table(records: list[dict]) -> str:
               "(network, full batch) | S~_ref | shape_nqm (16-84%) | noise_free (16-84%) | "
               "reference (16-84%) | shape_net (16-84%) | largest |")
     lines = [header, "|---" * 12 + "|"]
-    for rec in records:
+    for rec, label in zip(records, labels or [r["workload"] for r in records]):
         lines.append(
-            f"| {rec['workload']} | {rec['optimizer']} | {g(rec['ratio'])} | {g(rec['s_q'])} | "
+            f"| {label} | {rec['optimizer']} | {g(rec['ratio'])} | {g(rec['s_q'])} | "
             f"{g(rec['n_q'])} | {g(rec['s_fb'])} | {g(rec['s_tilde']['50'])} | "
             + " | ".join(factor(rec, k) for k in FACTORS) + f" | {rec['largest'] or '-'} |")
     return "\n".join(lines)

@@ -223,7 +223,7 @@ def refresh_summary(directory: Path) -> Path | None:
     return path
 
 
-def _labels(entries: list[dict]) -> list[str]:
+def workload_labels(entries: list[dict]) -> list[str]:
     """Each entry's workload as the tables name it: with its goal where the same workload and
     optimizer come twice."""
     pairs = [(e["workload"], e["optimizer"]) for e in entries]
@@ -259,7 +259,7 @@ def summary_table(entries: list[dict]) -> str:
     lines = ["| workload | optimizer | measured B_crit (16-84%) | NQM prediction (16-84%) | ratio "
              "| B_simple (ratio) | B_noise (ratio) | local CBS along training |",
              "|---|---|---|---|---|---|---|---|"]
-    label = dict(zip(map(entry_key, entries), _labels(entries)))
+    label = dict(zip(map(entry_key, entries), workload_labels(entries)))
     for e in entries:
         measured = e["measured"]["b_crit"]
 
@@ -294,7 +294,7 @@ def reruns_table(entries: list[dict]) -> str:
     lines = ["| workload | optimizer | measured B_crit (sweep) | one rerun per batch size, "
              "16-84% | B_crit of the reruns' median curve (16-84% over seeds) | NQM / it | "
              "B_simple / it |", "|---|---|---|---|---|---|---|"]
-    label = dict(zip(map(entry_key, entries), _labels(entries)))
+    label = dict(zip(map(entry_key, entries), workload_labels(entries)))
     for e in rows:
         r = e["reruns"]
         # an entry written before the median curve had its own interval: one_run absent
@@ -324,7 +324,7 @@ def rule_2_table(entries: list[dict]) -> str:
     lines = ["| workload | optimizer | measured B_crit | rule 2 prediction (16-84%) | rule 2 "
              "ratio | headline ratio | B_simple ratio | S_fb | B_2pt (16-84%) | B_2pt ratio |",
              "|---|---|---|---|---|---|---|---|---|---|"]
-    label = dict(zip(map(entry_key, entries), _labels(entries)))
+    label = dict(zip(map(entry_key, entries), workload_labels(entries)))
     for e in rows:
         r, measured = e["rule_2"], e["measured"]["b_crit"]
         simple = e["b_simple"]["value"]
@@ -348,7 +348,7 @@ def two_ends_table(entries: list[dict]) -> str:
     lines = ["| workload | optimizer | measured B_crit | headline ratio | S_fb^N | B_2pt' "
              "(16-84%) | B_2pt' ratio | rule 3 ratio | B_simple ratio | noise-free factor "
              "(16-84%) | largest factor |", "|---" * 11 + "|"]
-    label = dict(zip(map(entry_key, entries), _labels(entries)))
+    label = dict(zip(map(entry_key, entries), workload_labels(entries)))
     for e in rows:
         ends, split, measured = e["two_ends"], e.get("miss_split"), e["measured"]["b_crit"]
         simple = e["b_simple"]["value"]

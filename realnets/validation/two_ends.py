@@ -244,8 +244,10 @@ def row(record: dict) -> dict:
                       "rule_3_vs_curve": _ratio(three["50"], curve)}}
 
 
-def table(records: list[dict]) -> str:
-    """The two_ends records as a Markdown table (docs/validation.md)."""
+def table(records: list[dict], labels: list[str] | None = None) -> str:
+    """The two_ends records as a Markdown table (docs/validation.md); `labels` name the rows'
+    workloads (default: each record's own; `summary.workload_labels` names the goal where a
+    workload and optimizer come twice)."""
     def g(x, digits=3):
         return "-" if x is None else f"{x:.{digits}g}"
 
@@ -259,11 +261,11 @@ def table(records: list[dict]) -> str:
              "measured B_crit (16-84%) | reruns' curve | B_2pt' (16-84%) | / measured | "
              "rule 3 (16-84%) | / measured | B_simple / measured | rule 1 / measured |",
              "|---" * 13 + "|"]
-    for rec in records:
+    for rec, label in zip(records, labels or [r["workload"] for r in records]):
         r = row(rec)
         m, c, ratio = r["measured"], r["reruns_curve"], r["ratio"]
         lines.append(
-            f"| {r['workload']} | {r['optimizer']} | {r['s_ref']} | {span(r['s_tilde'])} | "
+            f"| {label} | {r['optimizer']} | {r['s_ref']} | {span(r['s_tilde'])} | "
             f"{g(r['s_fb_sample'])} / {g(r['s_fb_whole'])} ({r['rows']}) | "
             f"{g(m['b_crit'])} ({g(m['lo'])}-{g(m['hi'])}) | {g(c['b_crit'])} | "
             f"{span(r['two_point'])} | {g(ratio['two_point'])} | {span(r['rule_3'])} | "

@@ -9,7 +9,8 @@ import json
 import pytest
 
 from realnets.cli import main
-from realnets.sweeps.pilot import GOAL_FRACTION, goal_from_pilot, pilot_steps_to_goal
+from realnets.sweeps.pilot import (GOAL_FRACTION, evaluations, goal_from_pilot,
+                                   pilot_steps_to_goal)
 
 
 def _records(curves):
@@ -52,6 +53,23 @@ def test_a_floor_halves_the_fraction_until_the_goal_takes_enough_steps():
     assert goal_from_pilot(small, large, (8, 256), 1, min_steps=4).fraction == GOAL_FRACTION
     with pytest.raises(ValueError, match="goal-min-steps: no goal down to 0.00625"):
         goal_from_pilot(small, large, (8, 256), 1, min_steps=10)
+
+
+def test_the_evaluation_at_which_a_trial_diverged_does_not_count():
+    # the trainer records the metric at the evaluation where the loss blew up, but a sweep's trial
+    # that diverges there has not reached the goal: the pilot must not count it either
+    small = _records([[0.9, 0.5, 0.3], [0.8, 0.6, 0.05]])
+    small[1]["status"] = "INFEASIBLE"
+    large = _records([[0.9, 0.6, 0.4]])
+    choice = goal_from_pilot(small, large, (16, 1024), 2)
+    assert choice.best_small == pytest.approx(0.3)            # not the diverging 0.05
+    assert pilot_steps_to_goal(small, 0.1) is None
+    assert pilot_steps_to_goal(small, 0.6) == 2               # its earlier evaluations count
+    # a trial that diverged at its first evaluation gives no starting metric
+    first = _records([[0.9, 0.5], [5.0]])
+    first[1]["status"] = "INFEASIBLE"
+    assert goal_from_pilot(first, large, (16, 1024), 2).metric_start == pytest.approx(0.9)
+    assert evaluations(first[1]) == [] and evaluations(small[0]) == [(1, 0.9), (2, 0.5), (3, 0.3)]
 
 
 def test_a_pilot_that_never_improves_or_diverges_is_an_error():

@@ -171,6 +171,10 @@ def test_each_committed_split_agrees_with_its_inputs(path):
                else (s_q / s_fb - 1) / bend(pct[q]), iv["reference"][end])
 
 
+def written_goal(report):
+    return json.loads((report / "validation.json").read_text())["sweep_config"]["goal"]
+
+
 def test_the_command_writes_tabulates_and_refuses_bad_input(tmp_path, capsys):
     report = tmp_path / "digits_mlp_adam"
     report.mkdir()
@@ -185,6 +189,16 @@ def test_the_command_writes_tabulates_and_refuses_bad_input(tmp_path, capsys):
     assert written["command"].startswith("python -m realnets miss-split")
     assert main(["miss-split", str(report), "--stored", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)[0]["factors"] == written["factors"]
+    # the same workload and optimizer swept to another goal: each row names its goal
+    other = tmp_path / "digits_mlp_adam_goal"
+    shutil.copytree(report, other)
+    doc = json.loads((other / "validation.json").read_text())
+    doc["sweep_config"]["goal"] = 0.2
+    (other / "validation.json").write_text(json.dumps(doc))
+    assert main(["miss-split", str(report), str(other), "--stored"]) == 0
+    rows = [r for r in capsys.readouterr().out.splitlines() if r.startswith("| digits_mlp")]
+    assert [r.split(" | ")[0] for r in rows] == [
+        f"| digits_mlp (goal {written_goal(report):.4g})", "| digits_mlp (goal 0.2)"]
     assert main(["miss-split", str(tmp_path / "nowhere")]) == 2
     assert "is not a directory" in capsys.readouterr().err
     # a two_ends.json of an earlier validation is refused, and --stored names a stale split

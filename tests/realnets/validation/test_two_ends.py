@@ -198,6 +198,8 @@ def test_a_row_holds_each_estimate_against_the_measured_and_the_reruns_curve():
     text = two_ends.table([_record()])
     assert "| w | sgd | 40 | 44 (38 .. 50) | 9 / 11 (1618) | 10 (8-13) | 15 | 12 (9.82 .. 14.2) | " \
         "1.2 |" in text and "| 12 (9 .. inf) | 1.2 | 3 | 0.25 |" in text
+    assert two_ends.table([_record()], ["w (goal 0.3)"]).splitlines()[2].startswith(
+        "| w (goal 0.3) | sgd | 40 |")
 
 
 def test_the_command_tabulates_stored_records_and_refuses_bad_input(tmp_path, capsys):
