@@ -94,8 +94,8 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
     """The rule applied to the pilot's trial records (trainer records at the two batch sizes);
     with `min_steps`, the floor of the module docstring (ValueError when no goal meets it)."""
     # a trial's first evaluation (after step 1), unless it diverged there or had no metric
-    start = [pairs[0][1] for pairs in map(evaluations, small)
-             if pairs and pairs[0][0] == first_step(small)]
+    first = first_step(small)
+    start = [pairs[0][1] for pairs in map(evaluations, small) if pairs and pairs[0][0] == first]
     best_small, best_large = _best(small), _best(large)
     if not start or math.isnan(best_small) or math.isnan(best_large):
         raise ValueError("the pilot produced no finite metric at one of the batch sizes "
