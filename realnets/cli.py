@@ -949,7 +949,7 @@ def two_ends_command(args, argv) -> str:
     from realnets import store, workloads
     from realnets.sweeps.records import read_repeats
     from realnets.validation import two_ends
-    from realnets.validation.files import TWO_ENDS_FILE, read_validation
+    from realnets.validation.files import TWO_ENDS_FILE, VALIDATION_FILE, read_validation
     from realnets.validation.rerun import reference_checkpoints
     from realnets.validation.summary import summary_entry
 
@@ -958,17 +958,18 @@ def two_ends_command(args, argv) -> str:
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
-    records, missing, sources = [], [], []
+    records, missing, goals = [], [], []
     for directory in directories:
         if args.goal_metric:
             records.append(_goal_metric(directory, args, say))
-            sources.append(directory)
+            goals.append(_sweep_goal(read_validation(directory).to_dict()))
             continue
         if args.stored:
             if (directory / TWO_ENDS_FILE).exists():
                 records.append(store.read_json(directory / TWO_ENDS_FILE,
                                                "two-ends record"))
-                sources.append(directory)
+                goals.append(_sweep_goal(read_validation(directory).to_dict())
+                             if (directory / VALIDATION_FILE).is_file() else None)
             else:
                 missing.append(str(directory))
             continue
@@ -986,23 +987,25 @@ def two_ends_command(args, argv) -> str:
                   "wall_seconds": time.perf_counter() - start}
         _write_beside_report(directory, TWO_ENDS_FILE, record)
         records.append(record)
-        sources.append(directory)
+        goals.append(_sweep_goal(as_dict))
     if args.format == "json":
         return json.dumps(records, indent=1)
-    return (two_ends.table(records, _row_labels(records, sources))
+    return (two_ends.table(records, _row_labels(records, goals))
             + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}" if missing else "")
             + ("" if args.stored or args.goal_metric or not records else
                _written_line(TWO_ENDS_FILE)))
 
 
-def _row_labels(records: list[dict], directories: list[Path]) -> list[str]:
-    """The tables' workload names for records read from or written to `directories` (one each):
-    with the goal of the directory's sweep where a workload and optimizer come twice."""
-    from realnets.validation.files import VALIDATION_FILE, read_validation
+def _sweep_goal(doc: dict) -> float | None:
+    """The goal of the sweep a validation document (as a dict) was made from."""
+    return doc.get("sweep_config", {}).get("goal")
+
+
+def _row_labels(records: list[dict], goals: list) -> list[str]:
+    """The tables' workload names for records made from sweeps with `goals` (one each): with the
+    goal where a workload and optimizer come twice (`summary.workload_labels`)."""
     from realnets.validation.summary import workload_labels
 
-    goals = [read_validation(d).to_dict().get("sweep_config", {}).get("goal")
-             if (d / VALIDATION_FILE).is_file() else None for d in directories]
     return workload_labels([{"workload": r["workload"], "optimizer": r["optimizer"], "goal": g}
                             for r, g in zip(records, goals)])
 
@@ -1051,13 +1054,13 @@ def miss_split_command(args, argv) -> str:
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     needed = MISS_SPLIT_FILE if args.stored else TWO_ENDS_FILE
     records, missing = [], [str(d) for d in directories if not (d / needed).exists()]
-    stale, sources = [], []
+    stale, goals = [], []
     for directory in directories:
         if str(directory) in missing:
             continue
         doc = read_validation(directory).to_dict()
         kept = side_records(directory, doc)
-        sources.append(directory)
+        goals.append(_sweep_goal(doc))
         if args.stored:
             if kept["miss_split"] is None:
                 stale.append(str(directory))
@@ -1073,7 +1076,7 @@ def miss_split_command(args, argv) -> str:
         records.append(record)
     if args.format == "json":
         return json.dumps(records, indent=1)
-    return (miss_split.table(records, _row_labels(records, sources))
+    return (miss_split.table(records, _row_labels(records, goals))
             + (f"\nno {needed} in: {', '.join(missing)}" if missing else "")
             + (f"\nnot made from the directory's {VALIDATION_FILE} or its {TWO_ENDS_FILE} "
                f"(left out of the summary, report and app): {', '.join(stale)}"

@@ -93,9 +93,9 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
                     trials: int, min_steps: int | None = None) -> GoalChoice:
     """The rule applied to the pilot's trial records (trainer records at the two batch sizes);
     with `min_steps`, the floor of the module docstring (ValueError when no goal meets it)."""
-    # a trial's first evaluation (after step 1), unless it diverged there or had no metric
-    first = first_step(small)
-    start = [pairs[0][1] for pairs in map(evaluations, small) if pairs and pairs[0][0] == first]
+    # a trial's first evaluation (after step 1), unless it diverged there: the trainer stops
+    # recording a trial at its first non-finite metric, so a kept evaluation is never a later one
+    start = [pairs[0][1] for pairs in map(evaluations, small) if pairs]
     best_small, best_large = _best(small), _best(large)
     if not start or math.isnan(best_small) or math.isnan(best_large):
         raise ValueError("the pilot produced no finite metric at one of the batch sizes "
@@ -117,12 +117,6 @@ def goal_from_pilot(small: list[dict], large: list[dict], batch_sizes: tuple[int
     raise ValueError(f"goal-min-steps: no goal down to {fractions[-1]:g} of the way from the "
                      f"pilot's best {m_best:.4g} takes {min_steps} steps at B = {batch_sizes[0]} "
                      f"(the fastest pilot trial there took {steps}); give --goal")
-
-
-def first_step(records: list[dict]) -> int | None:
-    """The step of the trainer's first evaluation in `records` (None: no evaluation at all)."""
-    steps = [r["eval"]["step"][0] for r in records if r["eval"]["step"]]
-    return int(min(steps)) if steps else None
 
 
 def pilot_steps_to_goal(records: list[dict], goal: float) -> int | None:

@@ -107,6 +107,7 @@ def test_steps_the_winners_reruns_mostly_miss_are_flagged_as_luck():
     from realnets.sweeps.report import render
 
     sweeps = Path(__file__).resolve().parents[3] / "sweeps"
+    found = {}
     for name in ("diabetes_mlp", "breast_cancer_mlp", "digits_mlp"):
         config, records = load_sweep(sweeps / name)
         text = render(build_curve(records, config, read_repeats(sweeps / name)), "table")
@@ -115,9 +116,11 @@ def test_steps_the_winners_reruns_mostly_miss_are_flagged_as_luck():
                   (sweeps / name / "repeats.jsonl").read_text().splitlines()]
         missed = Counter(r["batch_size"] for r in reruns if r["steps_to_goal"] is None)
         made = Counter(r["batch_size"] for r in reruns)
-        lucky = sorted(b for b in made if 2 * missed[b] >= made[b])
+        lucky = found[name] = sorted(b for b in made if 2 * missed[b] >= made[b])
         if lucky:
             assert ("luck: at B = " + ", ".join(map(str, lucky)) + " half or more") in text
         else:
             assert "luck:" not in text
-    assert lucky == [] and name == "digits_mlp"
+    # the files hold both cases, so the flag is checked where it must appear and where not
+    assert found["diabetes_mlp"] == [32, 64, 128, 256] and found["breast_cancer_mlp"] == [16]
+    assert found["digits_mlp"] == []

@@ -214,6 +214,24 @@ def test_the_command_tabulates_stored_records_and_refuses_bad_input(tmp_path, ca
     out = capsys.readouterr().out
     assert "| w | sgd | 40 |" in out and out.count("| w |") == 1
     assert out.strip().endswith(f"no two_ends.json in: {tmp_path / 'b'}")
+    # one study swept to two goals: each stored row names its sweep's goal
+    import shutil
+    from pathlib import Path
+
+    report = Path(__file__).resolve().parents[3] / "reports" / "validation" / "digits_mlp_adam"
+    for name, goal in (("g1", None), ("g2", 0.2)):
+        (tmp_path / name).mkdir()
+        for f in ("validation.json", TWO_ENDS_FILE):
+            shutil.copy(report / f, tmp_path / name / f)
+        if goal is not None:
+            doc = json.loads((tmp_path / name / "validation.json").read_text())
+            doc["sweep_config"]["goal"] = goal
+            (tmp_path / name / "validation.json").write_text(json.dumps(doc))
+    first = json.loads((report / "validation.json").read_text())["sweep_config"]["goal"]
+    assert main(["two-ends", str(tmp_path / "g1"), str(tmp_path / "g2"), "--stored"]) == 0
+    rows = [r.split(" | ")[0] for r in capsys.readouterr().out.splitlines()
+            if r.startswith("| digits_mlp")]
+    assert rows == [f"| digits_mlp (goal {first:.4g})", "| digits_mlp (goal 0.2)"]
     assert main(["two-ends", str(tmp_path / "a"), str(tmp_path / "a"), "--sweep", "x"]) == 2
     assert "--sweep with one DIR" in capsys.readouterr().err.replace("sweep: give ", "--")
     assert main(["two-ends", str(tmp_path / "none")]) == 2
