@@ -201,3 +201,31 @@ def test_the_regression_example_scores_the_squared_error_on_its_stated_split(mon
     assert float(out["count"]) == 89
     np.testing.assert_allclose(float(out["metric_sum"]) / 89, np.mean(0.5 * (pred - y_val) ** 2),
                                rtol=1e-4)
+
+
+def test_the_teacher_student_labels_follow_the_teachers_softmax(monkeypatch):
+    """examples/teacher_student.py (held out in docs/prediction_rule.md, session 35) draws each
+    label from the softmax of the teacher's logits: over 200,000 rows the mean of the one-hot
+    labels equals the mean of the softmax per class within 5 standard errors (an off-by-one in
+    the inverse-CDF draw would shift whole classes); the workload has the stated sizes."""
+    import importlib.util
+
+    monkeypatch.chdir(ROOT)
+    spec = importlib.util.spec_from_file_location("teacher_student",
+                                                  ROOT / "examples" / "teacher_student.py")
+    ts = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ts)
+    rng = np.random.default_rng(3)
+    w1 = rng.standard_normal((ts.INPUT_DIM, ts.TEACHER_WIDTH)) / np.sqrt(ts.INPUT_DIM)
+    w2 = rng.standard_normal((ts.TEACHER_WIDTH, ts.CLASSES)) / np.sqrt(ts.TEACHER_WIDTH)
+    x, y = ts.teacher_data(200_000, rng, w1, w2)
+    logits = ts.TEACHER_SCALE * np.tanh(x.astype(np.float64) @ w1) @ w2
+    p = np.exp(logits - logits.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    diff = np.eye(ts.CLASSES)[y] - p
+    se = diff.std(axis=0) / np.sqrt(len(y))
+    assert np.all(np.abs(diff.mean(axis=0)) < 5 * se)
+    assert 0.05 < 1 - p.max(axis=1).mean() < 0.3        # labels noisy, but learnable
+    task = workloads.get("examples/teacher_student.py:make_workload").build()
+    assert np.asarray(task.train["x"]).shape == (16384, 32)
+    assert np.asarray(task.val["y"]).shape == (4096,)
