@@ -1,5 +1,5 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-swap-optimizer, adam-basis, two-ends, miss-split, branch, throughput, plan}`.
+swap-optimizer, adam-basis, two-ends, miss-split, two-point, branch, throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -217,6 +217,17 @@ def build_parser() -> argparse.ArgumentParser:
                         "one is named, not an error)")
     m.add_argument("--format", choices=("table", "json"), default="table")
     m.add_argument("--no-progress", action="store_true")
+    p = sub.add_parser("two-point",
+                       help="a sweep: B_crit by the two-point estimate B_2pt' from its smallest "
+                            "batch size alone (the reference trial's reruns and full-batch "
+                            "descents on the whole training set; no NQM, no other batch size "
+                            "needed: docs/own_workload.md)")
+    p.add_argument("dir", help="sweep directory with the reference trial's reruns (python -m "
+                               "realnets repeat); the result goes to DIR/two_point.json")
+    p.add_argument("--batch-size", type=int,
+                   help="B_ref (default: the smallest batch size that reached the goal)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
     return parser
@@ -996,6 +1007,36 @@ def two_ends_command(args, argv) -> str:
                _written_line(TWO_ENDS_FILE)))
 
 
+def two_point_command(args, argv) -> str:
+    """`python -m realnets two-point DIR`: `realnets.validation.two_point.estimate` on a sweep, its
+    record written to DIR/two_point.json. Inputs are checked before any training."""
+    import json
+    import shlex
+    import time
+
+    from realnets import store, workloads
+    from realnets.sweeps.records import load_sweep, read_repeats
+    from realnets.validation import two_point
+
+    start = time.perf_counter()
+    directory = Path(args.dir)
+    config, records = load_sweep(directory)
+    repeats = read_repeats(directory)
+    two_point.check_inputs(config, records, repeats, args.batch_size)
+    task = workloads.get(config.workload).build(text_file=config.text_file)
+    record = two_point.estimate(task, config, records, repeats, args.batch_size,
+                                log=_progress(args.no_progress))
+    record = {**record, "command": "python -m realnets " + shlex.join(argv),
+              "wall_seconds": time.perf_counter() - start}
+    store.write_json_atomic(directory / TWO_POINT_FILE, record)
+    if args.format == "json":
+        return json.dumps(record, indent=1)
+    return two_point.text(record) + f"\nwritten: {directory / TWO_POINT_FILE}"
+
+
+TWO_POINT_FILE = "two_point.json"
+
+
 def _sweep_goal(doc: dict) -> float | None:
     """The goal of the sweep a validation document (as a dict) was made from."""
     return doc.get("sweep_config", {}).get("goal")
@@ -1166,6 +1207,8 @@ def main(argv=None) -> int:
             text = two_ends_command(args, list(sys.argv[1:] if argv is None else argv))
         elif args.command == "miss-split":
             text = miss_split_command(args, list(sys.argv[1:] if argv is None else argv))
+        elif args.command == "two-point":
+            text = two_point_command(args, list(sys.argv[1:] if argv is None else argv))
         elif args.command == "adam-basis":
             text = adam_basis_command(args, list(sys.argv[1:] if argv is None else argv))
         else:

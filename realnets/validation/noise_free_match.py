@@ -189,13 +189,18 @@ def reference_reruns(repeats: list[TrialRecord], calibration_run: dict) -> list[
     repeats` records with its batch size and metaparameters (`curve.same_configuration`; a
     rerun's trial id numbers its initialisation, not the sweep's trial). None: not at the goal
     within the rerun's cap."""
-    reference = TrialRecord(
+    reference = reference_record(calibration_run)
+    return [r.steps_to_goal for r in repeats if same_configuration(r, reference)]
+
+
+def reference_record(calibration_run: dict) -> TrialRecord:
+    """The reference trial's configuration as a TrialRecord (for `curve.same_configuration`)."""
+    return TrialRecord(
         batch_size=int(calibration_run["batch_size"]), trial_id=calibration_run["trial_id"],
         status="COMPLETE", learning_rate=calibration_run["learning_rate"],
         momentum=calibration_run.get("momentum"),
         final_lr_fraction=calibration_run.get("final_lr_fraction", 1.0),
         decay_steps=calibration_run.get("decay_steps"))
-    return [r.steps_to_goal for r in repeats if same_configuration(r, reference)]
 
 
 def can_add(doc: dict) -> bool:

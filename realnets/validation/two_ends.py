@@ -134,29 +134,53 @@ def run_two_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecor
     say = log or (lambda _: None)
     t0 = time.perf_counter()
     vcfg = ValidationConfig.from_dict(doc["settings"])
-    run = doc["calibration_run"]
+    ends = both_ends(task, sweep_config, records, doc["calibration_run"], goal_params, repeats,
+                     vcfg.seed, vcfg.chunk_rows, devices, log)
+    b_ref, s_fb, pct = ends["b_ref"], ends["full_set"]["steps"], ends["reruns"]["percentiles"]
+    out = {"workload": doc["workload"], "optimizer": sweep_config.optimizer, **ends,
+           "s_fb_sample": (doc.get("full_batch") or {}).get("steps"),
+           "rule_3": _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say)}
+    out["seconds"] = time.perf_counter() - t0
+    return out
+
+
+def both_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord], run: dict,
+              goal_params, repeats: list[TrialRecord], seed: int = 0,
+              chunk_rows: int | None = None, devices=None, log=None) -> dict:
+    """The two measured ends and B_2pt' (no NQM).
+
+    Args:
+      task, sweep_config, records: the workload's Task and its sweep.
+      run: the reference trial as a validation's "calibration_run" ({"batch_size", "trial_id",
+        "sweep_steps_to_goal", "learning_rate", "momentum", "final_lr_fraction",
+        "decay_steps"}).
+      goal_params: the reference trial's parameters at its goal (retrained).
+      repeats: the sweep's reruns of its winners (`read_repeats`).
+      seed, chunk_rows, devices, log: the whole set's draw (unlimited data) and how its loss
+        is computed; progress lines.
+
+    Returns {"b_ref", "s_ref", "reruns": {"count", "not_at_goal", "percentiles"}, "full_set":
+    `full_batch_steps` on the whole set to the reference run's loss there (cap:
+    `descent_cap`), "two_point": {"16", "50", "84": B_2pt' with that percentile of the
+    reruns, examples per step, or None}}."""
+    say = log or (lambda _: None)
     b_ref, s_ref = int(run["batch_size"]), int(run["sweep_steps_to_goal"])
     reruns = reference_reruns(repeats, run)
     pct = rerun_percentiles(reruns)
     cap = descent_cap(s_ref, reruns, pct["84"])
-    rows = whole_set(task, vcfg.seed)
-    target = mean_loss(task, goal_params, rows, vcfg.chunk_rows, devices)
+    rows = whole_set(task, seed)
+    target = mean_loss(task, goal_params, rows, chunk_rows, devices)
     trials = sorted((r for r in records if r.batch_size == b_ref),
                     key=lambda r: trial_order(r.trial_id))
     say(f"two ends: the network full batch on {len(next(iter(rows.values())))} rows from each "
         f"of the {len(trials)} trials at B = {b_ref} (up to {cap} steps)")
-    fb = full_batch_steps(task, sweep_config, trials, rows, target, cap, vcfg.chunk_rows,
-                          devices, log)
-    s_fb = fb["steps"]
-    out = {"workload": doc["workload"], "optimizer": sweep_config.optimizer, "b_ref": b_ref,
-           "s_ref": s_ref, "reruns": {"count": len(reruns),
-                                      "not_at_goal": sum(x is None for x in reruns),
-                                      "percentiles": pct},
-           "full_set": fb, "s_fb_sample": (doc.get("full_batch") or {}).get("steps"),
-           "two_point": {q: two_point_estimate(b_ref, s_fb, pct[q]) for q in pct},
-           "rule_3": _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say)}
-    out["seconds"] = time.perf_counter() - t0
-    return out
+    fb = full_batch_steps(task, sweep_config, trials, rows, target, cap, chunk_rows, devices,
+                          log)
+    return {"b_ref": b_ref, "s_ref": s_ref,
+            "reruns": {"count": len(reruns), "not_at_goal": sum(x is None for x in reruns),
+                       "percentiles": pct},
+            "full_set": fb,
+            "two_point": {q: two_point_estimate(b_ref, fb["steps"], pct[q]) for q in pct}}
 
 
 def _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say) -> dict:

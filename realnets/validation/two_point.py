@@ -1,0 +1,161 @@
+"""The two-point estimate of the critical batch size from one batch size's trials: no NQM, no
+sweep over batch sizes (docs/prediction_rule.md, sessions 32 and 35; docs/own_workload.md).
+
+    B_2pt' = B_ref (S~_ref / S_fb^N - 1)    (examples per step)
+
+S~_ref is the median steps to goal of the reference trial's reruns under other seeds (the best
+trial at B_ref, the smallest batch size that reached the goal), S_fb^N the fewest full-batch
+steps on the whole training set from the sweep's trials at B_ref to the reference run's loss at
+its goal (`two_ends.both_ends`). Its interval takes the reruns' 16th and 84th percentiles in
+place of the median. It is the McCandlish form S(B) = S_min (1 + B_crit / B) through the
+reference point with S_min = S_fb^N.
+
+The condition of docs/prediction_rule.md (session 35) is reported beside it: trust the estimate
+only when the full-batch descent needs at least `TRUST_MIN_STEPS` steps (under fewer, one step
+moves it by a fifth or more, and the reference run's steps are few and lucky).
+`python -m realnets two-point DIR` runs it on a sweep directory.
+"""
+
+from __future__ import annotations
+
+import time
+
+from nqm.scaling import fit_mccandlish
+from realnets.sweeps.curve import build_curve, same_configuration
+from realnets.sweeps.records import SweepConfig, TrialRecord
+from realnets.validation.noise_free_match import reference_record, reference_reruns
+from realnets.validation.rerun import best_trial, calibration_batch_size, retrain
+from realnets.validation.two_ends import both_ends
+from realnets.workloads.tasks import Task
+
+TRUST_MIN_STEPS = 5
+
+
+def reference_run(trial: TrialRecord) -> dict:
+    """The reference trial as a validation's "calibration_run" (the fields `both_ends` reads)."""
+    return {"batch_size": int(trial.batch_size), "trial_id": trial.trial_id,
+            "sweep_steps_to_goal": int(trial.steps_to_goal),
+            "learning_rate": float(trial.learning_rate),
+            "momentum": None if trial.momentum is None else float(trial.momentum),
+            "final_lr_fraction": trial.final_lr_fraction, "decay_steps": trial.decay_steps}
+
+
+def check_inputs(config: SweepConfig, records: list[TrialRecord],
+                 repeats: list[TrialRecord], batch_size: int | None = None
+                 ) -> tuple[TrialRecord, dict, list[int | None]]:
+    """(reference trial, its run dict, its reruns' steps) before any training; ValueError naming
+    what is missing: no batch size at the goal, `batch_size` not one of them, or no reruns."""
+    b_ref = calibration_batch_size(build_curve(records, config), batch_size)
+    trial = best_trial(records, b_ref)
+    run = reference_run(trial)
+    reruns = reference_reruns(repeats, run)
+    if not reruns:
+        raise ValueError(f"sweep: no reruns of the reference trial (B = {b_ref}, trial "
+                         f"{trial.trial_id}) under other seeds; run `python -m realnets repeat "
+                         "DIR --seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16 --inits 2` first")
+    return trial, run, reruns
+
+
+def condition(s_fb: int | None, value: float | None) -> dict:
+    """{"min_full_batch_steps", "holds", "why"}: the session-35 condition on S_fb^N."""
+    if value is None:
+        return {"min_full_batch_steps": TRUST_MIN_STEPS, "holds": False,
+                "why": "no estimate (no full-batch steps, or none below the reruns' median)"}
+    holds = s_fb >= TRUST_MIN_STEPS
+    return {"min_full_batch_steps": TRUST_MIN_STEPS, "holds": bool(holds),
+            "why": (f"S_fb^N = {s_fb}" if holds else
+                    f"S_fb^N = {s_fb}: one step moves the estimate by a fifth or more")}
+
+
+def measured_b_crit(records: list[TrialRecord], config: SweepConfig) -> float | None:
+    """The sweep's own fitted B_crit where it reached the goal at three batch sizes or more (a
+    check of the estimate, not an input); None otherwise."""
+    curve = build_curve(records, config)
+    if sum(p.reached for p in curve.points) < 3:
+        return None
+    return fit_mccandlish(curve.batch_sizes, curve.steps).b_crit
+
+
+def examples_processed(records: list[TrialRecord], repeats: list[TrialRecord], run: dict,
+                       full_set: dict) -> dict:
+    """Training examples each part consumed (steps x batch size), a device-independent measure of
+    cost: "b_ref_trials" (the sweep's trials at B_ref), "reruns" (the reference trial's),
+    "full_batch" (the whole-set descents: steps x rows; a descent that did not reach its target
+    counted at its cap, an upper bound), "estimate" (their sum), and "sweep" (every trial of the
+    sweep at every batch size, with every rerun), all in examples."""
+    b_ref = int(run["batch_size"])
+    trials = sum(r.steps_run * b_ref for r in records if r.batch_size == b_ref)
+    ref = [r for r in repeats if r.batch_size == b_ref and same_configuration(r, reference_record(run))]
+    reruns = sum(r.steps_run * b_ref for r in ref)
+    full = sum((t["steps_to_target"] or t["step_limit"]) for t in full_set["trials"])
+    full *= int(full_set["sample_rows"])
+    sweep = sum(r.steps_run * r.batch_size for r in list(records) + list(repeats))
+    return {"b_ref_trials": int(trials), "reruns": int(reruns), "full_batch": int(full),
+            "estimate": int(trials + reruns + full), "sweep": int(sweep)}
+
+
+def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
+             repeats: list[TrialRecord], batch_size: int | None = None, seed: int = 0,
+             chunk_rows: int | None = None, devices=None, log=None) -> dict:
+    """B_2pt' of a sweep (`check_inputs` first, then the reference trial retrained to its goal
+    and the whole-set full-batch descents).
+
+    Args:
+      task, config, records: the workload's Task and the sweep (its trials at B_ref at least).
+      repeats: the sweep's reruns (`read_repeats`); those of the reference trial are required.
+      batch_size: B_ref (default: the smallest batch size that reached the goal).
+      seed, chunk_rows, devices, log: as `two_ends.both_ends`.
+
+    Returns the JSON-ready record: `both_ends`'s fields, "value"/"lo"/"hi" (B_2pt' at the
+    reruns' median, 16th and 84th percentiles; examples per step), "condition", "measured"
+    (the sweep's own B_crit or None), "ratio" (value / measured, or None), "examples"
+    (`examples_processed`), "seconds"."""
+    trial, run, _ = check_inputs(config, records, repeats, batch_size)
+    t0 = time.perf_counter()
+    say = log or (lambda _: None)
+    say(f"two-point: retraining the reference trial {trial.trial_id} at B = {trial.batch_size} "
+        f"to its goal ({trial.steps_to_goal} steps)")
+    _, goal_params = retrain(task, config, trial, devices)
+    ends = both_ends(task, config, records, run, goal_params, repeats, seed, chunk_rows,
+                     devices, log)
+    value = ends["two_point"]["50"]
+    measured = measured_b_crit(records, config)
+    return {"workload": config.workload, "optimizer": config.optimizer, "goal": config.goal,
+            "trial_id": trial.trial_id, **ends, "value": value,
+            "lo": ends["two_point"]["16"], "hi": ends["two_point"]["84"],
+            "condition": condition(ends["full_set"]["steps"], value),
+            "measured": measured,
+            "ratio": None if value is None or not measured else value / measured,
+            "examples": examples_processed(records, repeats, run, ends["full_set"]),
+            "seconds": time.perf_counter() - t0}
+
+
+def text(record: dict) -> str:
+    """The record as a few lines for the terminal."""
+    def g(x):
+        return "?" if x is None else f"{x:.4g}"
+
+    pct, fb = record["reruns"]["percentiles"], record["full_set"]
+    lines = [
+        f"workload {record['workload']}  optimizer {record['optimizer']}  goal {record['goal']}",
+        f"reference: B_ref = {record['b_ref']}, trial {record['trial_id']}, {record['s_ref']} "
+        f"steps to the goal in the sweep; its {record['reruns']['count']} reruns: median "
+        f"{g(pct['50'])} (16-84%: {g(pct['16'])} .. {g(pct['84'])}; "
+        f"{record['reruns']['not_at_goal']} not at the goal)",
+        f"noise-free end: S_fb^N = {g(fb['steps'])} full-batch steps on {fb['sample_rows']} "
+        f"rows (the fastest of {len(fb['trials'])} trials; cap {fb['step_limit']})",
+        f"B_2pt' = B_ref (S~_ref / S_fb^N - 1) = {g(record['value'])} examples per step "
+        f"(16-84%: {g(record['lo'])} .. {g(record['hi'])})",
+        f"condition S_fb^N >= {record['condition']['min_full_batch_steps']}: "
+        + (f"holds ({record['condition']['why']}; its record: docs/prediction_rule.md, "
+           "session 35)" if record["condition"]["holds"] else
+           f"does not hold ({record['condition']['why']}): do not lean on the estimate"),
+    ]
+    ex = record["examples"]
+    lines.append(f"cost in training examples: {ex['estimate']:.3g} (trials at B_ref "
+                 f"{ex['b_ref_trials']:.3g}, reruns {ex['reruns']:.3g}, full batch at most "
+                 f"{ex['full_batch']:.3g}); this sweep with its reruns: {ex['sweep']:.3g}")
+    if record["measured"]:
+        lines.append(f"the sweep's own B_crit {g(record['measured'])}: B_2pt' / it = "
+                     f"{g(record['ratio'])}")
+    return "\n".join(lines)

@@ -1,0 +1,85 @@
+"""realnets.validation.two_point and `python -m realnets two-point`: B_2pt' from a sweep's
+smallest batch size alone. On the shipped breast-cancer sweep it reproduces the two_ends.json
+that `validate` + `two-ends` wrote (another path to the same reference trial, target and
+descents); the condition's boundary; bad input refused before any training."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from realnets.cli import main
+from realnets.validation import two_point
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_the_condition_needs_five_full_batch_steps_and_an_estimate():
+    assert two_point.condition(5, 40.0)["holds"]
+    assert not two_point.condition(4, 40.0)["holds"]
+    assert "a fifth" in two_point.condition(1, 20.0)["why"]
+    assert not two_point.condition(None, None)["holds"]
+    assert not two_point.condition(30, None)["holds"]     # the reruns' median not above S_fb^N
+
+
+def test_the_command_reproduces_the_committed_two_ends_record(tmp_path, monkeypatch, capsys):
+    """sweeps/breast_cancer_mlp, whose reports/validation/breast_cancer_mlp/two_ends.json came
+    from `validate` (reference trial, retrained) then `two-ends`: the same B_ref, trial, rerun
+    percentiles, whole-set target, S_fb^N and B_2pt' at each percentile; the sweep's own B_crit
+    is the report's measured one, and the ratio their quotient."""
+    monkeypatch.chdir(ROOT)
+    sweep = tmp_path / "bc"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    assert main(["two-point", str(sweep), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "does not hold (S_fb^N = 1" in out
+    got = json.loads((sweep / "two_point.json").read_text())
+    ends = json.loads((ROOT / "reports/validation/breast_cancer_mlp/two_ends.json").read_text())
+    doc = json.loads((ROOT / "reports/validation/breast_cancer_mlp/validation.json").read_text())
+    assert got["b_ref"] == ends["b_ref"] and got["s_ref"] == ends["s_ref"]
+    assert got["trial_id"] == doc["calibration_run"]["trial_id"]
+    assert got["reruns"] == ends["reruns"]
+    assert got["full_set"]["target"] == pytest.approx(ends["full_set"]["target"], rel=1e-6)
+    assert got["full_set"]["steps"] == ends["full_set"]["steps"]
+    assert got["two_point"] == ends["two_point"]
+    assert (got["value"], got["lo"], got["hi"]) == (ends["two_point"]["50"],
+                                                   ends["two_point"]["16"],
+                                                   ends["two_point"]["84"])
+    assert got["measured"] == pytest.approx(doc["measured"]["fit"]["b_crit"], rel=1e-9)
+    assert got["ratio"] == pytest.approx(got["value"] / got["measured"])
+    assert got["condition"]["holds"] is False
+    # the cost in examples, summed here from the raw JSON lines
+    trials, reruns = ([json.loads(x) for x in (sweep / name).read_text().splitlines()
+                       if x.strip()] for name in ("trials.jsonl", "repeats.jsonl"))
+    ex = got["examples"]
+    assert ex["sweep"] == sum(r["steps_run"] * r["batch_size"] for r in trials + reruns)
+    assert ex["b_ref_trials"] == sum(r["steps_run"] * 8 for r in trials if r["batch_size"] == 8)
+    rate = next(r["learning_rate"] for r in trials
+                if r["batch_size"] == 8 and r["trial_id"] == got["trial_id"])
+    mine = [r for r in reruns if r["batch_size"] == 8 and r["learning_rate"] == rate]
+    assert len(mine) == got["reruns"]["count"] == 32
+    assert ex["reruns"] == sum(r["steps_run"] * 8 for r in mine)
+    assert ex["full_batch"] == 455 * sum(t["steps_to_target"] or t["step_limit"]
+                                         for t in got["full_set"]["trials"])
+    assert ex["estimate"] == ex["b_ref_trials"] + ex["reruns"] + ex["full_batch"]
+
+
+def test_bad_input_is_one_line_before_any_training(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setattr(two_point, "retrain",
+                        lambda *a, **k: pytest.fail("trained before the input was checked"))
+    sweep = tmp_path / "bc"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    assert main(["two-point", str(sweep), "--batch-size", "3"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: batch-size must be one") and "\n" not in err
+    (sweep / "repeats.jsonl").unlink()
+    assert main(["two-point", str(sweep)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "no reruns of the reference trial" in err and "realnets repeat" in err
+    assert main(["two-point", str(tmp_path / "nowhere")]) == 2
+    assert capsys.readouterr().err.startswith("error: ")
+    assert not (sweep / "two_point.json").exists()
