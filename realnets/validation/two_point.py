@@ -154,7 +154,8 @@ def text(record: dict) -> str:
     ex = record["examples"]
     lines.append(f"cost in training examples: {ex['estimate']:.3g} (trials at B_ref "
                  f"{ex['b_ref_trials']:.3g}, reruns {ex['reruns']:.3g}, full batch at most "
-                 f"{ex['full_batch']:.3g}); this sweep with its reruns: {ex['sweep']:.3g}")
+                 f"{ex['full_batch']:.3g}); every trial and rerun in the sweep directory: "
+                 f"{ex['sweep']:.3g}")
     if record["measured"]:
         lines.append(f"the sweep's own B_crit {g(record['measured'])}: B_2pt' / it = "
                      f"{g(record['ratio'])}")
