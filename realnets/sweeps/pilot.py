@@ -168,7 +168,8 @@ def run_pilot(task, config: SweepConfig, trials: int = PILOT_TRIALS,
     done = {} if log is None else _finished_pilot_trials(
         Path(log), _pilot_header(config, sizes, trials))
     # grouped as the sweep's blocks at the two ends, its first `trials` trials, skipping those done
-    pilot = dataclasses.replace(config, batch_sizes=sizes, trials=trials)
+    # (a sweep of one batch size pilots it once: both ends are that batch size)
+    pilot = dataclasses.replace(config, batch_sizes=tuple(sorted(set(sizes))), trials=trials)
     for batch_size, group in trial_groups(pilot, [TrialRecord.from_dict(r)
                                                   for r in done.values()]):
         run = RunConfig(batch_size=batch_size, max_steps=config.max_steps, goal=_NEVER,
@@ -210,8 +211,9 @@ def with_pilot_goal(config: SweepConfig, out: Path, task_for: Callable[[], objec
                              f"{min_steps or 'none'}; resume it with the same flags")
         return dataclasses.replace(config, goal=old.goal, goal_choice=old.goal_choice)
     if log:
-        log(f"--goal auto: pilot of {PILOT_TRIALS} trials at B = {min(config.batch_sizes)} and "
-            f"{max(config.batch_sizes)} for {config.max_steps} steps")
+        ends = sorted({min(config.batch_sizes), max(config.batch_sizes)})
+        log(f"--goal auto: pilot of {PILOT_TRIALS} trials at B = "
+            f"{' and '.join(map(str, ends))} for {config.max_steps} steps")
     task = task_for()
     check_batch_sizes_fit(task.train_size, config.batch_sizes)
     # the pilot's log makes it resumable; several processes (one trial's batch over hosts) must

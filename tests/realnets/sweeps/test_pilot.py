@@ -195,3 +195,33 @@ def test_a_pilot_killed_part_way_resumes_from_its_log(tmp_path, monkeypatch, one
     other = dataclasses.replace(config, max_steps=300)
     with pytest.raises(ValueError, match="holds the pilot of another study"):
         pilot.run_pilot(task, other, log=log)
+
+
+def test_a_sweep_of_one_batch_size_pilots_it_once(monkeypatch, one_default_device):
+    """A sweep of one batch size (as for `python -m realnets two-point`) pilots its 8 trials at
+    that batch size once; both ends of the rule are that batch size, so its goal is the rule
+    applied to those 8 trials, the goal the same trials give as the small end of a two-ended
+    pilot where the large end is no worse."""
+    import dataclasses
+
+    from realnets.sweeps import pilot
+    from realnets.sweeps.records import SweepConfig
+    from realnets.workloads import catalog
+    from realnets.workloads.search_space import TrialSearchSpace
+
+    task = catalog.get("nqm").build()
+    config = SweepConfig(workload="nqm", batch_sizes=(16,), trials=8, max_steps=200,
+                         goal=0.05, optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)))
+    groups = []
+    real = pilot.run_trials
+    monkeypatch.setattr(pilot, "run_trials", lambda task, run, specs, **kw: (
+        groups.append((run.batch_size, [s.trial_id for s in specs])) or real(task, run, specs,
+                                                                               **kw)))
+    one = pilot.run_pilot(task, config)
+    assert groups == [(16, list(range(8)))]
+    assert one.batch_sizes == (16, 16) and one.best_small == one.best_large
+    assert one.goal == pytest.approx(one.best_small + GOAL_FRACTION * (one.metric_start
+                                                                       - one.best_small))
+    both = pilot.run_pilot(task, dataclasses.replace(config, batch_sizes=(16, 256)))
+    assert both.best_small == pytest.approx(one.best_small, rel=1e-9)
+    assert both.metric_start == pytest.approx(one.metric_start, rel=1e-9)
