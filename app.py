@@ -264,6 +264,7 @@ def pick_measured():
     """The measured curve the controls name, or None (with an error or a hint beside them)."""
     from ui import measured
     source = st.radio("show", SOURCES, horizontal=True, key="measured_source")
+    st.session_state["measured_dir"] = None
     if source == SOURCES[0]:
         path = listed_sweep("measured_sweep", measured.DEFAULT_SWEEP)
     elif source == SOURCES[1]:
@@ -291,6 +292,7 @@ def pick_measured():
         names = [c.name for c in curves]
         chosen = st.selectbox("workload", names, key="bs_workload")
         return curves[names.index(chosen)]
+    st.session_state["measured_dir"] = path
     return load_picked_sweep(path)
 
 
@@ -347,6 +349,7 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     st.session_state["curve_warnings"] = warnings
     for line in warnings:
         st.warning(line)
+    show_two_point(measured)
     where, doc = validation_of(measured)
     show_reconciliation(measured, where, doc)
 
@@ -438,6 +441,21 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
                    "It grows as the loss falls. Dashed: the measured B_crit (fit), which "
                    "McCandlish et al. predict to be about the noise scale. A batch size whose "
                    "best trial has no estimate yet is missing.")
+
+
+def show_two_point(measured) -> None:
+    """The sweep's two-point estimate (SWEEP_DIR/two_point.json, `python -m realnets
+    two-point`) in one line, when the directory holds one."""
+    from ui import reports
+    st.session_state["two_point"] = None
+    if st.session_state.get("measured_dir") is None:
+        return
+    steps_at = {int(b): float(s) for b, s in zip(measured.curve.batch_sizes, measured.curve.steps)}
+    line = reports.two_point_summary(st.session_state["measured_dir"], steps_at,
+                                     measured.config.get("goal"))
+    st.session_state["two_point"] = line
+    if line is not None:
+        st.info(line)
 
 
 def file_stem(measured) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from realnets import store
 from realnets.validation.files import VALIDATION_FILE, made_from, read_validation
 from realnets.validation.reconciliation import COLUMNS, reconciliation
 from realnets.validation.report import (MISS_SPLIT_HEADER, RECONCILIATION_HEADER,
@@ -93,3 +94,45 @@ def path_display(doc: dict) -> pd.DataFrame | None:
         return None
     header, rows = path_cells(path)
     return pd.DataFrame(rows, columns=header)
+
+
+TWO_POINT_FILE = "two_point.json"
+
+
+def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float) -> str | None:
+    """One Markdown line on the sweep's two-point estimate (`python -m realnets two-point`, its
+    SWEEP_DIR/two_point.json), or None without one.
+
+    Args:
+      sweep_dir: the sweep directory.
+      steps_at: the sweep's steps to goal per batch size as shown now ({B: steps}).
+      goal: the sweep's goal.
+    A record made before the sweep changed (another goal, or other steps at its B_ref) or one
+    that does not read is named as such instead of shown."""
+    path = Path(sweep_dir) / TWO_POINT_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = store.read_json(path, "two-point record")
+        b_ref, s_ref, value = int(record["b_ref"]), record["s_ref"], record["value"]
+        cond, lo, hi = record["condition"], record["lo"], record["hi"]
+    except (ValueError, KeyError, TypeError) as err:
+        return f"{TWO_POINT_FILE} does not read ({err}): rerun `python -m realnets two-point`."
+    if record.get("goal") != goal or steps_at.get(b_ref) != s_ref:
+        return (f"{TWO_POINT_FILE} was made before this sweep changed (its goal or its steps "
+                f"at B = {b_ref}): rerun `python -m realnets two-point` on it.")
+    if value is None:
+        return (f"Two-point estimate (`python -m realnets two-point`): none at B_ref = {b_ref} "
+                f"({cond['why']}).")
+
+    def g(x):
+        return "?" if x is None else f"{x:.4g}"
+
+    verdict = (f"the condition S_fb^N >= {cond['min_full_batch_steps']} holds ({cond['why']})"
+               if cond["holds"] else
+               f"the condition S_fb^N >= {cond['min_full_batch_steps']} does not hold "
+               f"({cond['why']}): do not lean on it")
+    return (f"Two-point estimate of B_crit (`python -m realnets two-point`, no NQM, from "
+            f"B_ref = {b_ref}): **{g(value)}** examples per step (16-84%: {g(lo)} .. {g(hi)}); "
+            f"{verdict}.")
+

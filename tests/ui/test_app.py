@@ -358,6 +358,32 @@ def test_a_bad_sweep_directory_shows_an_error_not_an_exception(tmp_path):
     assert "measured_points" not in at.session_state
 
 
+def test_a_sweep_with_a_two_point_record_shows_its_estimate(tmp_path):
+    """A sweep directory holding the two_point.json of `python -m realnets two-point` (here the
+    record that command wrote for the shipped breast-cancer sweep, its condition failing) shows
+    the estimate and the verdict in one line above the curve; a sweep without one shows none."""
+    import shutil
+
+    path = tmp_path / "bc"
+    shutil.copytree(REPO / "sweeps" / "breast_cancer_mlp", path)
+    record = {"workload": "examples/breast_cancer.py:make_workload", "b_ref": 8, "s_ref": 2,
+              "goal": 0.071052629, "value": 20.0, "lo": 8.0, "hi": None,
+              "condition": {"min_full_batch_steps": 5, "holds": False,
+                            "why": "S_fb^N = 1: one step moves the estimate by a fifth or "
+                                   "more"}}
+    (path / "two_point.json").write_text(json.dumps(record))
+    at = section_app("Measured curves", measured_source="a sweep directory",
+                     measured_path=str(path))
+    assert not at.exception
+    line = at.session_state["two_point"]
+    assert "**20**" in line and "8 .. ?" in line and "does not hold" in line
+    assert any(i.value == line for i in at.info)
+    (path / "two_point.json").unlink()
+    at = section_app("Measured curves", measured_source="a sweep directory",
+                     measured_path=str(path))
+    assert at.session_state["two_point"] is None
+
+
 def test_a_batch_science_directory_loads_with_its_goal():
     at = section_app("Measured curves", measured_source="a batch_science directory",
                      bs_path=str(FIXTURE), bs_goal=0.02)

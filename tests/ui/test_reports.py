@@ -55,3 +55,26 @@ def test_reconciliation_table_of_a_committed_report():
     assert list(shown["estimate"]) == list(table["estimate"])
     row = shown[shown["estimate"].str.startswith("B_noise")].iloc[0]
     assert row["B (per example)"] == f"{b_noise['value']:.4g} ± {b_noise['uncertainty']:.2g}"
+
+
+def test_the_two_point_line_shows_a_record_made_from_the_sweep_and_names_a_stale_one(tmp_path):
+    """SWEEP_DIR/two_point.json (python -m realnets two-point): its value, interval and the
+    condition's verdict when it was made from the sweep as it is; a record of another goal or
+    of other steps at its B_ref, or one that does not read, is named instead of shown."""
+    record = {"b_ref": 16, "s_ref": 330, "goal": 0.34, "value": 389.7, "lo": 315.4,
+              "hi": 449.1, "condition": {"min_full_batch_steps": 5, "holds": True,
+                                         "why": "S_fb^N = 14"}}
+    (tmp_path / "two_point.json").write_text(json.dumps(record))
+    line = reports.two_point_summary(tmp_path, {16: 330.0, 32: 164.0}, 0.34)
+    assert "**389.7**" in line and "315.4 .. 449.1" in line and "holds (S_fb^N = 14)" in line
+    assert "stale" not in line and "made before" not in line
+    assert "made before" in reports.two_point_summary(tmp_path, {16: 331.0}, 0.34)
+    assert "made before" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.3)
+    weak = {**record, "condition": {"min_full_batch_steps": 5, "holds": False,
+                                    "why": "S_fb^N = 1: one step moves the estimate by a "
+                                           "fifth or more"}}
+    (tmp_path / "two_point.json").write_text(json.dumps(weak))
+    assert "does not hold" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
+    (tmp_path / "two_point.json").write_text("{not json")
+    assert "does not read" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
+    assert reports.two_point_summary(tmp_path / "none", {16: 330.0}, 0.34) is None
