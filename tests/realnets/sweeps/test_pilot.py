@@ -114,6 +114,15 @@ def test_goal_auto_runs_the_pilot_records_it_and_resumes(tmp_path, capsys, one_d
     assert (out / "trials.jsonl").read_text().splitlines() == lines
 
 
+def _recorded_groups(monkeypatch, pilot) -> list:
+    """The (batch size, trial ids) of each group the pilot trains, in order, as it trains them."""
+    groups, real = [], pilot.run_trials
+    monkeypatch.setattr(pilot, "run_trials", lambda task, run, specs, **kw: (
+        groups.append((run.batch_size, [s.trial_id for s in specs])) or real(task, run, specs,
+                                                                               **kw)))
+    return groups
+
+
 def test_the_pilot_runs_vmap_trials_to_a_program_and_chooses_the_same_goal(monkeypatch,
                                                                            one_default_device):
     """With --vmap-trials k the pilot's 8 trials run k to a compiled program, as the sweep's
@@ -130,11 +139,7 @@ def test_the_pilot_runs_vmap_trials_to_a_program_and_chooses_the_same_goal(monke
     task = workload.build()
     config = SweepConfig(workload="nqm", batch_sizes=(16, 256), trials=8, max_steps=200,
                          goal=0.05, optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)))
-    groups = []
-    real = pilot.run_trials
-    monkeypatch.setattr(pilot, "run_trials", lambda task, run, specs, **kw: (
-        groups.append((run.batch_size, [s.trial_id for s in specs])) or real(task, run, specs,
-                                                                               **kw)))
+    groups = _recorded_groups(monkeypatch, pilot)
     together = pilot.run_pilot(task, config)
     assert groups == [(16, list(range(8))), (256, list(range(8)))]
     groups.clear()
@@ -212,11 +217,7 @@ def test_a_sweep_of_one_batch_size_pilots_it_once(monkeypatch, one_default_devic
     task = catalog.get("nqm").build()
     config = SweepConfig(workload="nqm", batch_sizes=(16,), trials=8, max_steps=200,
                          goal=0.05, optimizer="sgd", search=TrialSearchSpace((0.05, 2.0)))
-    groups = []
-    real = pilot.run_trials
-    monkeypatch.setattr(pilot, "run_trials", lambda task, run, specs, **kw: (
-        groups.append((run.batch_size, [s.trial_id for s in specs])) or real(task, run, specs,
-                                                                               **kw)))
+    groups = _recorded_groups(monkeypatch, pilot)
     one = pilot.run_pilot(task, config)
     assert groups == [(16, list(range(8)))]
     assert one.batch_sizes == (16, 16) and one.best_small == one.best_large
