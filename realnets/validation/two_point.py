@@ -85,7 +85,8 @@ def examples_processed(records: list[TrialRecord], repeats: list[TrialRecord], r
     sweep at every batch size, with every rerun), all in examples."""
     b_ref = int(run["batch_size"])
     trials = sum(r.steps_run * b_ref for r in records if r.batch_size == b_ref)
-    ref = [r for r in repeats if r.batch_size == b_ref and same_configuration(r, reference_record(run))]
+    reference = reference_record(run)
+    ref = [r for r in repeats if same_configuration(r, reference)]
     reruns = sum(r.steps_run * b_ref for r in ref)
     full = sum((t["steps_to_target"] or t["step_limit"]) for t in full_set["trials"])
     full *= int(full_set["sample_rows"])
