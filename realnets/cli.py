@@ -1017,6 +1017,7 @@ def two_point_command(args, argv) -> str:
     from realnets import store, workloads
     from realnets.sweeps.records import load_sweep, read_repeats
     from realnets.validation import two_point
+    from realnets.validation.files import TWO_POINT_FILE
 
     start = time.perf_counter()
     directory = Path(args.dir)
@@ -1032,9 +1033,6 @@ def two_point_command(args, argv) -> str:
     if args.format == "json":
         return json.dumps(record, indent=1)
     return two_point.text(record) + f"\nwritten: {directory / TWO_POINT_FILE}"
-
-
-TWO_POINT_FILE = "two_point.json"
 
 
 def _sweep_goal(doc: dict) -> float | None:

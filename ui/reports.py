@@ -9,7 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from realnets import store
-from realnets.validation.files import VALIDATION_FILE, made_from, read_validation
+from realnets.validation import two_point
+from realnets.validation.files import TWO_POINT_FILE, VALIDATION_FILE, made_from, read_validation
 from realnets.validation.reconciliation import COLUMNS, reconciliation
 from realnets.validation.report import (MISS_SPLIT_HEADER, RECONCILIATION_HEADER,
                                        miss_split_cells, path_cells, reconciliation_cells,
@@ -96,9 +97,6 @@ def path_display(doc: dict) -> pd.DataFrame | None:
     return pd.DataFrame(rows, columns=header)
 
 
-TWO_POINT_FILE = "two_point.json"
-
-
 def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float) -> str | None:
     """One Markdown line on the sweep's two-point estimate (`python -m realnets two-point`, its
     SWEEP_DIR/two_point.json), or None without one.
@@ -125,14 +123,8 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float) 
         return (f"Two-point estimate (`python -m realnets two-point`): none at B_ref = {b_ref} "
                 f"({cond['why']}).")
 
-    def g(x):
-        return "?" if x is None else f"{x:.4g}"
-
-    verdict = (f"the condition S_fb^N >= {cond['min_full_batch_steps']} holds ({cond['why']})"
-               if cond["holds"] else
-               f"the condition S_fb^N >= {cond['min_full_batch_steps']} does not hold "
-               f"({cond['why']}): do not lean on it")
+    g = two_point.number
     return (f"Two-point estimate of B_crit (`python -m realnets two-point`, no NQM, from "
             f"B_ref = {b_ref}): **{g(value)}** examples per step (16-84%: {g(lo)} .. {g(hi)}); "
-            f"{verdict}.")
+            f"{two_point.verdict(cond)}.")
 

@@ -17,6 +17,8 @@ VALIDATION_FILE = "validation.json"
 # written beside it by `python -m realnets two-ends` and `python -m realnets miss-split`
 TWO_ENDS_FILE = "two_ends.json"
 MISS_SPLIT_FILE = "miss_split.json"
+# beside a sweep, not a report (`python -m realnets two-point`)
+TWO_POINT_FILE = "two_point.json"
 
 
 @dataclass(frozen=True)

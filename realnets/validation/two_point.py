@@ -131,11 +131,22 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
             "seconds": time.perf_counter() - t0}
 
 
+def number(x: float | None) -> str:
+    """A value of the record for display: 4 significant digits, '?' where unknown."""
+    return "?" if x is None else f"{x:.4g}"
+
+
+def verdict(cond: dict) -> str:
+    """The condition's verdict in words, the same in the terminal and the app."""
+    return (f"the condition S_fb^N >= {cond['min_full_batch_steps']} "
+            + (f"holds ({cond['why']}; its record: docs/prediction_rule.md, session 35)"
+               if cond["holds"] else
+               f"does not hold ({cond['why']}): do not lean on the estimate"))
+
+
 def text(record: dict) -> str:
     """The record as a few lines for the terminal."""
-    def g(x):
-        return "?" if x is None else f"{x:.4g}"
-
+    g = number
     pct, fb = record["reruns"]["percentiles"], record["full_set"]
     lines = [
         f"workload {record['workload']}  optimizer {record['optimizer']}  goal {record['goal']}",
@@ -147,10 +158,7 @@ def text(record: dict) -> str:
         f"rows (the fastest of {len(fb['trials'])} trials; cap {fb['step_limit']})",
         f"B_2pt' = B_ref (S~_ref / S_fb^N - 1) = {g(record['value'])} examples per step "
         f"(16-84%: {g(record['lo'])} .. {g(record['hi'])})",
-        f"condition S_fb^N >= {record['condition']['min_full_batch_steps']}: "
-        + (f"holds ({record['condition']['why']}; its record: docs/prediction_rule.md, "
-           "session 35)" if record["condition"]["holds"] else
-           f"does not hold ({record['condition']['why']}): do not lean on the estimate"),
+        verdict(record["condition"]),
     ]
     ex = record["examples"]
     lines.append(f"cost in training examples: {ex['estimate']:.3g} (trials at B_ref "

@@ -66,7 +66,7 @@ def test_the_two_point_line_shows_a_record_made_from_the_sweep_and_names_a_stale
                                          "why": "S_fb^N = 14"}}
     (tmp_path / "two_point.json").write_text(json.dumps(record))
     line = reports.two_point_summary(tmp_path, {16: 330.0, 32: 164.0}, 0.34)
-    assert "**389.7**" in line and "315.4 .. 449.1" in line and "holds (S_fb^N = 14)" in line
+    assert "**389.7**" in line and "315.4 .. 449.1" in line and "holds (S_fb^N = 14;" in line
     assert "stale" not in line and "made before" not in line
     assert "made before" in reports.two_point_summary(tmp_path, {16: 331.0}, 0.34)
     assert "made before" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.3)
