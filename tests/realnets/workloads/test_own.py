@@ -229,3 +229,21 @@ def test_the_teacher_student_labels_follow_the_teachers_softmax(monkeypatch):
     task = workloads.get("examples/teacher_student.py:make_workload").build()
     assert np.asarray(task.train["x"]).shape == (16384, 32)
     assert np.asarray(task.val["y"]).shape == (4096,)
+    # the noisy variant (session 36): the same inputs and teacher at half the logit scale; on
+    # either, the share of labels that differ from the teacher's argmax is the teacher's own
+    # error on those rows (1 - the largest softmax probability), within 5 standard errors
+    noisy = workloads.get("examples/teacher_student.py:make_noisy_workload").build()
+    np.testing.assert_array_equal(np.asarray(noisy.train["x"]), np.asarray(task.train["x"]))
+    rng0 = np.random.default_rng(0)                      # make_workload's teacher
+    t1 = rng0.standard_normal((ts.INPUT_DIM, ts.TEACHER_WIDTH)) / np.sqrt(ts.INPUT_DIM)
+    t2 = rng0.standard_normal((ts.TEACHER_WIDTH, ts.CLASSES)) / np.sqrt(ts.TEACHER_WIDTH)
+    h = np.tanh(np.asarray(task.train["x"], dtype=np.float64) @ t1) @ t2
+    errors = []
+    for built, scale in ((task, ts.TEACHER_SCALE), (noisy, ts.NOISY_SCALE)):
+        q = np.exp(scale * h - (scale * h).max(axis=1, keepdims=True))
+        q /= q.sum(axis=1, keepdims=True)
+        wrong = np.asarray(built.train["y"]) != h.argmax(axis=1)
+        expected = 1 - q.max(axis=1)
+        assert abs(wrong.mean() - expected.mean()) < 5 * wrong.std() / np.sqrt(len(wrong))
+        errors.append(expected.mean())
+    assert 0.12 < errors[0] < 0.17 and 0.25 < errors[1] < 0.31
