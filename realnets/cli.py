@@ -198,6 +198,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--stored", action="store_true",
                    help="run nothing: tabulate the DIRs' stored two_ends.json (a DIR without one "
                         "is named, not an error)")
+    e.add_argument("--curve", action="store_true",
+                   help="run nothing: the two-point estimate's whole curve S_2pt(B) in absolute "
+                        "steps, and rule 1's, against the measured steps at each batch size "
+                        "(the stored two_ends.json and validation.json; docs/prediction_rule.md, "
+                        "session 36)")
     e.add_argument("--goal-metric", action="store_true",
                    help="on stored records: follow the fastest whole-set descent again with the "
                         "validation metric at every step (a diagnostic: docs/prediction_rule.md, "
@@ -969,6 +974,8 @@ def two_ends_command(args, argv) -> str:
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
+    if args.curve:
+        return _two_point_curve(directories, args.goal_metric, args.format)
     records, missing, goals = [], [], []
     for directory in directories:
         if args.goal_metric:
@@ -1005,6 +1012,33 @@ def two_ends_command(args, argv) -> str:
             + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}" if missing else "")
             + ("" if args.stored or args.goal_metric or not records else
                _written_line(TWO_ENDS_FILE)))
+
+
+def _two_point_curve(directories, goal_metric: bool, fmt: str) -> str:
+    """`two-ends DIR ... --curve`: `realnets.validation.two_point_curve.check` on each report with
+    a two_ends.json, as one table (nothing is run or written)."""
+    import json
+
+    from realnets import store
+    from realnets.validation import two_point_curve
+    from realnets.validation.files import TWO_ENDS_FILE, VALIDATION_FILE, read_validation
+
+    if goal_metric:
+        raise ValueError("curve: runs nothing; give it without --goal-metric")
+    records, goals, missing = [], [], []
+    for directory in directories:
+        if not (directory / TWO_ENDS_FILE).exists() or not (directory / VALIDATION_FILE).is_file():
+            missing.append(str(directory))
+            continue
+        doc = read_validation(directory).to_dict()
+        records.append(two_point_curve.check(
+            store.read_json(directory / TWO_ENDS_FILE, "two-ends record"), doc))
+        goals.append(_sweep_goal(doc))
+    if fmt == "json":
+        return json.dumps(records, indent=1)
+    return (two_point_curve.table(records, _row_labels(records, goals))
+            + (f"\nno {TWO_ENDS_FILE} or {VALIDATION_FILE} in: {', '.join(missing)}"
+               if missing else ""))
 
 
 def two_point_command(args, argv) -> str:

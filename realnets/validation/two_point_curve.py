@@ -1,0 +1,122 @@
+"""The two-point estimate's whole curve in absolute steps, against the measured ones
+(docs/prediction_rule.md, session 36).
+
+B_2pt' fixes the McCandlish form through its two measured ends, so it implies steps at every
+batch size:
+
+    S_2pt(B) = S_fb^N (1 + B_2pt' / B) = S_fb^N + (S~_ref - S_fb^N) B_ref / B     (steps)
+
+with S~_ref the reruns' median at B_ref (its 16th and 84th percentiles give the band). `steps` is
+that curve (pure; `plan --two-point` uses it); `check` compares it, and rule 1's tuned NQM curve,
+with a report's measured steps: the reruns' median at each batch size (what one run of the
+winning configuration typically needs) and the sweep's best of its trials, as the factor
+`max(S_pred / S, S / S_pred)` (>= 1) at every batch size that reached the goal.
+"""
+
+from __future__ import annotations
+
+import math
+
+from realnets.validation.reconciliation import headline
+
+CURVES = ("two_point", "rule_1")
+AGAINST = ("reruns", "sweep")
+
+
+def steps(b_ref: float, s_fb: float, s_ref: float, batch_sizes) -> list[float]:
+    """S_2pt(B) at each batch size (steps): the hyperbola through (B_ref, s_ref) whose limit at an
+    unlimited batch is s_fb. Requires s_ref > s_fb > 0 (ValueError otherwise)."""
+    if not (s_fb > 0 and s_ref > s_fb):
+        raise ValueError(f"two-point curve: needs S~_ref > S_fb^N > 0, got S~_ref = {s_ref}, "
+                         f"S_fb^N = {s_fb}")
+    return [s_fb + (s_ref - s_fb) * b_ref / b for b in batch_sizes]
+
+
+def ends(record: dict) -> tuple[int, int | None, dict]:
+    """(B_ref, S_fb^N or None, the reruns' percentiles {"16", "50", "84"}) of a two_ends.json or
+    two_point.json record (both hold `two_ends.both_ends`'s fields)."""
+    return (int(record["b_ref"]), record["full_set"]["steps"],
+            record["reruns"]["percentiles"])
+
+
+def factor(predicted: float | None, measured: float | None) -> float | None:
+    """max(p / m, m / p), None where either is unknown or not positive."""
+    if predicted is None or measured is None or predicted <= 0 or measured <= 0:
+        return None
+    return max(predicted / measured, measured / predicted)
+
+
+def _worst(rows: list[dict], curve: str, against: str) -> dict:
+    pairs = [(r[f"{curve}_vs_{against}"], r["batch_size"]) for r in rows
+             if r[f"{curve}_vs_{against}"] is not None]
+    if not pairs:
+        return {"factor": None, "batch_size": None, "within_2x": None, "compared": 0}
+    worst = max(pairs)
+    return {"factor": worst[0], "batch_size": worst[1], "within_2x": worst[0] <= 2.0,
+            "compared": len(pairs)}
+
+
+def check(two_ends: dict, doc: dict) -> dict:
+    """The comparison for one report: `two_ends` its two_ends.json, `doc` its validation.json as a
+    dict. Returns {"workload", "optimizer", "b_ref", "s_fb", "rows": [{"batch_size", "sweep",
+    "reruns", "two_point", "two_point_lo", "two_point_hi", "rule_1", "<curve>_vs_<against>",
+    "in_band"}], "worst": {"<curve>_vs_<against>": {"factor", "batch_size", "within_2x",
+    "compared"}}, "in_band": [inside, compared], "note"}. Steps are None where not reached
+    (a batch size the sweep or its reruns did not take to the goal is not compared); without
+    S_fb^N, or with S~_ref not above it, the two-point curve is None throughout (said in
+    "note")."""
+    b_ref, s_fb, pct = ends(two_ends)
+    measured = doc["measured"]
+    batch_sizes = [int(p["batch_size"]) for p in measured["points"]]
+    sweep = [p["steps"] for p in measured["points"]]
+    repeats = measured.get("repeats") or {}
+    reruns = repeats.get("rerun_median_steps") or [None] * len(batch_sizes)
+    reruns = [None if s is None or not math.isfinite(s) else s for s in reruns]
+    _, _, _, prediction = headline(doc)
+    nqm = {int(p["batch_size"]): p["steps"] for p in
+           ((prediction.get("tuned") or {}).get("points") or []) if p.get("reached", True)}
+
+    def curve(q):
+        s = pct.get(q)
+        if s_fb is None or s is None or not math.isfinite(s) or s <= s_fb:
+            return [None] * len(batch_sizes)
+        return steps(b_ref, s_fb, s, batch_sizes)
+
+    mid, lo, hi = curve("50"), curve("16"), curve("84")
+    rows = []
+    for i, b in enumerate(batch_sizes):
+        row = {"batch_size": b, "sweep": sweep[i], "reruns": reruns[i], "two_point": mid[i],
+               "two_point_lo": lo[i], "two_point_hi": hi[i], "rule_1": nqm.get(b)}
+        for c in CURVES:
+            for a in AGAINST:
+                row[f"{c}_vs_{a}"] = factor(row[c], row[a])
+        row["in_band"] = (None if None in (lo[i], hi[i], reruns[i])
+                          else lo[i] <= reruns[i] <= hi[i])
+        rows.append(row)
+    band = [r["in_band"] for r in rows if r["in_band"] is not None]
+    note = ("" if mid[0] is not None else
+            "no two-point curve: S_fb^N not measured, or S~_ref not above it")
+    return {"workload": two_ends.get("workload", doc.get("workload")),
+            "optimizer": two_ends.get("optimizer"), "b_ref": b_ref, "s_fb": s_fb,
+            "rows": rows,
+            "worst": {f"{c}_vs_{a}": _worst(rows, c, a) for c in CURVES for a in AGAINST},
+            "in_band": [sum(band), len(band)], "note": note}
+
+
+def table(records: list[dict], labels: list[str]) -> str:
+    """Markdown: per report, the largest factor of each curve against the reruns' median and the
+    sweep's steps (at which batch size), and how many reruns' medians lie in the band."""
+    def cell(w):
+        return "-" if w["factor"] is None else f"{w['factor']:.3g} (B = {w['batch_size']})"
+
+    lines = ["| workload | optimizer | B_ref | S_fb^N | two-point vs reruns' median "
+             "(worst, at) | two-point vs sweep | rule 1 vs reruns' median | rule 1 vs sweep "
+             "| reruns' median in the 16-84% band |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for label, r in zip(labels, records):
+        w = r["worst"]
+        lines.append(f"| {label} | {r['optimizer']} | {r['b_ref']} | {r['s_fb']} | "
+                     f"{cell(w['two_point_vs_reruns'])} | {cell(w['two_point_vs_sweep'])} | "
+                     f"{cell(w['rule_1_vs_reruns'])} | {cell(w['rule_1_vs_sweep'])} | "
+                     f"{r['in_band'][0]} of {r['in_band'][1]} |")
+    return "\n".join(lines)
