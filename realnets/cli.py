@@ -261,6 +261,10 @@ def _add_plan_parsers(sub) -> None:
     p = sub.add_parser("plan", help="time to result and cost for each batch size and device "
                                     "count, the Pareto front and a recommendation")
     p.add_argument("--sweep", required=True, help="sweep directory (steps to result)")
+    p.add_argument("--steps-from", choices=("sweep", "two-point"), default="sweep",
+                   help="steps to result from the sweep's curve (default) or from its two-point "
+                        "estimate, SWEEP/two_point.json (python -m realnets two-point: one batch "
+                        "size swept is enough)")
     p.add_argument("--throughput", help="a file from `throughput --out` (default: measure now on "
                                         "1 device at the sweep's batch sizes)")
     p.add_argument("--price-per-device-hour", type=float, help="cost of one device for an hour")
@@ -762,7 +766,7 @@ def throughput_command(args) -> str:
 
 def plan_command(args) -> str:
     from realnets import workloads
-    from realnets.planning.plan import check_request, make_plan
+    from realnets.planning.plan import check_request, check_two_point, make_plan
     from realnets.planning.render import plan_table
     from realnets.planning.step_time import read_throughput
     from realnets.planning.throughput import fitting_batch_sizes, measure_throughput
@@ -773,19 +777,33 @@ def plan_command(args) -> str:
     config, records = load_sweep(Path(args.sweep))
     if not records:
         raise ValueError(f"sweep directory {args.sweep} has no finished trials yet")
+    record = None
+    if args.steps_from == "two-point":
+        from realnets import store
+        from realnets.validation.files import TWO_POINT_FILE
+
+        path = Path(args.sweep) / TWO_POINT_FILE
+        if not path.is_file():
+            raise ValueError(f"steps-from: no {path}; run python -m realnets two-point "
+                             f"{args.sweep} first")
+        record = store.read_json(path, "two-point record")
     throughput = read_throughput(Path(args.throughput)) if args.throughput else None
     task = workloads.get(config.workload).build(text_file=config.text_file)
+    curve = build_curve(records, config)
+    sizes = fitting_batch_sizes(config.batch_sizes, task.train_size)
+    if record is not None:
+        sizes = [b for b, *_ in check_two_point(curve, record, task.train_size)]
     if throughput is None:
         if not args.no_progress:
-            print("no --throughput: measuring the step time on 1 device at the sweep's batch "
-                  "sizes", file=sys.stderr, flush=True)
+            print(f"no --throughput: measuring the step time on 1 device at B = "
+                  f"{', '.join(map(str, sizes))}", file=sys.stderr, flush=True)
         throughput = measure_throughput(
-            task, config.workload, config.optimizer,
-            fitting_batch_sizes(config.batch_sizes, task.train_size), [1],
+            task, config.workload, config.optimizer, sizes, [1],
             max_rows_per_device=config.max_rows_per_device,
             log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True))
-    plan = make_plan(build_curve(records, config), throughput, args.price_per_device_hour,
-                     args.deadline, args.budget, train_size=task.train_size)
+    plan = make_plan(curve, throughput, args.price_per_device_hour,
+                     args.deadline, args.budget, train_size=task.train_size,
+                     two_point_record=record)
     return to_json(plan.to_dict(), indent=1) if args.format == "json" else plan_table(plan)
 
 

@@ -112,13 +112,13 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float) 
         return None
     try:
         record = store.read_json(path, "two-point record")
-        b_ref, s_ref, value = int(record["b_ref"]), record["s_ref"], record["value"]
+        b_ref, value = int(record["b_ref"]), record["value"]
         cond, lo, hi = record["condition"], record["lo"], record["hi"]
+        why = two_point.stale(record, goal, steps_at)
     except (ValueError, KeyError, TypeError) as err:
         return f"{TWO_POINT_FILE} does not read ({err}): rerun `python -m realnets two-point`."
-    if record.get("goal") != goal or steps_at.get(b_ref) != s_ref:
-        return (f"{TWO_POINT_FILE} was made before this sweep changed (its goal or its steps "
-                f"at B = {b_ref}): rerun `python -m realnets two-point` on it.")
+    if why:
+        return why + "."
     if value is None:
         return (f"Two-point estimate (`python -m realnets two-point`): none at B_ref = {b_ref} "
                 f"({cond['why']}).")

@@ -4,7 +4,11 @@ front of time against cost, and a recommendation in words (docs/plan.md).
 Steps to result S(B) come from a sweep: at a measured batch size the measured steps ('measured');
 between measured batch sizes the sweep's fit S(B) = S_min (1 + B_crit / B) ('fit'); beyond them,
 up to `EXTRAPOLATE` times the largest, the same fit ('fit (extrapolated)'); never at a batch size
-the sweep ran that missed the goal. Seconds per step come
+the sweep ran that missed the goal. Or, without a sweep over batch sizes, from its two-point
+estimate (`python -m realnets two-point`, SWEEP_DIR/two_point.json): the curve through its two
+measured ends, S_2pt(B) = S_fb^N (1 + B_2pt' / B), at the powers of two from B_ref to the
+training-set size ('two-point'), with the curve at the reruns' 16th and 84th percentiles beside
+it (`steps_lo`, `steps_hi`). Seconds per step come
 from a throughput record (measured where that pair was measured, else its model). Then
 
     time_to_result_s = S(B) * t(B, n);   device_hours = n * time_to_result_s / 3600;
@@ -28,6 +32,7 @@ from nqm import validation
 from nqm.curve import ScalingCurve
 from nqm.scaling import analyse_curve
 from realnets.planning.step_time import ThroughputRecord
+from realnets.validation import two_point, two_point_curve
 
 COST_FACTOR = 2.0
 EXTRAPOLATE = 2
@@ -46,6 +51,8 @@ class PlanPoint:
     cost: float | None
     source: str
     step_time_source: str
+    steps_lo: float | None = None      # the two-point curve at the reruns' 16th percentile
+    steps_hi: float | None = None      # ... and 84th (None: from a sweep, or infinite)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -74,9 +81,12 @@ class Plan:
     deadline_s: float | None
     budget: float | None
     excludes: str
+    steps_from: str = "sweep"          # or "two-point"
+    steps_note: str = ""               # the two-point condition's verdict
 
     def to_dict(self) -> dict:
         return {"workload": self.workload, "goal": self.goal,
+                "steps_from": self.steps_from, "steps_note": self.steps_note,
                 "price_per_device_hour": self.price_per_device_hour,
                 "deadline_s": self.deadline_s, "budget": self.budget,
                 "excludes": self.excludes,
@@ -106,6 +116,46 @@ def steps_to_result(curve: ScalingCurve) -> list[tuple[int, float, str]]:
             if b not in missed:
                 out.setdefault(b, (b, float(steps), "fit" if b <= hi else "fit (extrapolated)"))
     return [out[b] for b in sorted(out)]
+
+
+def two_point_steps(record: dict, max_batch: int | None = None
+                    ) -> list[tuple[int, float, str, float | None, float | None]]:
+    """(batch size, steps, source, steps_lo, steps_hi) from a two_point.json record at the powers
+    of two from its B_ref to the rows of its full-batch descents (the training-set size, or the
+    fresh rows drawn for a task with unlimited data), at most `max_batch`: the module docstring's
+    curve at the reruns' median, 16th and 84th percentiles (None where a percentile is
+    infinite). ValueError where the record has no estimate."""
+    b_ref, s_fb, pct = two_point_curve.ends(record)
+    rows = int(record["full_set"]["sample_rows"])
+    max_batch = rows if max_batch is None else min(rows, max_batch)
+    if record.get("value") is None:
+        raise ValueError(f"two-point: the record has no estimate at B_ref = {b_ref} "
+                         f"({record['condition']['why']}), so there are no steps to plan with")
+    sizes = [2 ** k for k in range(math.ceil(math.log2(b_ref)),
+                                   math.floor(math.log2(max_batch)) + 1)]
+    if not sizes:
+        raise ValueError(f"two-point: B_ref = {b_ref} is above the largest batch size, "
+                         f"{max_batch}")
+
+    def at(q):
+        s = pct.get(q)
+        if s is None or not math.isfinite(s) or s <= s_fb:
+            return [None] * len(sizes)
+        return two_point_curve.steps(b_ref, s_fb, s, sizes)
+
+    mid, lo, hi = at("50"), at("16"), at("84")
+    return [(b, m, "two-point", low, high) for b, m, low, high in zip(sizes, mid, lo, hi)]
+
+
+def check_two_point(curve: ScalingCurve, record: dict, train_size: int | None
+                    ) -> list[tuple[int, float, str, float | None, float | None]]:
+    """`two_point_steps(record, train_size)` after checking that the record still describes the
+    sweep whose `curve` this is (ValueError naming why not); the CLI calls it before measuring."""
+    at = {p.batch_size: p.steps for p in curve.points if p.steps is not None}
+    why = two_point.stale(record, curve.config.get("goal"), at)
+    if why:
+        raise ValueError(f"two-point: {why}")
+    return two_point_steps(record, train_size)
 
 
 def pareto_front(points: list[PlanPoint]) -> list[PlanPoint]:
@@ -181,18 +231,31 @@ def check_request(price_per_device_hour: float | None, deadline_s: float | None,
 
 def make_plan(curve: ScalingCurve, throughput: ThroughputRecord,
               price_per_device_hour: float | None = None, deadline_s: float | None = None,
-              budget: float | None = None, train_size: int | None = None) -> Plan:
+              budget: float | None = None, train_size: int | None = None,
+              two_point_record: dict | None = None) -> Plan:
     """The plan for a sweep's curve on the throughput record's devices (batch sizes above
-    `train_size` left out). ValueError as `check_request`, and for a throughput record of
-    another workload or optimizer."""
+    `train_size` left out), or, given `two_point_record` (the sweep's two_point.json), for its
+    two-point curve (`two_point_steps`). ValueError as
+    `check_request`, for a throughput record of another workload or optimizer, and for a
+    two-point record made before the sweep changed or without an estimate."""
     check_request(price_per_device_hour, deadline_s, budget)
+    steps_note = ""
+    if two_point_record is None:
+        options = [(b, s, src, None, None) for b, s, src in steps_to_result(curve)]
+    else:
+        options = check_two_point(curve, two_point_record, train_size)
+        steps_note = (f"steps from the two-point estimate B_2pt' = "
+                      f"{two_point.number(two_point_record['value'])}: "
+                      f"{two_point.verdict(two_point_record['condition'])}; how far its curve "
+                      "held in absolute steps: docs/validation.md, 'The two-point curve in "
+                      "absolute steps'")
     for key, mine in (("workload", throughput.workload), ("optimizer", throughput.optimizer)):
         theirs = curve.config.get(key)
         if mine and theirs and mine != theirs:
             raise ValueError(f"throughput: measured for {key} {mine!r}, but the sweep's is "
                              f"{theirs!r}")
     points = []
-    for b, steps, source in steps_to_result(curve):
+    for b, steps, source, steps_lo, steps_hi in options:
         if train_size is not None and b > train_size:
             continue
         for n in throughput.device_counts():
@@ -205,7 +268,8 @@ def make_plan(curve: ScalingCurve, throughput: ThroughputRecord,
                 batch_size=b, devices=n, steps=steps, seconds_per_step=sps,
                 time_to_result_s=seconds, device_hours=hours,
                 cost=None if price_per_device_hour is None else hours * price_per_device_hour,
-                source=source, step_time_source=sps_source))
+                source=source, step_time_source=sps_source, steps_lo=steps_lo,
+                steps_hi=steps_hi))
     if not points:
         raise ValueError("throughput: no measured device count divides any batch size of the "
                          "sweep")
@@ -215,4 +279,6 @@ def make_plan(curve: ScalingCurve, throughput: ThroughputRecord,
                 workload=str(curve.config.get("workload", "")),
                 goal=float(curve.config.get("goal", math.nan)),
                 price_per_device_hour=price_per_device_hour, deadline_s=deadline_s,
-                budget=budget, excludes=throughput.excludes)
+                budget=budget, excludes=throughput.excludes,
+                steps_from="sweep" if two_point_record is None else "two-point",
+                steps_note=steps_note)

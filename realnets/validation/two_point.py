@@ -23,6 +23,7 @@ import time
 from nqm.scaling import fit_mccandlish
 from realnets.sweeps.curve import build_curve, same_configuration
 from realnets.sweeps.records import SweepConfig, TrialRecord
+from realnets.validation.files import TWO_POINT_FILE
 from realnets.validation.noise_free_match import reference_record, reference_reruns
 from realnets.validation.rerun import best_trial, calibration_batch_size, retrain
 from realnets.validation.two_ends import both_ends
@@ -129,6 +130,17 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
             "ratio": None if value is None or not measured else value / measured,
             "examples": examples_processed(records, repeats, run, ends["full_set"]),
             "seconds": time.perf_counter() - t0}
+
+
+def stale(record: dict, goal: float, steps_at: dict[int, float]) -> str | None:
+    """Why a two_point.json no longer describes its sweep (another goal, or other steps at its
+    B_ref: the sweep was extended or rerun since), or None when it does. `steps_at` is the
+    sweep's steps to goal per batch size now ({B: steps})."""
+    b_ref = int(record["b_ref"])
+    if record.get("goal") != goal or steps_at.get(b_ref) != record["s_ref"]:
+        return (f"{TWO_POINT_FILE} was made before this sweep changed (its goal or its steps "
+                f"at B = {b_ref}): rerun `python -m realnets two-point` on it")
+    return None
 
 
 def number(x: float | None) -> str:

@@ -126,6 +126,23 @@ def test_cli_throughput_then_plan_json(capsys, tmp_path, eight_devices):
     assert set(doc["recommendation"]) == {"batch_size", "devices", "reason"}
     assert main(["plan", "--sweep", str(sweep), "--throughput", str(tp)]) == 0
     assert "recommendation: B = " in capsys.readouterr().out
+    # steps from a two-point record beside the sweep (written here by hand, as `two-point`
+    # would, with the sweep's goal and its steps at B_ref = 4)
+    s4 = next(p for p in doc["points"] if p["batch_size"] == 4)["steps"]
+    record = _two_point_record(b_ref=4, s_ref=s4, s_fb=3, pct=(s4, s4 + 1, s4 + 2), goal=1.0)
+    record["full_set"]["sample_rows"] = 64
+    (sweep / "two_point.json").write_text(json.dumps(record))
+    assert main(["plan", "--sweep", str(sweep), "--throughput", str(tp), "--format", "json",
+                 "--steps-from", "two-point"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["steps_from"] == "two-point"
+    assert {p["batch_size"] for p in doc["points"]} == {4, 8, 16, 32, 64}
+    for p in doc["points"]:
+        assert p["steps"] == pytest.approx(3 + (s4 + 1 - 3) * 4 / p["batch_size"])
+    assert main(["plan", "--sweep", str(sweep), "--throughput", str(tp),
+                 "--steps-from", "two-point"]) == 0
+    out = capsys.readouterr().out
+    assert "16-84%" in out and "the condition S_fb^N >= 5 does not hold" in out
 
 
 @pytest.mark.parametrize("argv, names", [
@@ -144,3 +161,64 @@ def test_bad_input_is_one_line(capsys, argv, names):
     assert main(argv) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and names in err
+
+
+def _two_point_record(b_ref=16, s_ref=1000, s_fb=20, pct=(800.0, 1000.0, 1300.0), goal=0.1):
+    value = b_ref * (pct[1] / s_fb - 1)
+    return {"workload": "w", "optimizer": "sgd", "goal": goal, "b_ref": b_ref, "s_ref": s_ref,
+            "full_set": {"steps": s_fb, "sample_rows": 512},
+            "reruns": {"percentiles": {"16": pct[0], "50": pct[1], "84": pct[2]}},
+            "value": value, "lo": None, "hi": None,
+            "condition": {"min_full_batch_steps": 5, "holds": s_fb >= 5, "why": f"S_fb^N = {s_fb}"}}
+
+
+def test_two_point_steps_are_the_hyperbola_through_both_ends():
+    """From B_ref to the training-set size in powers of two: S_fb^N + (S~ - S_fb^N) B_ref / B,
+    the same with the 16th and 84th percentiles for the band (None where infinite); a record
+    without an estimate is refused. The largest batch is the descents' rows (512 here), or less."""
+    from realnets.planning.plan import two_point_steps
+    assert [r[0] for r in two_point_steps(_two_point_record(), 300)][-1] == 256
+    rows = two_point_steps(_two_point_record())
+    assert [r[0] for r in rows] == [16, 32, 64, 128, 256, 512]
+    for b, s, src, lo, hi in rows:
+        assert src == "two-point"
+        assert s == pytest.approx(20 + 980 * 16 / b)
+        assert lo == pytest.approx(20 + 780 * 16 / b) and hi == pytest.approx(20 + 1280 * 16 / b)
+    rows = two_point_steps(_two_point_record(pct=(800.0, 1000.0, float("inf"))), 64)
+    assert [r[4] for r in rows] == [None, None, None]
+    with pytest.raises(ValueError, match="no estimate"):
+        two_point_steps({**_two_point_record(), "value": None}, 64)
+
+
+def test_a_plan_from_the_two_point_record():
+    """Every point's time is its two-point steps times the step time; the band rides along; the
+    condition's verdict is in the plan; a record made before the sweep changed (another goal,
+    other steps at B_ref) is refused."""
+    curve = _curve({16: 1000})
+    record = _two_point_record()
+    plan = make_plan(curve, _throughput(), train_size=256, two_point_record=record)
+    assert {p.batch_size for p in plan.points} == {16, 32, 64, 128, 256}
+    for p in plan.points:
+        steps = 20 + 980 * 16 / p.batch_size
+        assert p.steps == pytest.approx(steps) and p.source == "two-point"
+        assert p.time_to_result_s == pytest.approx(steps * p.seconds_per_step)
+        assert p.steps_lo < p.steps < p.steps_hi
+    doc = plan.to_dict()
+    assert doc["steps_from"] == "two-point" and "holds" in doc["steps_note"]
+    assert make_plan(curve, _throughput(), train_size=256).to_dict()["steps_from"] == "sweep"
+    with pytest.raises(ValueError, match="before this sweep changed"):
+        make_plan(curve, _throughput(), train_size=256,
+                  two_point_record=_two_point_record(goal=0.2))
+    with pytest.raises(ValueError, match="before this sweep changed"):
+        make_plan(_curve({16: 900}), _throughput(), train_size=256, two_point_record=record)
+    assert max(p.batch_size for p in make_plan(curve, _throughput(),
+                                               two_point_record=record).points) == 512
+
+
+def test_plan_steps_from_two_point_without_a_record_is_one_line(capsys):
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[3]
+    assert main(["plan", "--sweep", str(root / "sweeps" / "digits_mlp"),
+                 "--steps-from", "two-point"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "two-point" in err
