@@ -42,6 +42,7 @@ PLACES = Places.from_environment(Path(__file__).resolve().parent)
 SECTIONS = ("NQM explorer", "Measured curves", "Run a sweep", "Plan")
 SOURCES = ("sweeps/ or results/", "a sweep directory", "a batch_science directory")
 PLAN_SOURCES = SOURCES[:2]
+STEPS_FROM = ("the sweep's curve", "its two-point estimate")
 STEP_TIME_SOURCES = ("measure it here", "a throughput file", "upload a throughput file")
 # The Plan tab's first sweep: the smallest shipped one, whose step time measures in seconds.
 DEFAULT_PLAN_SWEEP = "sweeps/digits_mlp"
@@ -705,17 +706,37 @@ def show_run():
 
 
 def pick_plan_sweep():
-    """The sweep the Plan tab plans (a loaded `ui.measured.Measured`), or None (with an error or
-    a hint beside the controls)."""
+    """(the sweep the Plan tab plans, a loaded `ui.measured.Measured`, and its directory), or
+    (None, None) with an error or a hint beside the controls."""
     source = st.radio("sweep from", PLAN_SOURCES, horizontal=True, key="plan_source")
-    return load_picked_sweep(listed_sweep("plan_sweep", DEFAULT_PLAN_SWEEP)
-                             if source == PLAN_SOURCES[0] else typed_sweep("plan_path"))
+    path = (listed_sweep("plan_sweep", DEFAULT_PLAN_SWEEP) if source == PLAN_SOURCES[0]
+            else typed_sweep("plan_path"))
+    sweep = load_picked_sweep(path)
+    return (None, None) if sweep is None else (sweep, path)
 
 
-def pick_step_time(sweep, task):
+def pick_steps_from(path):
+    """The sweep's two_point.json when the controls plan from it, else None: the choice is shown
+    only for a directory that holds one (`python -m realnets two-point`)."""
+    from ui import plan_page
+    try:
+        record = plan_page.two_point_record(path)
+    except ValueError as err:
+        st.warning(f"Its two-point record is not used: {err}")
+        return None
+    if record is None:
+        return None
+    choice = st.radio("steps from", STEPS_FROM, horizontal=True, key="plan_steps_from",
+                      help="the sweep's measured curve and its fit, or the curve through the two "
+                           "ends of its two-point estimate (docs/plan.md)")
+    return record if choice == STEPS_FROM[1] else None
+
+
+def pick_step_time(sweep, task, two_point=None):
     """The step time the controls name (a ThroughputRecord), or None (with an error or a hint):
     read from a file, uploaded, or measured here (kept in the session, per workload, optimizer,
-    batch sizes and device counts, so it is measured once)."""
+    batch sizes and device counts, so it is measured once; with a `two_point` record at the
+    batch sizes its plan covers)."""
     import jax
 
     from realnets.planning import step_time
@@ -747,7 +768,7 @@ def pick_step_time(sweep, task):
             "device counts", "1", key="plan_devices",
             help=f"comma-separated, e.g. 1,2,4; JAX sees {present} {jax.devices()[0].platform} "
                  "device(s) here"))
-        sizes = plan_page.batch_sizes_to_measure(sweep, task.train_size)
+        sizes = plan_page.batch_sizes_to_measure(sweep, task.train_size, two_point)
     except ValueError as err:
         st.error(f"Cannot use this step time: {err}")
         return None
@@ -758,14 +779,15 @@ def pick_step_time(sweep, task):
         with st.spinner(f"Measuring the step time at B = {', '.join(map(str, sizes))} on "
                         f"{', '.join(map(str, counts))} device(s)..."):
             try:
-                measured[key] = plan_page.measure_here(sweep, task, counts, log=line.caption)
+                measured[key] = plan_page.measure_here(sweep, task, counts, log=line.caption,
+                                                       two_point=two_point)
             except ValueError as err:
                 st.error(f"Cannot measure the step time: {err}")
                 return None
         line.empty()
     record = measured.get(key)
     if record is None:
-        st.info(f"Measures seconds per step of {key[0]} ({key[1]}) at the sweep's batch sizes "
+        st.info(f"Measures seconds per step of {key[0]} ({key[1]}) at the batch sizes "
                 f"{', '.join(map(str, sizes))} on {', '.join(map(str, counts))} device(s), "
                 f"{plan_page.MEASURE_SECONDS_PER_REPEAT:g} s x 3 repeats each, compilation "
                 "excluded.")
@@ -790,16 +812,17 @@ def show_plan():
                 "devices: time to result and device-hours (or cost) of every batch size and "
                 "device count, the options no other beats on both (the Pareto front), and a "
                 "recommendation (docs/plan.md; the same as `python -m realnets plan`).")
-    sweep = pick_plan_sweep()
+    sweep, path = pick_plan_sweep()
     if sweep is None:
         return
     st.markdown(describe(sweep.config))
+    two_point = pick_steps_from(path)
     try:
         task = cached_task(plan_page.sweep_workload(sweep), sweep.config.get("text_file"))
     except ValueError as err:
         st.error(f"Cannot plan this sweep: {err}")
         return
-    throughput = pick_step_time(sweep, task)
+    throughput = pick_step_time(sweep, task, two_point)
     if throughput is None:
         return
     st.caption(plan_page.describe_throughput(throughput))
@@ -816,7 +839,7 @@ def show_plan():
                                           "price: recommend the fastest option within it")
     try:
         plan = plan_page.plan_of(sweep, throughput, price, deadline, budget,
-                                 train_size=task.train_size)
+                                 train_size=task.train_size, two_point=two_point)
     except ValueError as err:
         st.error(f"Cannot plan: {err}")
         return
@@ -827,6 +850,8 @@ def show_plan():
                "recommendation. Log axes; hover a point for its steps, step time and where each "
                f"came from. Time to result excludes {plan.excludes}.")
     st.success(f"**Recommendation:** {plan.recommendation.reason}")
+    if plan.steps_note:
+        st.caption(plan.steps_note[0].upper() + plan.steps_note[1:] + ".")
     table = plan_chart.plan_table(plan)
     st.dataframe(table, hide_index=True)
     with st.container(horizontal=True):

@@ -766,7 +766,7 @@ def throughput_command(args) -> str:
 
 def plan_command(args) -> str:
     from realnets import workloads
-    from realnets.planning.plan import check_request, check_two_point, make_plan
+    from realnets.planning.plan import check_request, make_plan, two_point_steps
     from realnets.planning.render import plan_table
     from realnets.planning.step_time import read_throughput
     from realnets.planning.throughput import fitting_batch_sizes, measure_throughput
@@ -791,8 +791,12 @@ def plan_command(args) -> str:
     task = workloads.get(config.workload).build(text_file=config.text_file)
     curve = build_curve(records, config)
     sizes = fitting_batch_sizes(config.batch_sizes, task.train_size)
+    two_point_curve = None
     if record is not None:
-        sizes = [b for b, *_ in check_two_point(curve, record, task.train_size)]
+        from realnets.validation.two_point import plan_curve
+
+        two_point_curve = plan_curve(record, curve)
+        sizes = [b for b, *_ in two_point_steps(two_point_curve, task.train_size)]
     if throughput is None:
         if not args.no_progress:
             print(f"no --throughput: measuring the step time on 1 device at B = "
@@ -803,7 +807,7 @@ def plan_command(args) -> str:
             log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True))
     plan = make_plan(curve, throughput, args.price_per_device_hour,
                      args.deadline, args.budget, train_size=task.train_size,
-                     two_point_record=record)
+                     two_point=two_point_curve)
     return to_json(plan.to_dict(), indent=1) if args.format == "json" else plan_table(plan)
 
 

@@ -18,8 +18,9 @@ LOG10 = alt.Scale(type="log", nice=False, padding=24)
 KINDS = ("option", "Pareto front", "recommended")
 KIND_COLOURS = alt.Scale(domain=list(KINDS), range=["#9e9e9e", "#1f77b4", "#d62728"])
 
-COLUMNS = ("label", "batch_size", "devices", "steps", "seconds_per_step", "time_to_result_s",
-           "device_hours", "cost", "source", "step_time_source", "front", "recommended")
+COLUMNS = ("label", "batch_size", "devices", "steps", "steps_lo", "steps_hi",
+           "seconds_per_step", "time_to_result_s", "device_hours", "cost", "source",
+           "step_time_source", "front", "recommended")
 
 
 def option_label(batch_size: int, devices: int) -> str:
@@ -37,9 +38,11 @@ def cost_field(plan: Plan) -> tuple[str, str]:
 def plan_table(plan: Plan) -> pd.DataFrame:
     """One row per option of the plan, sorted by batch size then devices.
 
-    Columns: label ('B=512 x4'), batch_size, devices, steps (to result), seconds_per_step (s),
+    Columns: label ('B=512 x4'), batch_size, devices, steps (to result), steps_lo and steps_hi
+    (the two-point curve at the reruns' 16th and 84th percentiles; NaN from a sweep),
+    seconds_per_step (s),
     time_to_result_s (s), device_hours, cost (NaN without a price), source (of the steps:
-    'measured', 'fit', 'fit (extrapolated)'), step_time_source ('measured', 'model', 'model
+    'measured', 'fit', 'fit (extrapolated)', 'two-point'), step_time_source ('measured', 'model', 'model
     (extrapolated)'), front (on the Pareto front of time against cost), recommended (the plan's
     recommendation; exactly one row).
     """
@@ -50,7 +53,8 @@ def plan_table(plan: Plan) -> pd.DataFrame:
              "recommended": (p.batch_size, p.devices) == pick}
             for p in sorted(plan.points, key=lambda p: (p.batch_size, p.devices))]
     table = pd.DataFrame(rows, columns=list(COLUMNS))
-    table["cost"] = pd.to_numeric(table["cost"], errors="coerce").astype(float)
+    for column in ("cost", "steps_lo", "steps_hi"):
+        table[column] = pd.to_numeric(table[column], errors="coerce").astype(float)
     return table
 
 
@@ -60,12 +64,13 @@ def plan_chart(plan: Plan, height: int = 380) -> alt.LayerChart:
     Layers: every option as a faint grey point; the Pareto front as a blue line through its
     points, each labelled 'B=... x...'; the recommendation as a large red diamond labelled
     'recommended: B=... x...'. Every mark's tooltip holds all the option's fields. The data hold
-    no NaN: without a price the (empty) cost column is left out.
+    no NaN: the cost without a price, and the two-point band of a plan from a sweep (or an
+    infinite one), are left out.
     """
     table = plan_table(plan)
     y_field, y_title = cost_field(plan)
-    if plan.price_per_device_hour is None:
-        table = table.drop(columns=["cost"])
+    table = table.drop(columns=[c for c in ("cost", "steps_lo", "steps_hi")
+                                if table[c].isna().any()])
     tooltip = [alt.Tooltip(c, format=".4g") if table[c].dtype.kind == "f" else c
                for c in table.columns]
     x = alt.X("time_to_result_s:Q", scale=LOG10, title="time to result (s)")

@@ -5,10 +5,11 @@ Steps to result S(B) come from a sweep: at a measured batch size the measured st
 between measured batch sizes the sweep's fit S(B) = S_min (1 + B_crit / B) ('fit'); beyond them,
 up to `EXTRAPOLATE` times the largest, the same fit ('fit (extrapolated)'); never at a batch size
 the sweep ran that missed the goal. Or, without a sweep over batch sizes, from its two-point
-estimate (`python -m realnets two-point`, SWEEP_DIR/two_point.json): the curve through its two
-measured ends, S_2pt(B) = S_fb^N (1 + B_2pt' / B), at the powers of two from B_ref to the
-training-set size ('two-point'), with the curve at the reruns' 16th and 84th percentiles beside
-it (`steps_lo`, `steps_hi`). Seconds per step come
+estimate (`python -m realnets two-point`, SWEEP_DIR/two_point.json, read into a `TwoPointCurve`
+by `realnets.validation.two_point.plan_curve`): the curve through its two measured ends,
+S_2pt(B) = S_fb^N (1 + B_2pt' / B), at the powers of two from B_ref to the training-set size
+('two-point'), with the curve at the reruns' 16th and 84th percentiles beside it (`steps_lo`,
+`steps_hi`). Seconds per step come
 from a throughput record (measured where that pair was measured, else its model). Then
 
     time_to_result_s = S(B) * t(B, n);   device_hours = n * time_to_result_s / 3600;
@@ -30,9 +31,8 @@ from dataclasses import asdict, dataclass
 
 from nqm import validation
 from nqm.curve import ScalingCurve
-from nqm.scaling import analyse_curve
+from nqm.scaling import Fit, analyse_curve
 from realnets.planning.step_time import ThroughputRecord
-from realnets.validation import two_point, two_point_curve
 
 COST_FACTOR = 2.0
 EXTRAPOLATE = 2
@@ -118,44 +118,51 @@ def steps_to_result(curve: ScalingCurve) -> list[tuple[int, float, str]]:
     return [out[b] for b in sorted(out)]
 
 
-def two_point_steps(record: dict, max_batch: int | None = None
+@dataclass(frozen=True)
+class TwoPointCurve:
+    """The two-point estimate's two measured ends, as the plan reads them.
+
+    b_ref: the reference batch size (examples); s_fb: S_fb^N, the fewest full-batch steps on the
+    whole training set; s_ref, s_ref_p16, s_ref_p84: the reference trial's reruns' steps to the
+    goal at B_ref, median, 16th and 84th percentiles (the last two None or infinite where
+    unknown); rows: the rows of the full-batch descents (the training-set size, or the fresh
+    rows of a task with unlimited data); note: the estimate's condition in words."""
+
+    b_ref: int
+    s_fb: float
+    s_ref: float
+    s_ref_p16: float | None
+    s_ref_p84: float | None
+    rows: int
+    note: str = ""
+
+    def fit(self, s_ref: float) -> Fit:
+        """S(B) = S_fb^N (1 + B_crit / B) through (B_ref, s_ref): the McCandlish form with
+        S_min = S_fb^N and B_crit = B_ref (s_ref / S_fb^N - 1)."""
+        return Fit(s_min=self.s_fb, b_crit=self.b_ref * (s_ref / self.s_fb - 1.0), r2=None,
+                   points_used=2)
+
+
+def two_point_steps(curve: TwoPointCurve, max_batch: int | None = None
                     ) -> list[tuple[int, float, str, float | None, float | None]]:
-    """(batch size, steps, source, steps_lo, steps_hi) from a two_point.json record at the powers
-    of two from its B_ref to the rows of its full-batch descents (the training-set size, or the
-    fresh rows drawn for a task with unlimited data), at most `max_batch`: the module docstring's
-    curve at the reruns' median, 16th and 84th percentiles (None where a percentile is
-    infinite). ValueError where the record has no estimate."""
-    b_ref, s_fb, pct = two_point_curve.ends(record)
-    rows = int(record["full_set"]["sample_rows"])
-    max_batch = rows if max_batch is None else min(rows, max_batch)
-    if record.get("value") is None:
-        raise ValueError(f"two-point: the record has no estimate at B_ref = {b_ref} "
-                         f"({record['condition']['why']}), so there are no steps to plan with")
-    sizes = [2 ** k for k in range(math.ceil(math.log2(b_ref)),
-                                   math.floor(math.log2(max_batch)) + 1)]
+    """(batch size, steps, source, steps_lo, steps_hi) at the powers of two from B_ref to the
+    curve's rows, at most `max_batch`: the module docstring's curve at the reruns' median, 16th
+    and 84th percentiles (None where a percentile is unknown). ValueError where B_ref is above
+    the largest batch size."""
+    top = curve.rows if max_batch is None else min(curve.rows, max_batch)
+    sizes = [2 ** k for k in range(math.ceil(math.log2(curve.b_ref)),
+                                   math.floor(math.log2(top)) + 1)]
     if not sizes:
-        raise ValueError(f"two-point: B_ref = {b_ref} is above the largest batch size, "
-                         f"{max_batch}")
+        raise ValueError(f"two-point: B_ref = {curve.b_ref} is above the largest batch size, "
+                         f"{top}")
 
-    def at(q):
-        s = pct.get(q)
-        if s is None or not math.isfinite(s) or s <= s_fb:
+    def at(s_ref):
+        if s_ref is None or not math.isfinite(s_ref) or s_ref <= curve.s_fb:
             return [None] * len(sizes)
-        return two_point_curve.steps(b_ref, s_fb, s, sizes)
+        return [float(x) for x in curve.fit(s_ref).predict(sizes)]
 
-    mid, lo, hi = at("50"), at("16"), at("84")
+    mid, lo, hi = at(curve.s_ref), at(curve.s_ref_p16), at(curve.s_ref_p84)
     return [(b, m, "two-point", low, high) for b, m, low, high in zip(sizes, mid, lo, hi)]
-
-
-def check_two_point(curve: ScalingCurve, record: dict, train_size: int | None
-                    ) -> list[tuple[int, float, str, float | None, float | None]]:
-    """`two_point_steps(record, train_size)` after checking that the record still describes the
-    sweep whose `curve` this is (ValueError naming why not); the CLI calls it before measuring."""
-    at = {p.batch_size: p.steps for p in curve.points if p.steps is not None}
-    why = two_point.stale(record, curve.config.get("goal"), at)
-    if why:
-        raise ValueError(f"two-point: {why}")
-    return two_point_steps(record, train_size)
 
 
 def pareto_front(points: list[PlanPoint]) -> list[PlanPoint]:
@@ -232,23 +239,16 @@ def check_request(price_per_device_hour: float | None, deadline_s: float | None,
 def make_plan(curve: ScalingCurve, throughput: ThroughputRecord,
               price_per_device_hour: float | None = None, deadline_s: float | None = None,
               budget: float | None = None, train_size: int | None = None,
-              two_point_record: dict | None = None) -> Plan:
+              two_point: TwoPointCurve | None = None) -> Plan:
     """The plan for a sweep's curve on the throughput record's devices (batch sizes above
-    `train_size` left out), or, given `two_point_record` (the sweep's two_point.json), for its
-    two-point curve (`two_point_steps`). ValueError as
-    `check_request`, for a throughput record of another workload or optimizer, and for a
-    two-point record made before the sweep changed or without an estimate."""
+    `train_size` left out), or, given `two_point` (from the sweep's two_point.json), for its
+    two-point curve (`two_point_steps`). ValueError as `check_request`, and for a throughput
+    record of another workload or optimizer."""
     check_request(price_per_device_hour, deadline_s, budget)
-    steps_note = ""
-    if two_point_record is None:
+    if two_point is None:
         options = [(b, s, src, None, None) for b, s, src in steps_to_result(curve)]
     else:
-        options = check_two_point(curve, two_point_record, train_size)
-        steps_note = (f"steps from the two-point estimate B_2pt' = "
-                      f"{two_point.number(two_point_record['value'])}: "
-                      f"{two_point.verdict(two_point_record['condition'])}; how far its curve "
-                      "held in absolute steps: docs/validation.md, 'The two-point curve in "
-                      "absolute steps'")
+        options = two_point_steps(two_point, train_size)
     for key, mine in (("workload", throughput.workload), ("optimizer", throughput.optimizer)):
         theirs = curve.config.get(key)
         if mine and theirs and mine != theirs:
@@ -280,5 +280,5 @@ def make_plan(curve: ScalingCurve, throughput: ThroughputRecord,
                 goal=float(curve.config.get("goal", math.nan)),
                 price_per_device_hour=price_per_device_hour, deadline_s=deadline_s,
                 budget=budget, excludes=throughput.excludes,
-                steps_from="sweep" if two_point_record is None else "two-point",
-                steps_note=steps_note)
+                steps_from="sweep" if two_point is None else "two-point",
+                steps_note="" if two_point is None else two_point.note)

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import time
 
+from nqm.curve import ScalingCurve
 from nqm.scaling import fit_mccandlish
+from realnets.planning.plan import TwoPointCurve
 from realnets.sweeps.curve import build_curve, same_configuration
 from realnets.sweeps.records import SweepConfig, TrialRecord
 from realnets.validation.files import TWO_POINT_FILE
@@ -141,6 +143,26 @@ def stale(record: dict, goal: float, steps_at: dict[int, float]) -> str | None:
         return (f"{TWO_POINT_FILE} was made before this sweep changed (its goal or its steps "
                 f"at B = {b_ref}): rerun `python -m realnets two-point` on it")
     return None
+
+
+def plan_curve(record: dict, sweep: ScalingCurve) -> TwoPointCurve:
+    """A two_point.json record as the plan reads it (`plan --steps-from two-point`), after
+    checking it against the sweep's curve now: ValueError (one line) for a record made before the
+    sweep changed (`stale`) or one without an estimate."""
+    at = {p.batch_size: p.steps for p in sweep.points if p.steps is not None}
+    why = stale(record, sweep.config.get("goal"), at)
+    if why:
+        raise ValueError(f"two-point: {why}")
+    if record.get("value") is None:
+        raise ValueError(f"two-point: the record has no estimate at B_ref = {record['b_ref']} "
+                         f"({record['condition']['why']}), so there are no steps to plan with")
+    pct, fb = record["reruns"]["percentiles"], record["full_set"]
+    return TwoPointCurve(
+        b_ref=int(record["b_ref"]), s_fb=float(fb["steps"]), s_ref=float(pct["50"]),
+        s_ref_p16=pct.get("16"), s_ref_p84=pct.get("84"), rows=int(fb["sample_rows"]),
+        note=(f"steps from the two-point estimate B_2pt' = {number(record['value'])}: "
+              f"{verdict(record['condition'])}; how far its curve held in absolute steps: "
+              "docs/validation.md, 'The two-point curve in absolute steps'"))
 
 
 def number(x: float | None) -> str:

@@ -7,7 +7,8 @@ batch size:
     S_2pt(B) = S_fb^N (1 + B_2pt' / B) = S_fb^N + (S~_ref - S_fb^N) B_ref / B     (steps)
 
 with S~_ref the reruns' median at B_ref (its 16th and 84th percentiles give the band). `steps` is
-that curve (pure; `plan --two-point` uses it); `check` compares it, and rule 1's tuned NQM curve,
+that curve (the McCandlish form of `realnets.planning.plan.TwoPointCurve`, which `plan
+--steps-from two-point` uses); `check` compares it, and rule 1's tuned NQM curve,
 with a report's measured steps: the reruns' median at each batch size (what one run of the
 winning configuration typically needs) and the sweep's best of its trials, as the factor
 `max(S_pred / S, S / S_pred)` (>= 1) at every batch size that reached the goal.
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import math
 
+from realnets.planning.plan import TwoPointCurve
 from realnets.validation.reconciliation import headline
 
 CURVES = ("two_point", "rule_1")
@@ -29,7 +31,8 @@ def steps(b_ref: float, s_fb: float, s_ref: float, batch_sizes) -> list[float]:
     if not (s_fb > 0 and s_ref > s_fb):
         raise ValueError(f"two-point curve: needs S~_ref > S_fb^N > 0, got S~_ref = {s_ref}, "
                          f"S_fb^N = {s_fb}")
-    return [s_fb + (s_ref - s_fb) * b_ref / b for b in batch_sizes]
+    fit = TwoPointCurve(int(b_ref), float(s_fb), float(s_ref), None, None, 0).fit(s_ref)
+    return [float(x) for x in fit.predict(list(batch_sizes))]
 
 
 def ends(record: dict) -> tuple[int, int | None, dict]:

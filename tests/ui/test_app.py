@@ -533,6 +533,49 @@ def test_plan_tab_plans_a_shipped_sweep_from_a_throughput_file(tmp_path, deferre
     assert "meets the deadline" in at.session_state["plan"].recommendation.reason
 
 
+def test_plan_tab_plans_from_a_sweeps_two_point_record(tmp_path):
+    """A sweep directory holding a two_point.json offers 'steps from'; its two-point estimate
+    gives the plan of `make_plan(..., two_point_record=...)`, the condition's verdict beneath it
+    and the band in the table; a stale record is answered in one line. A directory without
+    one shows no choice."""
+    import shutil
+
+    from realnets.planning.plan import make_plan
+    from realnets.validation.two_point import plan_curve
+    from ui import measured
+
+    sweep_dir = tmp_path / "dm"
+    shutil.copytree(DIGITS, sweep_dir)
+    sweep = measured.load_sweep_dir(sweep_dir)
+    s8 = int(dict(zip(sweep.curve.batch_sizes, sweep.curve.steps))[8])
+    record = {"workload": "digits_mlp", "optimizer": "momentum",
+              "goal": sweep.config["goal"], "b_ref": 8, "s_ref": s8,
+              "full_set": {"steps": 7, "sample_rows": 1618},
+              "reruns": {"percentiles": {"16": 44.0, "50": 60.0, "84": 83.0}},
+              "value": 8 * (60 / 7 - 1), "lo": None, "hi": None,
+              "condition": {"min_full_batch_steps": 5, "holds": True, "why": "S_fb^N = 7"}}
+    (sweep_dir / "two_point.json").write_text(json.dumps(record))
+    at = plan_app(tmp_path, plan_source="a sweep directory", plan_path=str(sweep_dir),
+                  plan_steps_from="its two-point estimate")
+    assert not at.exception and not errors(at)
+    plan = at.session_state["plan"]
+    assert plan == make_plan(sweep.curve, hand_throughput(), train_size=1618,
+                             two_point=plan_curve(record, sweep.curve))
+    assert plan.steps_from == "two-point"
+    assert any("the condition S_fb^N >= 5 holds" in c.value for c in at.caption)
+    table = at.dataframe[0].value
+    assert (table["steps_lo"] < table["steps"]).all() and (table["steps"] < table["steps_hi"]).all()
+    at.radio(key="plan_steps_from").set_value("the sweep's curve").run()
+    assert at.session_state["plan"].steps_from == "sweep"
+    (sweep_dir / "two_point.json").write_text(json.dumps({**record, "s_ref": s8 + 1}))
+    at.radio(key="plan_steps_from").set_value("its two-point estimate").run()
+    assert not at.exception
+    assert len(errors(at)) == 1 and "before this sweep changed" in errors(at)[0]
+    at = plan_app(tmp_path)                              # sweeps/digits_mlp: no record
+    assert not at.exception
+    assert "plan_steps_from" not in [r.key for r in at.radio]
+
+
 def test_plan_tab_answers_bad_input_with_one_line(tmp_path):
     at = plan_app(tmp_path, plan_deadline=10.0, plan_budget=1.0)
     assert not at.exception
@@ -588,7 +631,7 @@ def test_plan_tab_measures_the_step_time_here_once(monkeypatch, tmp_path):
     (sweep / "trials.jsonl").write_text("\n".join(lines) + "\n")
     at = section_app("Plan", plan_source="a sweep directory", plan_path=str(sweep))
     assert not at.exception and not errors(at) and "plan" not in at.session_state
-    assert any("at the sweep's batch sizes 8, 64, 512 on 1 device" in i.value for i in at.info)
+    assert any("at the batch sizes 8, 64, 512 on 1 device" in i.value for i in at.info)
     at.button(key="plan_measure").click().run(timeout=300)
     assert not at.exception and not errors(at)
     assert calls == [(1,)]

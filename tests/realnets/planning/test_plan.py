@@ -173,30 +173,34 @@ def _two_point_record(b_ref=16, s_ref=1000, s_fb=20, pct=(800.0, 1000.0, 1300.0)
 
 
 def test_two_point_steps_are_the_hyperbola_through_both_ends():
-    """From B_ref to the training-set size in powers of two: S_fb^N + (S~ - S_fb^N) B_ref / B,
-    the same with the 16th and 84th percentiles for the band (None where infinite); a record
-    without an estimate is refused. The largest batch is the descents' rows (512 here), or less."""
-    from realnets.planning.plan import two_point_steps
-    assert [r[0] for r in two_point_steps(_two_point_record(), 300)][-1] == 256
-    rows = two_point_steps(_two_point_record())
+    """From B_ref to the descents' rows in powers of two: S_fb^N + (S~ - S_fb^N) B_ref / B, the
+    same with the 16th and 84th percentiles for the band (None where infinite); the largest batch
+    is the rows (512 here), or less."""
+    from realnets.planning.plan import TwoPointCurve, two_point_steps
+    curve = TwoPointCurve(16, 20.0, 1000.0, 800.0, 1300.0, 512)
+    assert [r[0] for r in two_point_steps(curve, 300)][-1] == 256
+    rows = two_point_steps(curve)
     assert [r[0] for r in rows] == [16, 32, 64, 128, 256, 512]
     for b, s, src, lo, hi in rows:
         assert src == "two-point"
         assert s == pytest.approx(20 + 980 * 16 / b)
         assert lo == pytest.approx(20 + 780 * 16 / b) and hi == pytest.approx(20 + 1280 * 16 / b)
-    rows = two_point_steps(_two_point_record(pct=(800.0, 1000.0, float("inf"))), 64)
+    rows = two_point_steps(TwoPointCurve(16, 20.0, 1000.0, 800.0, float("inf"), 64))
     assert [r[4] for r in rows] == [None, None, None]
-    with pytest.raises(ValueError, match="no estimate"):
-        two_point_steps({**_two_point_record(), "value": None}, 64)
+    with pytest.raises(ValueError, match="above the largest batch size"):
+        two_point_steps(curve, 8)
 
 
 def test_a_plan_from_the_two_point_record():
-    """Every point's time is its two-point steps times the step time; the band rides along; the
-    condition's verdict is in the plan; a record made before the sweep changed (another goal,
-    other steps at B_ref) is refused."""
+    """`two_point.plan_curve` reads a two_point.json against the sweep; every point's time is its
+    two-point steps times the step time; the band rides along; the condition's verdict is in
+    the plan; a record made before the sweep changed (another goal, other steps at B_ref), or
+    without an estimate, is refused."""
+    from realnets.validation.two_point import plan_curve
     curve = _curve({16: 1000})
     record = _two_point_record()
-    plan = make_plan(curve, _throughput(), train_size=256, two_point_record=record)
+    plan = make_plan(curve, _throughput(), train_size=256,
+                     two_point=plan_curve(record, curve))
     assert {p.batch_size for p in plan.points} == {16, 32, 64, 128, 256}
     for p in plan.points:
         steps = 20 + 980 * 16 / p.batch_size
@@ -206,13 +210,14 @@ def test_a_plan_from_the_two_point_record():
     doc = plan.to_dict()
     assert doc["steps_from"] == "two-point" and "holds" in doc["steps_note"]
     assert make_plan(curve, _throughput(), train_size=256).to_dict()["steps_from"] == "sweep"
+    assert max(p.batch_size for p in make_plan(
+        curve, _throughput(), two_point=plan_curve(record, curve)).points) == 512
     with pytest.raises(ValueError, match="before this sweep changed"):
-        make_plan(curve, _throughput(), train_size=256,
-                  two_point_record=_two_point_record(goal=0.2))
+        plan_curve(_two_point_record(goal=0.2), curve)
     with pytest.raises(ValueError, match="before this sweep changed"):
-        make_plan(_curve({16: 900}), _throughput(), train_size=256, two_point_record=record)
-    assert max(p.batch_size for p in make_plan(curve, _throughput(),
-                                               two_point_record=record).points) == 512
+        plan_curve(record, _curve({16: 900}))
+    with pytest.raises(ValueError, match="no estimate"):
+        plan_curve({**record, "value": None}, curve)
 
 
 def test_plan_steps_from_two_point_without_a_record_is_one_line(capsys):
