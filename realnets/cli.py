@@ -1043,7 +1043,8 @@ def _two_point_curve(directories, goal_metric: bool, fmt: str) -> str:
 
     from realnets import store
     from realnets.validation import two_point_curve
-    from realnets.validation.files import TWO_ENDS_FILE, VALIDATION_FILE, read_validation
+    from realnets.validation.files import (TWO_ENDS_FILE, VALIDATION_FILE, read_validation,
+                                           side_records)
 
     if goal_metric:
         raise ValueError("curve: runs nothing; give it without --goal-metric")
@@ -1053,8 +1054,10 @@ def _two_point_curve(directories, goal_metric: bool, fmt: str) -> str:
             missing.append(str(directory))
             continue
         doc = read_validation(directory).to_dict()
+        kept = side_records(directory, doc)
         records.append(two_point_curve.check(
-            store.read_json(directory / TWO_ENDS_FILE, "two-ends record"), doc))
+            store.read_json(directory / TWO_ENDS_FILE, "two-ends record"), doc,
+            kept["miss_split"]))
         goals.append(_sweep_goal(doc))
     if fmt == "json":
         return json.dumps(records, indent=1)

@@ -210,8 +210,10 @@ def _two_ends_row(ends: dict, b_crit) -> dict:
     return _row(TWO_ENDS, b_crit, value=two["50"], lo=two["16"], hi=two["84"],
                 note=f"S~_ref {pct['50']:.4g}, the median of the reference trial's "
                      f"{reruns['count']} reruns ({reruns['not_at_goal']} not at the goal), at "
-                     f"B_ref {ends['b_ref']}; S_fb^N {fb['steps']} full batch on the whole "
-                     f"training set ({fb['sample_rows']} rows; no NQM; docs/prediction_rule.md, "
+                     f"B_ref {ends['b_ref']}; S_fb^N {fb['steps']} full batch on "
+                     + ("its exact loss (unlimited data" if fb.get("population") else
+                        f"the whole training set ({fb['sample_rows']} rows")
+                     + "; no NQM; docs/prediction_rule.md, "
                      "session 32); 16-84% with the reruns' 16th and 84th percentiles"
                 if pct["50"] is not None else "the reruns' median is not finite")
 

@@ -128,8 +128,10 @@ def miss_split_markdown(split: dict | None) -> list[str]:
             f"{_fmt(split['measured'])} = {_fmt(split['ratio'], 3)}, is the product of four "
             f"factors. The tuned NQM needs S_q = {_fmt(split['s_q'])} steps at B_ref = "
             f"{split['b_ref']} and n_q = {_fmt(split['n_q'])} without noise to its target; the "
-            f"network needs S_fb^N = {_fmt(split['s_fb'])} full batch on its whole training set, "
-            f"and its reruns at B_ref a median S~_ref = {_fmt(split['s_tilde']['50'])}.", "",
+            f"network needs S_fb^N = {_fmt(split['s_fb'])} full batch on "
+            + ("its exact loss (unlimited data)" if split.get("noise_free_batch", 0) >= 2 ** 40
+               else "its whole training set")
+            + f", and its reruns at B_ref a median S~_ref = {_fmt(split['s_tilde']['50'])}.", "",
             *_table(MISS_SPLIT_HEADER, miss_split_cells(split)), "",
             f"The largest (by |log|): **{split['largest'] or '-'}**.", ""]
 

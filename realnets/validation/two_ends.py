@@ -46,8 +46,11 @@ RULE_3_CHECKPOINT = "goal"
 
 
 def whole_set(task: Task, seed: int) -> dict:
-    """Every training row ({name: array (N, ...)}); UNLIMITED_ROWS fresh rows with unlimited
-    data."""
+    """Every training row ({name: array (N, ...)}); with unlimited data the task's population
+    rows where its expectation is known (the control: its exact loss, docs/prediction_rule.md,
+    session 36), else UNLIMITED_ROWS fresh rows."""
+    if task.train is None and task.population is not None:
+        return task.population
     return calibration_sample(task, task.train_size or UNLIMITED_ROWS, seed)
 
 
@@ -172,10 +175,13 @@ def both_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
     target = mean_loss(task, goal_params, rows, chunk_rows, devices)
     trials = sorted((r for r in records if r.batch_size == b_ref),
                     key=lambda r: trial_order(r.trial_id))
-    say(f"two ends: the network full batch on {len(next(iter(rows.values())))} rows from each "
+    where = ("its exact loss" if task.train is None and task.population is not None
+             else f"{len(next(iter(rows.values())))} rows")
+    say(f"two ends: the network full batch on {where} from each "
         f"of the {len(trials)} trials at B = {b_ref} (up to {cap} steps)")
     fb = full_batch_steps(task, sweep_config, trials, rows, target, cap, chunk_rows, devices,
                           log)
+    fb["population"] = task.train is None and task.population is not None
     return {"b_ref": b_ref, "s_ref": s_ref,
             "reruns": {"count": len(reruns), "not_at_goal": sum(x is None for x in reruns),
                        "percentiles": pct},
@@ -258,7 +264,8 @@ def row(record: dict) -> dict:
     return {"workload": record["workload"], "optimizer": record["optimizer"],
             "s_ref": record["s_ref"], "s_tilde": record["reruns"]["percentiles"],
             "s_fb_sample": record["s_fb_sample"], "s_fb_whole": record["full_set"]["steps"],
-            "rows": record["full_set"]["sample_rows"], "measured": vs["measured"],
+            "rows": ("exact loss" if record["full_set"].get("population")
+                     else record["full_set"]["sample_rows"]), "measured": vs["measured"],
             "reruns_curve": vs["reruns_curve"], "two_point": two, "rule_3": three,
             "ratio": {"two_point": _ratio(two["50"], measured),
                       "rule_3": _ratio(three["50"], measured),

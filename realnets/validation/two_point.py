@@ -157,9 +157,12 @@ def plan_curve(record: dict, sweep: ScalingCurve) -> TwoPointCurve:
         raise ValueError(f"two-point: the record has no estimate at B_ref = {record['b_ref']} "
                          f"({record['condition']['why']}), so there are no steps to plan with")
     pct, fb = record["reruns"]["percentiles"], record["full_set"]
+    # with the exact loss of unlimited data (the control) there is no training-set size: plan up
+    # to twice the sweep's largest batch size, as a sweep's fit is extrapolated
+    rows = (2 * max(sweep.batch_sizes) if fb.get("population") else int(fb["sample_rows"]))
     return TwoPointCurve(
         b_ref=int(record["b_ref"]), s_fb=float(fb["steps"]), s_ref=float(pct["50"]),
-        s_ref_p16=pct.get("16"), s_ref_p84=pct.get("84"), rows=int(fb["sample_rows"]),
+        s_ref_p16=pct.get("16"), s_ref_p84=pct.get("84"), rows=rows,
         note=(f"steps from the two-point estimate B_2pt' = {number(record['value'])}: "
               f"{verdict(record['condition'])}; how far its curve held in absolute steps: "
               "docs/validation.md, 'The two-point curve in absolute steps'"))

@@ -12,12 +12,21 @@ that curve (the McCandlish form of `realnets.planning.plan.TwoPointCurve`, which
 with a report's measured steps: the reruns' median at each batch size (what one run of the
 winning configuration typically needs) and the sweep's best of its trials, as the factor
 `max(S_pred / S, S / S_pred)` (>= 1) at every batch size that reached the goal.
+
+`bend` is the diagnostic of docs/prediction_rule.md (session 36, later): the two measured ends
+with rule 1's NQM's bend between them,
+
+    S_4(B) = S_fb^N + (S~_ref - S_fb^N) (S_q(B) - n_q) / (S_q(B_ref) - n_q),
+
+(S_q the tuned NQM's steps, n_q its steps without noise, from the report's miss_split.json),
+whose B_crit is B_2pt' exactly where the NQM's noise penalty falls as 1/B.
 """
 
 from __future__ import annotations
 
 import math
 
+from nqm.scaling import fit_mccandlish
 from realnets.planning.plan import TwoPointCurve
 from realnets.validation.reconciliation import headline
 
@@ -59,12 +68,13 @@ def _worst(rows: list[dict], curve: str, against: str) -> dict:
             "compared": len(pairs)}
 
 
-def check(two_ends: dict, doc: dict) -> dict:
+def check(two_ends: dict, doc: dict, split: dict | None = None) -> dict:
     """The comparison for one report: `two_ends` its two_ends.json, `doc` its validation.json as a
     dict. Returns {"workload", "optimizer", "b_ref", "s_fb", "rows": [{"batch_size", "sweep",
     "reruns", "two_point", "two_point_lo", "two_point_hi", "rule_1", "<curve>_vs_<against>",
     "in_band"}], "worst": {"<curve>_vs_<against>": {"factor", "batch_size", "within_2x",
-    "compared"}}, "in_band": [inside, compared], "note"}. Steps are None where not reached
+    "compared"}}, "in_band": [inside, compared], "note", "bend": `bend(two_ends, doc, split)`}.
+    Steps are None where not reached
     (a batch size the sweep or its reruns did not take to the goal is not compared); without
     S_fb^N, or with S~_ref not above it, the two-point curve is None throughout (said in
     "note")."""
@@ -103,7 +113,53 @@ def check(two_ends: dict, doc: dict) -> dict:
             "optimizer": two_ends.get("optimizer"), "b_ref": b_ref, "s_fb": s_fb,
             "rows": rows,
             "worst": {f"{c}_vs_{a}": _worst(rows, c, a) for c in CURVES for a in AGAINST},
-            "in_band": [sum(band), len(band)], "note": note}
+            "in_band": [sum(band), len(band)], "note": note, "bend": bend(two_ends, doc, split)}
+
+
+def bend(two_ends: dict, doc: dict, split: dict | None) -> dict:
+    """S_4's B_crit (module docstring) for one report: {"value", "lo", "hi" (S~_ref at the
+    reruns' median, 16th and 84th percentiles; examples per step), "b_2pt" (B_2pt' at the
+    median), "over_b_2pt", "measured", "ratio" (value / measured), "batch_sizes" (those
+    fitted), "why" (None, or why there is no value)}. `split` is the report's miss_split.json
+    (its n_q), None without one."""
+    b_ref, s_fb, pct = ends(two_ends)
+    measured = doc["measured"]
+    m = (measured.get("fit") or {}).get("b_crit")
+    out = {"value": None, "lo": None, "hi": None,
+           "b_2pt": (two_ends.get("two_point") or {}).get("50"),
+           "over_b_2pt": None, "measured": m, "ratio": None, "batch_sizes": [], "why": None}
+    _, _, _, prediction = headline(doc)
+    s_q = {int(p["batch_size"]): p["steps"] for p in
+           ((prediction.get("tuned") or {}).get("points") or [])
+           if p.get("reached", True) and p["steps"] is not None}
+    n_q = None if split is None else split.get("n_q")
+    if n_q is None or s_fb is None:
+        out["why"] = "no miss_split.json with n_q, or no S_fb^N"
+        return out
+    if s_q.get(b_ref) is None or s_q[b_ref] <= n_q:
+        out["why"] = "S_q(B_ref) <= n_q, or not reached: the NQM has no noise penalty at B_ref"
+        return out
+    sizes = [int(p["batch_size"]) for p in measured["points"]
+             if p["steps"] is not None and int(p["batch_size"]) in s_q]
+    out["batch_sizes"] = sizes
+
+    def b_crit(q):
+        s_ref = pct.get(q)
+        if s_ref is None or not math.isfinite(s_ref) or s_ref <= s_fb or len(sizes) < 2:
+            return None
+        shape = [(s_q[b] - n_q) / (s_q[b_ref] - n_q) for b in sizes]
+        steps = [s_fb + (s_ref - s_fb) * g for g in shape]
+        return fit_mccandlish(sizes, steps).b_crit
+
+    out.update(value=b_crit("50"), lo=b_crit("16"), hi=b_crit("84"))
+    if out["value"] is None:
+        out["why"] = "S~_ref not above S_fb^N, or fewer than two batch sizes"
+    else:
+        if out["b_2pt"]:
+            out["over_b_2pt"] = out["value"] / out["b_2pt"]
+        if m:
+            out["ratio"] = out["value"] / m
+    return out
 
 
 def table(records: list[dict], labels: list[str]) -> str:
@@ -122,4 +178,21 @@ def table(records: list[dict], labels: list[str]) -> str:
                      f"{cell(w['two_point_vs_reruns'])} | {cell(w['two_point_vs_sweep'])} | "
                      f"{cell(w['rule_1_vs_reruns'])} | {cell(w['rule_1_vs_sweep'])} | "
                      f"{r['in_band'][0]} of {r['in_band'][1]} |")
+    lines += ["", "The two ends with the NQM's bend (S_4; docs/prediction_rule.md, session 36, "
+              "later):", "",
+              "| workload | optimizer | S_4's B_crit (16-84%) | / measured | B_2pt' | "
+              "S_4 / B_2pt' |", "|---|---|---|---|---|---|"]
+    for label, r in zip(labels, records):
+        b = r["bend"]
+        if b["value"] is None:
+            lines.append(f"| {label} | {r['optimizer']} | - ({b['why']}) | - | "
+                         f"{_g(b['b_2pt'])} | - |")
+            continue
+        lines.append(f"| {label} | {r['optimizer']} | {_g(b['value'])} ({_g(b['lo'])} .. "
+                     f"{_g(b['hi'])}) | {_g(b['ratio'])} | {_g(b['b_2pt'])} | "
+                     f"{_g(b['over_b_2pt'])} |")
     return "\n".join(lines)
+
+
+def _g(x: float | None) -> str:
+    return "?" if x is None else f"{x:.3g}"

@@ -61,6 +61,9 @@ class Task:
     eval_fn: Callable | None = None
     draw_batch: Callable | None = None
     exact_eval: Callable | None = None
+    # rows whose mean training loss is the population loss exactly: a task with unlimited data
+    # whose expectation is known (the NQM: one row without noise); None for every other task
+    population: dict | None = None
 
     @property
     def train_size(self) -> int | None:
@@ -158,4 +161,5 @@ def quadratic_task(problem: Problem) -> Task:
         return {"metric_sum": loss, "loss_sum": loss, "count": jnp.ones((), jnp.float32)}
 
     return Task(init_params=init_params, loss_fn=loss_fn, metric="loss",
-                draw_batch=draw_batch, exact_eval=exact_eval)
+                draw_batch=draw_batch, exact_eval=exact_eval,
+                population={"z": np.zeros((1, dim), np.float32)})

@@ -120,8 +120,10 @@ def test_rule_3_on_an_nqm_that_is_its_own_network_recovers_its_depth_and_b_crit(
 
 
 def test_run_two_ends_on_a_quadratic_task(monkeypatch):
-    """The whole record on the quadratic task: S_fb^N from the whole-set descents, B_2pt' from the
-    reruns' percentiles, rule 3 per percentile with its n* the smallest n evaluated to reach rho."""
+    """The whole record on the quadratic task: S_fb^N from the whole-set descents (of its exact
+    loss: the task has unlimited data and a known expectation, session 36), B_2pt' from the
+    reruns' percentiles, rule 3 per percentile with its n* the smallest n evaluated to reach
+    rho."""
     config = NQMConfig(curvature=tuple(H), noise_variance=tuple(C),
                        init_second_moments=(4.0,) * 3, target=0.1)
     task = tasks.quadratic_task(config.problem())
@@ -146,12 +148,12 @@ def test_run_two_ends_on_a_quadratic_task(monkeypatch):
     assert pct == {"16": pytest.approx(np.percentile([36, 40, 44, 48, 52], 16)), "50": 44.0,
                    "84": pytest.approx(np.percentile([36, 40, 44, 48, 52], 84))}
     fb = out["full_set"]
-    assert fb["sample_rows"] == 4096 and fb["step_limit"] == max(40, int(np.ceil(pct["84"])))
-    # independently: the rows' loss is 1/2 theta^T H theta + (sqrt(c) zbar).theta; the target is
-    # the goal parameters' loss there, and the fast trial (rate 0.9) gets there by plain float64
+    assert fb["population"] and fb["sample_rows"] == 1
+    assert fb["step_limit"] == max(40, int(np.ceil(pct["84"])))
+    # independently: the exact loss is 1/2 theta^T H theta (no sampled noise term); the target is
+    # the goal parameters' loss, and the fast trial (rate 0.9) gets there by plain float64
     # gradient descent from its own initialisation
-    rows = task.draw_batch(np.random.default_rng(ValidationConfig().seed), 4096)
-    lin = np.sqrt(C) * rows["z"].astype(np.float64).mean(axis=0)
+    lin = np.zeros(3)
     theta = np.asarray(goal["theta"], np.float64)
     assert fb["target"] == pytest.approx(0.5 * H @ theta ** 2 + lin @ theta, rel=1e-5)
     from realnets.validation.rerun import init_params_of
@@ -325,3 +327,23 @@ def test_the_goal_metric_descent_is_gradient_descent_watched_on_the_validation_r
     # not within a shorter cap: None
     short = {**record, "full_set": {**record["full_set"], "step_limit": first - 1}}
     assert two_ends.goal_metric_descent(task, sweep, short, devices=CPU)["steps_to_goal"] is None
+
+
+def test_the_whole_set_of_unlimited_data_is_the_exact_loss_where_it_is_known(monkeypatch):
+    """The quadratic task (unlimited data, known expectation): its whole set is one row whose
+    mean loss is 1/2 theta^T H theta exactly; without population rows a task with unlimited data
+    gets UNLIMITED_ROWS fresh draws, whose loss differs by the sampled noise term."""
+    from realnets.validation.rerun import mean_loss
+    config = NQMConfig(curvature=tuple(H), noise_variance=tuple(C),
+                       init_second_moments=(4.0,) * 3, target=0.1)
+    task = tasks.quadratic_task(config.problem())
+    theta = np.array([0.7, -1.3, 2.1], np.float32)
+    exact = 0.5 * H @ theta.astype(np.float64) ** 2
+    rows = two_ends.whole_set(task, 0)
+    assert mean_loss(task, {"theta": theta}, rows, devices=CPU) == pytest.approx(exact, rel=1e-6)
+    monkeypatch.setattr(two_ends, "UNLIMITED_ROWS", 64)
+    sampled = two_ends.whole_set(dataclasses.replace(task, population=None), 0)
+    assert len(sampled["z"]) == 64
+    lin = np.sqrt(C) * sampled["z"].astype(np.float64).mean(axis=0)
+    assert mean_loss(task, {"theta": theta}, sampled, devices=CPU) == pytest.approx(
+        exact + lin @ theta, rel=1e-5)

@@ -88,3 +88,25 @@ def test_curve_refuses_the_goal_metric_in_one_line(tmp_path, capsys):
     assert main(["two-ends", str(tmp_path), "--curve", "--goal-metric"]) != 0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "goal-metric" in err[0]
+
+
+def test_the_nqms_bend_between_the_two_ends():
+    """S_4 with an NQM whose noise penalty falls exactly as 1/B is the two-point curve, so its
+    B_crit is B_2pt'; a penalty of another shape (1/B^2) moves it; without n_q, or with
+    no penalty at B_ref, there is none, and the reason is given."""
+    b = [16, 32, 64, 128, 256]
+    ends = {"workload": "w", "optimizer": "sgd", "b_ref": 16, "full_set": {"steps": 10},
+            "reruns": {"percentiles": {"16": 90, "50": 100, "84": 130}},
+            "two_point": {"50": 16 * (100 / 10 - 1)}}
+    hyperbolic = [5 + 300 * 16 / x for x in b]                 # n_q = 5, penalty ~ 1/B
+    doc = _doc(b, [100, 60, 40, 30, 20], [None] * 5, hyperbolic)
+    doc["measured"]["fit"] = {"b_crit": 100.0}
+    out = two_point_curve.bend(ends, doc, {"n_q": 5})
+    assert out["value"] == pytest.approx(144, rel=1e-6) and out["over_b_2pt"] == pytest.approx(1)
+    assert out["ratio"] == pytest.approx(1.44, rel=1e-6)
+    assert out["lo"] == pytest.approx(16 * (90 / 10 - 1), rel=1e-6)
+    bent = _doc(b, [100, 60, 40, 30, 20], [None] * 5, [5 + 300 * (16 / x) ** 2 for x in b])
+    bent["measured"]["fit"] = {"b_crit": 100.0}
+    assert two_point_curve.bend(ends, bent, {"n_q": 5})["over_b_2pt"] != pytest.approx(1, abs=0.05)
+    assert two_point_curve.bend(ends, doc, None)["why"].startswith("no miss_split")
+    assert "no noise penalty" in two_point_curve.bend(ends, doc, {"n_q": 400})["why"]
