@@ -27,6 +27,9 @@ Rows (`reconciliation`), every batch size per example:
   two-point estimate, both ends  B_ref (S~_ref / S_fb^N - 1), where the directory holds a
                                  two_ends.json made from the document (`sides`): the reruns'
                                  median and 16-84%, full batch on the whole training set
+  NQM prediction, rule 4         the network's two ends joined by the NQM's bend
+                                 (`two_point_curve.bend`, docs/prediction_rule.md, session 36),
+                                 where the directory also holds a miss_split.json
 Each row: estimate, step, value, se, lo, hi, ratio (value / measured B_crit), ratio_lo, ratio_hi
 (lo and hi over it), lower_bound, note.
 """
@@ -51,6 +54,7 @@ NQM = "NQM prediction (tuned B_crit)"
 NQM_RULE_2 = "NQM prediction, rule 2 (noise-free match)"
 TWO_POINT = "two-point estimate B_ref (S_ref / S_fb - 1)"
 TWO_ENDS = "two-point estimate, both ends measured: B_ref (S~_ref / S_fb^N - 1)"
+NQM_RULE_4 = "NQM prediction, rule 4 (the NQM's bend between the network's two ends)"
 COLUMNS = ("estimate", "step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi",
            "lower_bound", "note")
 # the reruns' percentiles an interval is drawn from (16-84%) and a typical run (the median)
@@ -199,7 +203,24 @@ def reconciliation(doc: dict, sides: dict | None = None) -> list[dict]:
     ends = (sides or {}).get("two_ends")
     if ends is not None:
         rows.append(_two_ends_row(ends, b_crit))
+    split = (sides or {}).get("miss_split")
+    if ends is not None and split is not None:
+        rows.append(_rule_4_row(ends, doc, split, b_crit))
     return rows
+
+
+def _rule_4_row(ends: dict, doc: dict, split: dict, b_crit) -> dict:
+    """The row of rule 4 (`two_point_curve.bend`) from the two_ends and miss_split records."""
+    from realnets.validation.two_point_curve import bend   # it reads this module's headline
+
+    b = bend(ends, doc, split)
+    if b["value"] is None:
+        return _row(NQM_RULE_4, b_crit, note=f"none: {b['why']}")
+    return _row(NQM_RULE_4, b_crit, value=b["value"], lo=b["lo"], hi=b["hi"],
+                note=f"S_fb^N {ends['full_set']['steps']} + (S~_ref - S_fb^N) x the headline "
+                     f"NQM's noise penalty (S_q(B) - n_q) / (S_q(B_ref) - n_q), n_q "
+                     f"{split['n_q']}; {b['over_b_2pt']:.3g} x B_2pt'; 16-84% with the reruns' "
+                     "16th and 84th percentiles")
 
 
 def _two_ends_row(ends: dict, b_crit) -> dict:
