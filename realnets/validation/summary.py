@@ -27,7 +27,9 @@ Each entry (`summary_entry`, from a validation document):
    "miss_split": {"factors": {"shape_nqm", "noise_free",      # DIR/miss_split.json (null
                               "reference", "shape_net"},      # likewise): the headline's
                   "intervals": {factor: {"16", "84"}},        # ratio split into four factors
-                  "largest"}}
+                  "largest"},
+   "rule_4": {"b_crit", "lo", "hi", "ratio"}}   # the NQM's bend between the two ends (session
+                                                # 36; null without both records)
 Each entry also holds the sweep's "goal". Unknown numbers are null. An entry is keyed by its
 workload, optimizer and goal (the same network and data may be swept with momentum and with Adam,
 or to two goals: one entry each); the tables name the goal where a workload and optimizer come
@@ -106,7 +108,19 @@ def summary_entry(doc: dict, sides: dict | None = None) -> dict:
         "two_point": _two_point_entry(doc, measured),
         "two_ends": _two_ends_entry((sides or {}).get("two_ends"), measured),
         "miss_split": _miss_split_entry((sides or {}).get("miss_split")),
+        "rule_4": _rule_4_entry(doc, sides or {}, measured),
     }
+
+
+def _rule_4_entry(doc: dict, sides: dict, measured: float | None) -> dict | None:
+    """Rule 4's B_crit (`two_point_curve.bend`) where both side records exist, else None."""
+    from realnets.validation.two_point_curve import bend
+
+    if sides.get("two_ends") is None or sides.get("miss_split") is None:
+        return None
+    b = bend(sides["two_ends"], doc, sides["miss_split"])
+    return {"b_crit": b["value"], "lo": b["lo"], "hi": b["hi"],
+            "ratio": b["value"] / measured if b["value"] is not None and measured else None}
 
 
 def _two_ends_entry(record: dict | None, measured: float | None) -> dict | None:
@@ -340,14 +354,14 @@ def rule_2_table(entries: list[dict]) -> str:
 def two_ends_table(entries: list[dict]) -> str:
     """Both ends measured on the network and where the headline's miss sits, as a Markdown table
     ("" when no entry has a two_ends record): the measured B_crit, the headline's ratio, B_2pt'
-    with its 16-84% range over the reruns and its ratio, rule 3's ratio, B_simple's, and the
-    split's noise-free factor (16-84% over bootstrap NQMs) and its largest factor."""
+    with its 16-84% range over the reruns and its ratio, rule 3's and rule 4's ratios, B_simple's,
+    and the split's noise-free factor (16-84% over bootstrap NQMs) and its largest factor."""
     rows = [e for e in entries if e.get("two_ends")]
     if not rows:
         return ""
     lines = ["| workload | optimizer | measured B_crit | headline ratio | S_fb^N | B_2pt' "
-             "(16-84%) | B_2pt' ratio | rule 3 ratio | B_simple ratio | noise-free factor "
-             "(16-84%) | largest factor |", "|---" * 11 + "|"]
+             "(16-84%) | B_2pt' ratio | rule 3 ratio | rule 4 ratio | B_simple ratio | "
+             "noise-free factor (16-84%) | largest factor |", "|---" * 12 + "|"]
     label = dict(zip(map(entry_key, entries), workload_labels(entries)))
     for e in rows:
         ends, split, measured = e["two_ends"], e.get("miss_split"), e["measured"]["b_crit"]
@@ -360,6 +374,7 @@ def two_ends_table(entries: list[dict]) -> str:
                      f"{_num(e['ratio'], 3)} | {_num(ends['s_fb'])} | "
                      f"{_b_crit_cell(ends['b_2pt'])} | **{_num(ends['b_2pt']['ratio'], 3)}** | "
                      f"{_num(ends['rule_3']['ratio'], 3)} | "
+                     f"{_num((e.get('rule_4') or {}).get('ratio'), 3)} | "
                      f"{_num(simple / measured if simple is not None and measured else None, 3)}"
                      f" | {nf if split else '-'} | {split['largest'] if split else '-'} |")
     return "\n".join(lines)
