@@ -156,6 +156,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-render OUT/validation.json if it was made with the same settings, "
                         "its measured curve rebuilt from the sweep (with any reruns); one made "
                         "before the transfer existed gets only the transfer run")
+    v.add_argument("--rule-4", action="store_true",
+                   help="then measure both ends on the network (two-ends) and split the "
+                        "headline's miss (miss-split), so that the report and summary.json "
+                        "carry rule 4, the rule of record (docs/prediction_rule.md, session 36); "
+                        "needs the sweep's winners rerun (python -m realnets repeat)")
     v.add_argument("--no-progress", action="store_true")
     w = sub.add_parser("swap-optimizer",
                        help="a report's calibrated NQM tuned as another optimizer (a diagnostic: "
@@ -501,6 +506,10 @@ def validate_command(args, argv) -> str:
     out = Path(args.out)
     sweep_dir = Path(args.sweep) if args.sweep else Path("sweeps") / workload.name
     say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+    if args.rule_4 and not (sweep_dir.is_dir() and read_repeats(sweep_dir)):
+        raise ValueError(f"rule-4: no reruns of the winners in {sweep_dir}; run python -m "
+                         f"realnets repeat {sweep_dir} --seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
+                         "15,16 --inits 2 first")
     doc = None
     if args.reuse and (out / files.VALIDATION_FILE).exists():
         old = files.read_validation(out)
@@ -543,6 +552,10 @@ def validate_command(args, argv) -> str:
                               "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
         doc = files.ValidationDocument.from_dict(made)
         files.write_validation(out, doc)
+    if args.rule_4:
+        say("rule 4: both ends on the network (two-ends), then the split (miss-split)")
+        _two_ends_of(out, str(sweep_dir), argv, say)
+        _miss_split_of(out, argv, say)
     prov = doc.provenance or files.Provenance()
     as_dict = doc.to_dict()
     report = validation_report.write_report(out, as_dict, export_charts(out, as_dict), notes=notes,
@@ -981,15 +994,10 @@ def two_ends_command(args, argv) -> str:
     """`python -m realnets two-ends DIR ...`: `realnets.validation.two_ends` on each report (its
     record written to DIR/two_ends.json), or with --stored the stored records, as one table."""
     import json
-    import shlex
-    import time
 
-    from realnets import store, workloads
-    from realnets.sweeps.records import read_repeats
+    from realnets import store
     from realnets.validation import two_ends
     from realnets.validation.files import TWO_ENDS_FILE, VALIDATION_FILE, read_validation
-    from realnets.validation.rerun import reference_checkpoints
-    from realnets.validation.summary import summary_entry
 
     if args.sweep and len(args.dirs) > 1:
         raise ValueError("sweep: give --sweep with one DIR only")
@@ -1013,27 +1021,66 @@ def two_ends_command(args, argv) -> str:
             else:
                 missing.append(str(directory))
             continue
-        start = time.perf_counter()
-        doc = read_validation(directory)
-        sweep_dir, config, trials = _report_sweep(doc, args.sweep, directory)
-        as_dict = doc.to_dict()
-        task = workloads.get(doc.workload).build(text_file=config.text_file)
-        say(f"{directory}: retraining the reference trial to its goal")
-        _, goal_params = reference_checkpoints(task, config, trials, as_dict["calibration_run"])
-        record = two_ends.run_two_ends(task, config, trials, as_dict, goal_params,
-                                       read_repeats(sweep_dir), log=say)
-        record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
-                  "command": "python -m realnets " + shlex.join(argv),
-                  "wall_seconds": time.perf_counter() - start}
-        _write_beside_report(directory, TWO_ENDS_FILE, record)
+        record = _two_ends_of(directory, args.sweep, argv, say)
         records.append(record)
-        goals.append(_sweep_goal(as_dict))
+        goals.append(_sweep_goal(read_validation(directory).to_dict()))
     if args.format == "json":
         return json.dumps(records, indent=1)
     return (two_ends.table(records, _row_labels(records, goals))
             + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}" if missing else "")
             + ("" if args.stored or args.goal_metric or not records else
                _written_line(TWO_ENDS_FILE)))
+
+
+def _two_ends_of(directory: Path, sweep: str | None, argv, say) -> dict:
+    """`two_ends.run_two_ends` on one report (the reference trial retrained to its goal), its
+    record written to DIR/two_ends.json and returned."""
+    import shlex
+    import time
+
+    from realnets import workloads
+    from realnets.sweeps.records import read_repeats
+    from realnets.validation import two_ends
+    from realnets.validation.files import TWO_ENDS_FILE, read_validation
+    from realnets.validation.rerun import reference_checkpoints
+    from realnets.validation.summary import summary_entry
+
+    start = time.perf_counter()
+    doc = read_validation(directory)
+    sweep_dir, config, trials = _report_sweep(doc, sweep, directory)
+    as_dict = doc.to_dict()
+    task = workloads.get(doc.workload).build(text_file=config.text_file)
+    say(f"{directory}: retraining the reference trial to its goal")
+    _, goal_params = reference_checkpoints(task, config, trials, as_dict["calibration_run"])
+    record = two_ends.run_two_ends(task, config, trials, as_dict, goal_params,
+                                   read_repeats(sweep_dir), log=say)
+    record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
+              "command": "python -m realnets " + shlex.join(argv),
+              "wall_seconds": time.perf_counter() - start}
+    _write_beside_report(directory, TWO_ENDS_FILE, record)
+    return record
+
+
+def _miss_split_of(directory: Path, argv, say) -> dict:
+    """`miss_split.run_split` on one report with its two_ends.json, written to
+    DIR/miss_split.json and returned; ValueError when the two_ends.json was not made from the
+    report's document."""
+    import shlex
+
+    from realnets.validation import miss_split
+    from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, VALIDATION_FILE,
+                                           read_validation, side_records)
+
+    doc = read_validation(directory).to_dict()
+    kept = side_records(directory, doc)
+    if kept["two_ends"] is None:
+        raise ValueError(f"dir {directory}: its {TWO_ENDS_FILE} was not made from its "
+                         f"{VALIDATION_FILE} (an earlier validation, or unreadable): rerun "
+                         f"python -m realnets two-ends {directory}")
+    record = miss_split.run_split(doc, kept["two_ends"], log=say)
+    record["command"] = "python -m realnets " + shlex.join(argv)
+    _write_beside_report(directory, MISS_SPLIT_FILE, record)
+    return record
 
 
 def _two_point_curve(directories, goal_metric: bool, fmt: str) -> str:
@@ -1142,7 +1189,6 @@ def miss_split_command(args, argv) -> str:
     with a two_ends.json (its record written to DIR/miss_split.json), or with --stored the stored
     records, as one table. A DIR without the needed file is named below the table."""
     import json
-    import shlex
 
     from realnets import store
     from realnets.validation import miss_split
@@ -1164,14 +1210,7 @@ def miss_split_command(args, argv) -> str:
                 stale.append(str(directory))
             records.append(store.read_json(directory / needed, "miss-split record"))
             continue
-        if kept["two_ends"] is None:
-            raise ValueError(f"dir {directory}: its {TWO_ENDS_FILE} was not made from its "
-                             f"{VALIDATION_FILE} (an earlier validation, or unreadable): rerun "
-                             f"python -m realnets two-ends {directory}")
-        record = miss_split.run_split(doc, kept["two_ends"], log=say)
-        record["command"] = "python -m realnets " + shlex.join(argv)
-        _write_beside_report(directory, MISS_SPLIT_FILE, record)
-        records.append(record)
+        records.append(_miss_split_of(directory, argv, say))
     if args.format == "json":
         return json.dumps(records, indent=1)
     return (miss_split.table(records, _row_labels(records, goals))

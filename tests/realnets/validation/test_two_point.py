@@ -83,3 +83,43 @@ def test_bad_input_is_one_line_before_any_training(tmp_path, monkeypatch, capsys
     assert main(["two-point", str(tmp_path / "nowhere")]) == 2
     assert capsys.readouterr().err.startswith("error: ")
     assert not (sweep / "two_point.json").exists()
+
+
+def test_validate_rule_4_writes_both_records_and_the_reports_row(tmp_path, monkeypatch, capsys):
+    """`validate --reuse --rule-4` on a copy of the shipped breast-cancer report, its two side
+    records removed: it measures both ends and the split again, number for number those that
+    `two-ends` and `miss-split` wrote, and the report and summary gain rule 4's row."""
+    monkeypatch.chdir(ROOT)
+    sweep, out = tmp_path / "sw", tmp_path / "rep"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    shutil.copytree(ROOT / "reports" / "validation" / "breast_cancer_mlp", out)
+    for name in ("two_ends.json", "miss_split.json"):
+        (out / name).unlink()
+    assert main(["validate", "--workload", "examples/breast_cancer.py:make_workload",
+                 "--sweep", str(sweep), "--out", str(out), "--reuse", "--rule-4",
+                 "--summary", str(tmp_path / "summary.json"), "--no-progress"]) == 0
+    assert "NQM prediction, rule 4" in capsys.readouterr().out
+    shipped = ROOT / "reports" / "validation" / "breast_cancer_mlp"
+    for name, keys in (("two_ends.json", ("b_ref", "s_ref", "reruns", "two_point")),
+                       ("miss_split.json", ("s_q", "n_q", "s_fb", "factors"))):
+        got, want = (json.loads((d / name).read_text()) for d in (out, shipped))
+        for key in keys:
+            assert got[key] == pytest.approx(want[key]) if not isinstance(want[key], dict) \
+                else got[key] == want[key], (name, key)
+    assert json.loads((out / "two_ends.json").read_text())["full_set"]["steps"] == \
+        json.loads((shipped / "two_ends.json").read_text())["full_set"]["steps"]
+    entry = json.loads((tmp_path / "summary.json").read_text())[0]
+    assert entry["rule_4"]["b_crit"] is not None
+    assert "| NQM prediction, rule 4" in (out / "report.md").read_text()
+
+
+def test_validate_rule_4_without_reruns_is_one_line_before_any_work(tmp_path, capsys):
+    sweep = tmp_path / "sw"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    for name in ("repeats.jsonl", "repeats.json"):
+        (sweep / name).unlink(missing_ok=True)
+    assert main(["validate", "--workload", "examples/breast_cancer.py:make_workload",
+                 "--sweep", str(sweep), "--out", str(tmp_path / "rep"), "--rule-4"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1 and "rule-4" in err
+    assert not (tmp_path / "rep").exists()
