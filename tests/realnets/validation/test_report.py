@@ -46,7 +46,7 @@ def test_the_report_shows_the_records_made_from_its_document_and_no_other(tmp_pa
         assert f"| {k} | {v:.3g} |" in text
     assert f"**{split['largest']}**" in text
     # rule 4's row: the two ends with the NQM's bend, recomputed here from the raw records
-    # (S_4(B) = S_fb^N + (S~ - S_fb^N) (S_q(B) - n_q) / (S_q(B_ref) - n_q), fitted)
+    # (S_4(B) = S_fb^N + (S~ - S_fb^N) max(0, S_q(B) - n_q) / (S_q(B_ref) - n_q), fitted)
     import numpy as np
 
     from nqm.scaling import fit_mccandlish
@@ -57,7 +57,8 @@ def test_the_report_shows_the_records_made_from_its_document_and_no_other(tmp_pa
              if p["steps"] is not None and p["batch_size"] in tuned]
     s_fb, s_med, n_q = ends["full_set"]["steps"], ends["reruns"]["percentiles"]["50"], split["n_q"]
     b_ref = ends["b_ref"]
-    steps = [s_fb + (s_med - s_fb) * (tuned[b] - n_q) / (tuned[b_ref] - n_q) for b in sizes]
+    steps = [s_fb + (s_med - s_fb) * max(0, tuned[b] - n_q) / (tuned[b_ref] - n_q)
+             for b in sizes]
     mine = fit_mccandlish(np.array(sizes, float), np.array(steps)).b_crit
     row = next(line for line in text.splitlines() if line.startswith("| NQM prediction, rule 4"))
     assert f"| {mine:.4g} |" in row

@@ -110,3 +110,19 @@ def test_the_nqms_bend_between_the_two_ends():
     assert two_point_curve.bend(ends, bent, {"n_q": 5})["over_b_2pt"] != pytest.approx(1, abs=0.05)
     assert two_point_curve.bend(ends, doc, None)["why"].startswith("no miss_split")
     assert "no noise penalty" in two_point_curve.bend(ends, doc, {"n_q": 400})["why"]
+
+
+def test_a_negative_penalty_is_floored_at_the_networks_end():
+    """Where the tuned NQM needs fewer steps at a batch size than without noise (S_q(B) < n_q,
+    a tuning artefact), S_4 there is the network's full-batch end, not below it: the fit sees
+    S_fb^N, and the result equals the fit of the curve with those points set to S_fb^N."""
+    b = [16, 32, 64, 128]
+    ends = {"workload": "w", "optimizer": "sgd", "b_ref": 16, "full_set": {"steps": 10},
+            "reruns": {"percentiles": {"16": 90, "50": 100, "84": 130}},
+            "two_point": {"50": 144.0}}
+    doc = _doc(b, [100, 60, 40, 30], [None] * 4, [35, 20, 4, 3])      # n_q = 5
+    doc["measured"]["fit"] = {"b_crit": 100.0}
+    out = two_point_curve.bend(ends, doc, {"n_q": 5})
+    steps = [100, 10 + 90 * 15 / 30, 10, 10]
+    want = fit_mccandlish(np.array(b, float), np.array(steps)).b_crit
+    assert out["value"] == pytest.approx(want)
