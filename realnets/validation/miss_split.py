@@ -12,6 +12,13 @@ two_ends.json):
     reference  = (S_q / S_fb - 1) / (S~ / S_fb - 1)
     shape_net  = B_ref (S~ / S_fb - 1) / M            (B_2pt' / M)
 
+n_q is the fewest noise-free steps over two sets of metaparameters: those tuned at B = N alone,
+and the winners of the tuned curve at every batch size, each run without noise. The tuner's
+local search, started alone at B = N, can stop above a setting the curve's chain found (measured
+on five momentum runs, docs/prediction_rule.md, session 37); for SGD and momentum a setting's
+noise-free loss is never above its noisy one (the noise adds a non-negative term to E[L]), so
+the winners are candidates, and with them n_q <= S_q(B) at every B.
+
 `factors` is the identity (pure); `nqm_ends` the NQM's side for one NQM; `run_split` the record for
 one report (the fitted NQM, its bootstrap draws, the reruns' percentiles); `table` the Markdown.
 `python -m realnets miss-split DIR` writes DIR/miss_split.json.
@@ -24,9 +31,12 @@ import time
 
 import numpy as np
 
+from nqm import adam as nqm_adam
+from nqm.crossing import NOT_REACHED, steps_to_target
+from nqm.moments import dynamics
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
-from nqm.tuning import tune_curve
+from nqm.tuning import OptimizerSpec, tune_curve
 from realnets.validation.bootstrap import bootstrap_configs, fitted_nqm
 from realnets.validation.reconciliation import headline
 from realnets.validation.settings import NQM_FAMILY, ValidationConfig
@@ -84,23 +94,59 @@ def largest(split: dict) -> str | None:
     return max(defined, key=lambda k: abs(math.log(defined[k]))) if defined else None
 
 
+def noise_free_steps(config: NQMConfig, spec: OptimizerSpec, winners: list[tuple[float, float]],
+                     max_steps: int) -> list[int | None]:
+    """Steps to `config.target` without noise (at `two_ends.noise_free_batch`) of each
+    (learning_rate, momentum) in `winners` (momentum: b1 for Adam, ignored for SGD); None where
+    not reached within max_steps. Adam by its mean-field model at the tuner's settings."""
+    if not winners:
+        return []
+    problem = config.problem()
+    lr = np.array([w[0] for w in winners], dtype=float)
+    mom = np.array([w[1] for w in winners], dtype=float)
+    batch = np.full(lr.shape, float(noise_free_batch(config)))
+    if spec.name == "adam":
+        steps = nqm_adam.steps_to_target(problem, batch, lr, mom, spec.beta2, 0.0,
+                                         max_steps=max_steps)   # the tuner's epsilon
+    else:
+        steps = steps_to_target(dynamics(problem, batch, lr, mom if spec.name == "momentum"
+                                         else 0.0, precond_power=spec.precond_power),
+                                problem.target, max_steps)
+    return [None if s == NOT_REACHED or s > max_steps else int(s) for s in steps]
+
+
 def nqm_ends(config: NQMConfig, family: str, space, batch_sizes, b_ref: int,
              max_steps: int, tuned_curve: dict | None = None) -> dict:
     """The NQM's side of the split for one NQM with its target set: {"b_crit" (P: the fit of its
-    tuned S(B) over `batch_sizes`), "s_q" (its tuned steps at b_ref), "n_q" (its tuned steps
-    without noise, at `two_ends.noise_free_batch`), "noise_free_batch"}. With `tuned_curve` (a
-    stored `predictions.curve_summary`), P and S_q are read from it instead of tuned again."""
+    tuned S(B) over `batch_sizes`), "s_q" (its tuned steps at b_ref), "n_q" (its fewest steps
+    without noise, at `two_ends.noise_free_batch`: module docstring), "n_q_alone" (those of the
+    metaparameters tuned at B = N alone), "n_q_from" (the batch size whose winner gives n_q, or
+    None: the alone-tuned ones), "noise_free_batch"}. With `tuned_curve` (a stored
+    `predictions.curve_summary`), P, S_q and the winners are read from it instead of tuned
+    again."""
     spec = nqm_optimizer(family, space)
     if tuned_curve is None:
         curve = tune_curve(config, spec, batch_sizes, max_steps=max_steps, space=space)
         p = analyse_curve(curve).fit.b_crit
-        s_q = {int(pt.batch_size): pt.steps for pt in curve.points}.get(int(b_ref))
+        points = [{"batch_size": pt.batch_size, "steps": pt.steps,
+                   "learning_rate": pt.learning_rate, "momentum": pt.momentum}
+                  for pt in curve.points]
     else:
         p = tuned_curve["fit"]["b_crit"]
-        s_q = {int(pt["batch_size"]): pt["steps"] for pt in tuned_curve["points"]}.get(int(b_ref))
+        points = tuned_curve["points"]
+    s_q = {int(pt["batch_size"]): pt["steps"] for pt in points}.get(int(b_ref))
     nf = noise_free_batch(config)
-    free = tune_curve(config, spec, [nf], max_steps=max_steps, space=space)
-    return {"b_crit": p, "s_q": s_q, "n_q": free.points[0].steps, "noise_free_batch": nf}
+    alone = tune_curve(config, spec, [nf], max_steps=max_steps, space=space).points[0].steps
+    won = [pt for pt in points if pt.get("steps") is not None
+           and pt.get("learning_rate") is not None]
+    free = noise_free_steps(config, spec, [(pt["learning_rate"], pt.get("momentum") or 0.0)
+                                           for pt in won], max_steps)
+    n_q, n_q_from = alone, None
+    for pt, steps in zip(won, free):
+        if steps is not None and (n_q is None or steps < n_q):
+            n_q, n_q_from = steps, int(pt["batch_size"])
+    return {"b_crit": p, "s_q": s_q, "n_q": n_q, "n_q_alone": alone, "n_q_from": n_q_from,
+            "noise_free_batch": nf}
 
 
 def _percentiles(values) -> dict:
@@ -158,7 +204,9 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
             "b_ref": b_ref, "measured": m, "predicted": fitted["b_crit"], "ratio": ratio,
             "within_2x": ratio is not None and 0.5 <= ratio <= 2.0,
             "target": target, "s_ref": two_ends_record["s_ref"], "s_q": fitted["s_q"],
-            "n_q": fitted["n_q"], "noise_free_batch": fitted["noise_free_batch"], "s_fb": s_fb,
+            "n_q": fitted["n_q"], "n_q_alone": fitted["n_q_alone"],
+            "n_q_from": fitted["n_q_from"], "noise_free_batch": fitted["noise_free_batch"],
+            "s_fb": s_fb,
             "s_tilde": pct, "factors": {k: point[k] for k in FACTORS},
             "undefined": point["undefined"], "intervals": intervals,
             "largest": largest(point), "draws": draws, "by_percentile": by_percentile,

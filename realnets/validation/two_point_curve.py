@@ -147,8 +147,8 @@ def bend(two_ends: dict, doc: dict, split: dict | None) -> dict:
         s_ref = pct.get(q)
         if s_ref is None or not math.isfinite(s_ref) or s_ref <= s_fb or len(sizes) < 2:
             return None
-        # the penalty is not negative: where the tuned S_q(B) is below n_q (tuned alone at B = N;
-        # seen on four runs, cause not measured) S_4 stays at the network's end
+        # the penalty is not negative: n_q <= S_q(B) holds by construction for SGD and momentum
+        # (miss_split.nqm_ends), not for mean-field Adam, whose preconditioner sees the noise
         shape = [max(0.0, (s_q[b] - n_q) / (s_q[b_ref] - n_q)) for b in sizes]
         steps = [s_fb + (s_ref - s_fb) * g for g in shape]
         return fit_mccandlish(sizes, steps).b_crit

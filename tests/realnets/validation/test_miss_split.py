@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 from nqm.problem import NQMConfig
-from nqm.tuning import SearchSpace
+from nqm.tuning import OptimizerSpec, SearchSpace, tune_curve
 from realnets.cli import main
 from realnets.validation import miss_split
+from realnets.validation.bootstrap import fitted_nqm
 from realnets.validation.files import MISS_SPLIT_FILE
 from realnets.validation.reconciliation import headline
 
@@ -99,6 +100,63 @@ def test_the_nqms_noise_free_steps_against_the_closed_form():
     stored = {"fit": {"b_crit": 123.0}, "points": [{"batch_size": 8, "steps": 99}]}
     again = miss_split.nqm_ends(config, "sgd", space, [8], 8, 10 ** 6, tuned_curve=stored)
     assert (again["b_crit"], again["s_q"], again["n_q"]) == (123.0, 99, 12)
+
+
+def _heavy_ball_noise_free_steps(h, m, target, lr, momentum, max_steps):
+    """An independent reading: each coordinate's heavy ball v' = b v + h x, x' = x - a v' from
+    x = 1, v = 0, E[L] = sum h m x^2 / 2 (no noise at B = N)."""
+    x, v = np.ones_like(h), np.zeros_like(h)
+    for t in range(max_steps + 1):
+        if 0.5 * (h * m * x * x).sum() <= target:
+            return t
+        v = momentum * v + h * x
+        x = x - lr * v
+    return None
+
+
+def test_the_winners_noise_free_steps_against_an_independent_heavy_ball():
+    h, m = np.array([2.0, 0.5, 0.1, 0.02]), np.array([3.0, 2.0, 5.0, 4.0])
+    config = NQMConfig(curvature=tuple(h), noise_variance=(1.0, 0.5, 0.2, 0.1),
+                       init_second_moments=tuple(m), target=0.05, train_size=4096)
+    winners = [(0.3, 0.0), (0.5, 0.6), (1.2, 0.85), (0.05, 0.95)]
+    got = miss_split.noise_free_steps(config, OptimizerSpec("momentum"), winners, 10_000)
+    want = [_heavy_ball_noise_free_steps(h, m, 0.05, a, b, 10_000) for a, b in winners]
+    assert got == want and all(w is not None for w in want)
+    # plain SGD ignores the momentum given
+    sgd = miss_split.noise_free_steps(config, OptimizerSpec("sgd"), [(0.5, 0.9)], 10_000)
+    assert sgd == [_heavy_ball_noise_free_steps(h, m, 0.05, 0.5, 0.0, 10_000)]
+
+
+def test_adams_noise_free_steps_reproduce_its_tuner_at_the_full_batch():
+    config = NQMConfig(dim=20, noise_scale=2.0, target=0.5, train_size=1024)
+    spec = OptimizerSpec("adam", beta1=(0.9,))
+    point = tune_curve(config, spec, [1024], max_steps=10_000).points[0]
+    assert point.steps is not None
+    got = miss_split.noise_free_steps(config, spec, [(point.learning_rate, point.momentum)],
+                                      10_000)
+    assert got == [point.steps]
+
+
+def test_n_q_takes_the_curves_winners_where_tuning_alone_stops_short():
+    """diabetes_mlp's fitted NQM (d = 125, momentum): tuned alone at B = N the noise-free steps
+    are 11, but the winner at B = 64 reaches the target without noise in 8, below the tuned
+    S_q(B) from B = 32 on. With the winners, n_q is at most S_q(B) at every B, as it must be
+    (at fixed metaparameters the noise only adds to E[L])."""
+    doc, ends = _inputs(REPORTS / "diabetes_mlp")
+    _, _, record, prediction = headline(doc)
+    config = fitted_nqm(record["nqm"], prediction["target"])
+    tuned = prediction["tuned"]
+    sizes = [int(p["batch_size"]) for p in tuned["points"]]
+    space = SearchSpace(learning_rate=(1e-3, 3.0), one_minus_momentum=(1e-2, 1.0))
+    got = miss_split.nqm_ends(config, "momentum", space, sizes, ends["b_ref"], 10 ** 6,
+                              tuned_curve=tuned)
+    reached = [p["steps"] for p in tuned["points"] if p["steps"] is not None]
+    assert got["n_q_alone"] > min(reached)          # the shortfall this guards against
+    assert got["n_q"] <= min(reached) and got["n_q_from"] in sizes
+    winner = next(p for p in tuned["points"] if p["batch_size"] == got["n_q_from"])
+    assert got["n_q"] == _heavy_ball_noise_free_steps(
+        np.asarray(config.curvature), np.asarray(config.init_second_moments),
+        config.target, winner["learning_rate"], winner["momentum"], 1000)
 
 
 def _inputs(directory: Path):

@@ -113,8 +113,9 @@ def test_the_nqms_bend_between_the_two_ends():
 
 
 def test_a_negative_penalty_is_floored_at_the_networks_end():
-    """Where the tuned NQM needs fewer steps at a batch size than without noise (S_q(B) < n_q,
-    a tuning artefact), S_4 there is the network's full-batch end, not below it: the fit sees
+    """Where the tuned NQM needs fewer steps at a batch size than without noise (S_q(B) < n_q:
+    for SGD and momentum only a tuner shortfall, which miss_split's n_q now rules out; possible
+    for mean-field Adam, whose preconditioner sees the noise), S_4 there is the network's full-batch end, not below it: the fit sees
     S_fb^N, and the result equals the fit of the curve with those points set to S_fb^N."""
     b = [16, 32, 64, 128]
     ends = {"workload": "w", "optimizer": "sgd", "b_ref": 16, "full_set": {"steps": 10},
