@@ -14,8 +14,8 @@ two_ends.json):
 
 n_q is the fewest noise-free steps over two sets of metaparameters: those tuned at B = N alone,
 and the winners of the tuned curve at every batch size, each run without noise. The tuner's
-local search, started alone at B = N, can stop above a setting the curve's chain found (measured
-on five momentum runs, docs/prediction_rule.md, session 37); for SGD and momentum a setting's
+local search, started alone at B = N, can stop above a setting the curve's chain found (n_q
+moved on seven momentum runs, docs/prediction_rule.md, session 37); for SGD and momentum a setting's
 noise-free loss is never above its noisy one (the noise adds a non-negative term to E[L]), so
 the winners are candidates, and with them n_q <= S_q(B) at every B.
 

@@ -125,6 +125,10 @@ def test_the_winners_noise_free_steps_against_an_independent_heavy_ball():
     # plain SGD ignores the momentum given
     sgd = miss_split.noise_free_steps(config, OptimizerSpec("sgd"), [(0.5, 0.9)], 10_000)
     assert sgd == [_heavy_ball_noise_free_steps(h, m, 0.05, 0.5, 0.0, 10_000)]
+    # a setting not at the target within the budget is None, beside one that is
+    slow = miss_split.noise_free_steps(config, OptimizerSpec("momentum"), [(1e-4, 0.0),
+                                                                           (1.2, 0.85)], 50)
+    assert slow == [None, want[2]] and want[2] <= 50
 
 
 def test_adams_noise_free_steps_reproduce_its_tuner_at_the_full_batch():
@@ -139,8 +143,8 @@ def test_adams_noise_free_steps_reproduce_its_tuner_at_the_full_batch():
 
 def test_n_q_takes_the_curves_winners_where_tuning_alone_stops_short():
     """diabetes_mlp's fitted NQM (d = 125, momentum): tuned alone at B = N the noise-free steps
-    are 11, but the winner at B = 64 reaches the target without noise in 8, below the tuned
-    S_q(B) from B = 32 on. With the winners, n_q is at most S_q(B) at every B, as it must be
+    are 11, but the winner at B = 64 reaches the target without noise in 8, at or below the
+    tuned S_q(B) from B = 32 on. With the winners, n_q is at most S_q(B) at every B, as it must be
     (at fixed metaparameters the noise only adds to E[L])."""
     doc, ends = _inputs(REPORTS / "diabetes_mlp")
     _, _, record, prediction = headline(doc)
