@@ -12,12 +12,13 @@ two_ends.json):
     reference  = (S_q / S_fb - 1) / (S~ / S_fb - 1)
     shape_net  = B_ref (S~ / S_fb - 1) / M            (B_2pt' / M)
 
-n_q is the fewest noise-free steps over two sets of metaparameters: those tuned at B = N alone,
-and the winners of the tuned curve at every batch size, each run without noise. The tuner's
-local search, started alone at B = N, can stop above a setting the curve's chain found (n_q
-moved on seven momentum runs, docs/prediction_rule.md, session 37); for SGD and momentum a setting's
-noise-free loss is never above its noisy one (the noise adds a non-negative term to E[L]), so
-the winners are candidates, and with them n_q <= S_q(B) at every B.
+n_q is the first step count at which the lowest noise-free E[L] over the search space
+(`nqm.lowest_loss`: a grid, then Nelder-Mead) reaches the target: the definition of a tuned
+step count, by the engine's most global search. The tuner's own answers bound the scan from
+above: the setting tuned at B = N alone, and the winners of the tuned curve run without noise
+(for SGD and momentum a setting's noise-free loss is never above its noisy one, so n_q <= S_q(B)
+at every B). The tuner's local search fell short of that minimum on momentum runs, by up to 5
+steps in 11 (docs/prediction_rule.md, session 37).
 
 `factors` is the identity (pure); `nqm_ends` the NQM's side for one NQM; `run_split` the record for
 one report (the fitted NQM, its bootstrap draws, the reruns' percentiles); `table` the Markdown.
@@ -33,6 +34,7 @@ import numpy as np
 
 from nqm import adam as nqm_adam
 from nqm.crossing import NOT_REACHED, steps_to_target
+from nqm.lowest_loss import lowest_loss
 from nqm.moments import dynamics
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
@@ -119,11 +121,11 @@ def nqm_ends(config: NQMConfig, family: str, space, batch_sizes, b_ref: int,
              max_steps: int, tuned_curve: dict | None = None) -> dict:
     """The NQM's side of the split for one NQM with its target set: {"b_crit" (P: the fit of its
     tuned S(B) over `batch_sizes`), "s_q" (its tuned steps at b_ref), "n_q" (its fewest steps
-    without noise, at `two_ends.noise_free_batch`: module docstring), "n_q_alone" (those of the
-    metaparameters tuned at B = N alone), "n_q_from" (the batch size whose winner gives n_q, or
-    None: the alone-tuned ones), "noise_free_batch"}. With `tuned_curve` (a stored
-    `predictions.curve_summary`), P, S_q and the winners are read from it instead of tuned
-    again."""
+    without noise, at `two_ends.noise_free_batch`: module docstring), "n_q_alone" (the tuner's
+    at B = N alone), "n_q_winners" (the fewest of the curve's winners run without noise, or
+    None), "n_q_from" (that winner's batch size, or None), "noise_free_batch"}. With
+    `tuned_curve` (a stored `predictions.curve_summary`), P, S_q and the winners are read from
+    it instead of tuned again."""
     spec = nqm_optimizer(family, space)
     if tuned_curve is None:
         curve = tune_curve(config, spec, batch_sizes, max_steps=max_steps, space=space)
@@ -141,12 +143,26 @@ def nqm_ends(config: NQMConfig, family: str, space, batch_sizes, b_ref: int,
            and pt.get("learning_rate") is not None]
     free = noise_free_steps(config, spec, [(pt["learning_rate"], pt.get("momentum") or 0.0)
                                            for pt in won], max_steps)
-    n_q, n_q_from = alone, None
-    for pt, steps in zip(won, free):
-        if steps is not None and (n_q is None or steps < n_q):
-            n_q, n_q_from = steps, int(pt["batch_size"])
-    return {"b_crit": p, "s_q": s_q, "n_q": n_q, "n_q_alone": alone, "n_q_from": n_q_from,
-            "noise_free_batch": nf}
+    by_winner = [(steps, int(pt["batch_size"])) for pt, steps in zip(won, free)
+                 if steps is not None]
+    n_w, n_from = min(by_winner) if by_winner else (None, None)
+    known = [n for n in (alone, n_w) if n is not None]
+    n_q = lowest_noise_free_steps(config, spec, space, min(known)) if known else None
+    return {"b_crit": p, "s_q": s_q, "n_q": n_q,
+            "n_q_alone": alone, "n_q_winners": n_w, "n_q_from": n_from, "noise_free_batch": nf}
+
+
+def lowest_noise_free_steps(config: NQMConfig, spec: OptimizerSpec, space, bound: int) -> int:
+    """The first n in 1 .. bound at which `nqm.lowest_loss` without noise (at
+    `two_ends.noise_free_batch`) reaches `config.target`: one search per n, upward (the
+    envelope need not be monotone); `bound` (steps some known setting takes) when the searches
+    below it find none."""
+    problem = config.problem()
+    nf = float(noise_free_batch(config))
+    for n in range(1, int(bound)):
+        if lowest_loss(problem, spec, nf, n, space).loss <= problem.target:
+            return n
+    return int(bound)
 
 
 def _percentiles(values) -> dict:
@@ -205,7 +221,8 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
             "within_2x": ratio is not None and 0.5 <= ratio <= 2.0,
             "target": target, "s_ref": two_ends_record["s_ref"], "s_q": fitted["s_q"],
             "n_q": fitted["n_q"], "n_q_alone": fitted["n_q_alone"],
-            "n_q_from": fitted["n_q_from"], "noise_free_batch": fitted["noise_free_batch"],
+            "n_q_winners": fitted["n_q_winners"], "n_q_from": fitted["n_q_from"],
+            "noise_free_batch": fitted["noise_free_batch"],
             "s_fb": s_fb,
             "s_tilde": pct, "factors": {k: point[k] for k in FACTORS},
             "undefined": point["undefined"], "intervals": intervals,

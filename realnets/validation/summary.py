@@ -1,16 +1,22 @@
 """reports/validation/summary.json: one object per workload, optimizer and goal (a validated
-sweep), the headline rule's numbers only.
+sweep): the prediction of record and the numbers beside it.
+
+The prediction of record is rule 4 where both ends were measured on the network (two_ends.json
+and miss_split.json beside the document), else rule 1 (docs/prediction_rule.md); "rule" names
+which, and "rule_1" always holds rule 1's.
 
 Each entry (`summary_entry`, from a validation document):
-  {"workload", "optimizer", "rule", "checkpoint",
+  {"workload", "optimizer", "rule",             # "rule_4" or "rule_1": whose is "predicted"
+   "checkpoint",                                # the NQM's checkpoint (both rules')
    "measured": {"b_crit", "lo", "hi", "bound",  # fit, and the 16-84% range over resampled trials
                 "method"},                      # ("trials") or over reruns ("repeats"), or null
    "reruns": {"b_crit", "lo", "hi",             # where the winners were rerun under other seeds:
               "one_run": {"lo", "hi"}} or null, # the reruns' median curve's B_crit, its 16-84%
                                                 # range over the seeds drawn again, and the range
                                                 # over one run drawn per batch size
-   "predicted": {"b_crit", "lo", "hi", "bound"},# the calibrated NQM under the headline rule, and
-                                                # the 16-84% range over bootstrap NQMs
+   "predicted": {"b_crit", "lo", "hi", "bound"},# the rule of record's B_crit and 16-84% range
+   "rule_1": {"target_rule", "b_crit", "lo",    # the calibrated NQM alone (rule 1, the headline
+              "hi", "bound", "ratio"},          # target rule), its range over bootstrap NQMs;
                                                 # bound: {"side": "lower"|"upper", "value"} when
                                                 # the curve has no bend between its batch sizes
                                                 # (`nqm.scaling.b_crit_bound`), else null
@@ -29,7 +35,8 @@ Each entry (`summary_entry`, from a validation document):
                   "intervals": {factor: {"16", "84"}},        # ratio split into four factors
                   "largest"},
    "rule_4": {"b_crit", "lo", "hi", "ratio"}}   # the NQM's bend between the two ends (session
-                                                # 36; null without both records)
+                                                # 36; null without both records); its range
+                                                # over the reruns' 16th and 84th percentiles
 Each entry also holds the sweep's "goal". Unknown numbers are null. An entry is keyed by its
 workload, optimizer and goal (the same network and data may be swept with momentum and with Adam,
 or to two goals: one entry each); the tables name the goal where a workload and optimizer come
@@ -48,6 +55,9 @@ from realnets.validation.reconciliation import two_point
 from realnets.validation.settings import RULE_2
 
 SUMMARY_FILE = "summary.json"
+BOUND_NOTE = ("\\* The curve has no bend between its batch sizes (it still scales perfectly at the "
+              "largest, or is flat from the smallest), so they only bound B_crit "
+              "(`nqm.scaling.b_crit_bound`); the fitted value is an extrapolation.")
 
 
 def _interval(stats: dict | None, lo: str = "p16", hi: str = "p84") -> tuple:
@@ -89,27 +99,43 @@ def summary_entry(doc: dict, sides: dict | None = None) -> dict:
     b_noise, b_noise_se = value_and_error((c.get("b_noise") or {}).get("b_noise"))
     grad = c.get("gradient") or {}
     b_simple, _ = value_and_error(grad.get("b_simple"))
+    rule_1 = {"target_rule": rule, "b_crit": predicted, "lo": p_lo, "hi": p_hi,
+              "bound": _bound_dict(points_bound(tuned.get("points")) if tuned else None),
+              "ratio": predicted / measured if predicted is not None and measured else None}
+    rule_4 = _rule_4_entry(doc, sides or {}, measured)
+    of_record = ("rule_4", {**{k: rule_4[k] for k in ("b_crit", "lo", "hi")}, "bound": None}
+                 ) if rule_4 and rule_4["b_crit"] is not None else (
+        "rule_1", {k: rule_1[k] for k in ("b_crit", "lo", "hi", "bound")})
     return {
         "workload": doc["workload"],
         "optimizer": doc.get("sweep_config", {}).get("optimizer"),
         "goal": doc.get("sweep_config", {}).get("goal"),
-        "rule": rule, "checkpoint": checkpoint,
+        "rule": of_record[0], "checkpoint": checkpoint,
         "measured": {"b_crit": measured, "lo": m_lo, "hi": m_hi,
                      "bound": _bound_dict(points_bound(doc["measured"].get("points"))),
                      "method": method},
         "reruns": _reruns_entry(reruns),
-        "predicted": {"b_crit": predicted, "lo": p_lo, "hi": p_hi,
-                      "bound": _bound_dict(points_bound(tuned.get("points")) if tuned else None)},
+        "predicted": of_record[1],
+        "rule_1": rule_1,
         "b_noise": {"value": b_noise, "se": b_noise_se},
         "b_simple": {"value": b_simple, "se": ratio_se(b_simple, grad)},
         "local_cbs": [{"step": r["step"], "cbs": r["cbs"]} for r in doc.get("local_cbs") or []],
-        "ratio": predicted / measured if predicted is not None and measured else None,
+        "ratio": (of_record[1]["b_crit"] / measured
+                  if of_record[1]["b_crit"] is not None and measured else None),
         "rule_2": _rule_2_entry(doc, c, measured),
         "two_point": _two_point_entry(doc, measured),
         "two_ends": _two_ends_entry((sides or {}).get("two_ends"), measured),
         "miss_split": _miss_split_entry((sides or {}).get("miss_split")),
-        "rule_4": _rule_4_entry(doc, sides or {}, measured),
+        "rule_4": rule_4,
     }
+
+
+def rule_1_of(entry: dict) -> dict:
+    """An entry's rule-1 prediction ({"b_crit", "lo", "hi", "bound", "ratio", ...}); an entry
+    written before entries held "rule_1" had it as its "predicted" and "ratio"."""
+    if entry.get("rule_1") is not None:
+        return entry["rule_1"]
+    return {**entry["predicted"], "ratio": entry.get("ratio"), "target_rule": entry.get("rule")}
 
 
 def _rule_4_entry(doc: dict, sides: dict, measured: float | None) -> dict | None:
@@ -250,6 +276,11 @@ def _num(x, digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}g}"
 
 
+def _rule_name(entry: dict) -> str:
+    """'4' or '1': which rule an entry's prediction of record is."""
+    return "4" if entry.get("rule") == "rule_4" else "1"
+
+
 def _b_crit_cell(m: dict) -> str:
     cell = _num(m["b_crit"])
     if m.get("lo") is not None:
@@ -266,13 +297,14 @@ def _b_crit_cell(m: dict) -> str:
 def summary_table(entries: list[dict]) -> str:
     """The summary as a Markdown table, one row per workload (the table of the docs).
 
-    Columns: workload, optimizer, measured and predicted B_crit with their 16-84% ranges (and
-    bounds, starred), ratio, B_simple and B_noise with standard errors and their ratios to the
-    measured B_crit, local CBS along training. A footnote explains the stars when one appears.
+    Columns: workload, optimizer, measured B_crit and the prediction of record with their 16-84%
+    ranges (and bounds, starred), which rule it is (4 or 1), its ratio, rule 1's ratio, B_simple
+    and B_noise with standard errors and their ratios to the measured B_crit, local CBS along
+    training. A footnote explains the stars when one appears.
     """
-    lines = ["| workload | optimizer | measured B_crit (16-84%) | NQM prediction (16-84%) | ratio "
-             "| B_simple (ratio) | B_noise (ratio) | local CBS along training |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| workload | optimizer | measured B_crit (16-84%) | prediction of record (16-84%) "
+             "| rule | ratio | rule 1 ratio | B_simple (ratio) | B_noise (ratio) | local CBS "
+             "along training |", "|---" * 10 + "|"]
     label = dict(zip(map(entry_key, entries), workload_labels(entries)))
     for e in entries:
         measured = e["measured"]["b_crit"]
@@ -284,15 +316,14 @@ def summary_table(entries: list[dict]) -> str:
         cbs = ", ".join("-" if c["cbs"] is None else str(c["cbs"])
                         for c in e["local_cbs"]) or "-"
         lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_b_crit_cell(e['measured'])} | "
-                     f"{_b_crit_cell(e['predicted'])} | **{_num(e['ratio'], 3)}** | "
+                     f"{_b_crit_cell(e['predicted'])} | {_rule_name(e)} | "
+                     f"**{_num(e['ratio'], 3)}** | {_num(rule_1_of(e)['ratio'], 3)} | "
                      f"{baseline(e['b_simple'])} | {baseline(e['b_noise'])} | {cbs} |")
     if any(e["measured"].get("method") == "repeats" for e in entries):
         lines += ["", "† Over reruns of each batch size's best trial under other seeds (the sweep "
                       "stopped its trials at the first goal, so they cannot be resampled)."]
     if any((e["measured"].get("bound") or e["predicted"].get("bound")) for e in entries):
-        lines += ["", "\\* The curve has no bend between its batch sizes (it still scales "
-                      "perfectly at the largest, or is flat from the smallest), so they only bound "
-                      "B_crit (`nqm.scaling.b_crit_bound`); the fitted value is an extrapolation."]
+        lines += ["", BOUND_NOTE]
     return "\n".join(lines)
 
 
@@ -300,14 +331,15 @@ def reruns_table(entries: list[dict]) -> str:
     """The workloads whose sweep winners were rerun under other seeds, as a Markdown table (""
     when none): the sweep's B_crit, the 16-84% range over one rerun drawn per batch size, the
     B_crit of the reruns' median curve with its 16-84% range over the seeds drawn again, and the
-    NQM's and B_simple's ratios to that B_crit (a diagnostic of how much of the measured B_crit
-    is the winners' seed luck; the headline ratio stays the sweep's)."""
+    prediction of record's, rule 1's and B_simple's ratios to that B_crit (a diagnostic of how
+    much of the measured B_crit is the winners' seed luck; the headline ratio stays the
+    sweep's)."""
     rows = [e for e in entries if e.get("reruns")]
     if not rows:
         return ""
     lines = ["| workload | optimizer | measured B_crit (sweep) | one rerun per batch size, "
-             "16-84% | B_crit of the reruns' median curve (16-84% over seeds) | NQM / it | "
-             "B_simple / it |", "|---|---|---|---|---|---|---|"]
+             "16-84% | B_crit of the reruns' median curve (16-84% over seeds) | prediction of "
+             "record / it | rule 1 / it | B_simple / it |", "|---" * 8 + "|"]
     label = dict(zip(map(entry_key, entries), workload_labels(entries)))
     for e in rows:
         r = e["reruns"]
@@ -321,7 +353,8 @@ def reruns_table(entries: list[dict]) -> str:
 
         lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_num(e['measured']['b_crit'])} | "
                      f"{_num(one['lo'], 3)}-{_num(one['hi'], 3)} | {_num(r['b_crit'])}{own} | "
-                     f"{_num(over(e['predicted']['b_crit']), 3)} | "
+                     f"{_num(over(e['predicted']['b_crit']), 3)} ({_rule_name(e)}) | "
+                     f"{_num(over(rule_1_of(e)['b_crit']), 3)} | "
                      f"{_num(over(e['b_simple']['value']), 3)} |")
     return "\n".join(lines)
 
@@ -329,14 +362,14 @@ def reruns_table(entries: list[dict]) -> str:
 def rule_2_table(entries: list[dict]) -> str:
     """Rule 2 (docs/prediction_rule.md) beside the headline, as a Markdown table ("" when no
     entry has it): the measured B_crit, rule 2's prediction with its 16-84% range over bootstrap
-    NQMs, its ratio, the headline rule's ratio, B_simple's, the network's fewest full-batch
+    NQMs, its ratio, rule 1's ratio, B_simple's, the network's fewest full-batch
     steps S_fb that rule 2 matched, and the two-point estimate B_2pt with its 16-84% range over
     the reference trial's reruns and its ratio."""
     rows = [e for e in entries if e.get("rule_2")]
     if not rows:
         return ""
     lines = ["| workload | optimizer | measured B_crit | rule 2 prediction (16-84%) | rule 2 "
-             "ratio | headline ratio | B_simple ratio | S_fb | B_2pt (16-84%) | B_2pt ratio |",
+             "ratio | rule 1 ratio | B_simple ratio | S_fb | B_2pt (16-84%) | B_2pt ratio |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     label = dict(zip(map(entry_key, entries), workload_labels(entries)))
     for e in rows:
@@ -344,22 +377,25 @@ def rule_2_table(entries: list[dict]) -> str:
         simple = e["b_simple"]["value"]
         two = e.get("two_point") or {"b_crit": None, "ratio": None}
         lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_num(measured)} | "
-                     f"{_b_crit_cell(r)} | **{_num(r['ratio'], 3)}** | {_num(e['ratio'], 3)} | "
+                     f"{_b_crit_cell(r)} | **{_num(r['ratio'], 3)}** | "
+                     f"{_num(rule_1_of(e)['ratio'], 3)} | "
                      f"{_num(simple / measured if simple is not None and measured else None, 3)}"
                      f" | {_num(r['full_batch_steps'])} | {_b_crit_cell(two)} | "
                      f"{_num(two['ratio'], 3)} |")
+    if any(e["rule_2"].get("bound") for e in rows):
+        lines += ["", BOUND_NOTE]
     return "\n".join(lines)
 
 
 def two_ends_table(entries: list[dict]) -> str:
     """Both ends measured on the network and where the headline's miss sits, as a Markdown table
-    ("" when no entry has a two_ends record): the measured B_crit, the headline's ratio, B_2pt'
+    ("" when no entry has a two_ends record): the measured B_crit, rule 1's ratio, B_2pt'
     with its 16-84% range over the reruns and its ratio, rule 3's and rule 4's ratios, B_simple's,
     and the split's noise-free factor (16-84% over bootstrap NQMs) and its largest factor."""
     rows = [e for e in entries if e.get("two_ends")]
     if not rows:
         return ""
-    lines = ["| workload | optimizer | measured B_crit | headline ratio | S_fb^N | B_2pt' "
+    lines = ["| workload | optimizer | measured B_crit | rule 1 ratio | S_fb^N | B_2pt' "
              "(16-84%) | B_2pt' ratio | rule 3 ratio | rule 4 ratio | B_simple ratio | "
              "noise-free factor (16-84%) | largest factor |", "|---" * 12 + "|"]
     label = dict(zip(map(entry_key, entries), workload_labels(entries)))
@@ -371,7 +407,7 @@ def two_ends_table(entries: list[dict]) -> str:
             ends_nf = ["?" if iv[q] is None else _num(iv[q], 3) for q in ("16", "84")]
             nf = f"{_num(split['factors']['noise_free'], 3)} ({ends_nf[0]}-{ends_nf[1]})"
         lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_num(measured)} | "
-                     f"{_num(e['ratio'], 3)} | {_num(ends['s_fb'])} | "
+                     f"{_num(rule_1_of(e)['ratio'], 3)} | {_num(ends['s_fb'])} | "
                      f"{_b_crit_cell(ends['b_2pt'])} | **{_num(ends['b_2pt']['ratio'], 3)}** | "
                      f"{_num(ends['rule_3']['ratio'], 3)} | "
                      f"{_num((e.get('rule_4') or {}).get('ratio'), 3)} | "

@@ -36,6 +36,7 @@ from realnets.validation.predictions import predict
 from realnets.validation.reconciliation import rerun_percentiles, two_point_estimate
 from realnets.validation.rerun import calibration_sample, mean_loss
 from realnets.validation.settings import NQM_FAMILY, ValidationConfig
+from realnets.validation.summary import rule_1_of
 from realnets.validation.targets import nqm_optimizer, nqm_search_space, step_matched_target
 from realnets.workloads.tasks import Task
 
@@ -246,7 +247,8 @@ def compared(entry: dict) -> dict:
     reruns = entry.get("reruns") or {}
     return {"measured": {k: entry["measured"][k] for k in ("b_crit", "lo", "hi")},
             "reruns_curve": {k: reruns.get(k) for k in ("b_crit", "lo", "hi")},
-            "b_simple": entry["b_simple"]["value"], "rule_1": entry["predicted"]["b_crit"]}
+            "b_simple": entry["b_simple"]["value"],
+            "rule_1": rule_1_of(entry)["b_crit"]}
 
 
 def _ratio(x, y):

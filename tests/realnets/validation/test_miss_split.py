@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from nqm.lowest_loss import lowest_loss
 from nqm.problem import NQMConfig
 from nqm.tuning import OptimizerSpec, SearchSpace, tune_curve
 from realnets.cli import main
@@ -141,11 +142,12 @@ def test_adams_noise_free_steps_reproduce_its_tuner_at_the_full_batch():
     assert got == [point.steps]
 
 
-def test_n_q_takes_the_curves_winners_where_tuning_alone_stops_short():
+def test_n_q_is_the_global_noise_free_minimum_where_the_tuner_stops_short():
     """diabetes_mlp's fitted NQM (d = 125, momentum): tuned alone at B = N the noise-free steps
-    are 11, but the winner at B = 64 reaches the target without noise in 8, at or below the
-    tuned S_q(B) from B = 32 on. With the winners, n_q is at most S_q(B) at every B, as it must be
-    (at fixed metaparameters the noise only adds to E[L])."""
+    are 11; the curve's winner at B = 64 takes 8 without noise (an independent heavy-ball
+    count); the global search (`nqm.lowest_loss`) reaches the target in 6 and not in 5, and its
+    setting for 6 steps, run by the independent heavy ball, does reach it in 6. n_q <= S_q(B) at
+    every B, as it must be (at fixed metaparameters the noise only adds to E[L])."""
     doc, ends = _inputs(REPORTS / "diabetes_mlp")
     _, _, record, prediction = headline(doc)
     config = fitted_nqm(record["nqm"], prediction["target"])
@@ -154,13 +156,19 @@ def test_n_q_takes_the_curves_winners_where_tuning_alone_stops_short():
     space = SearchSpace(learning_rate=(1e-3, 3.0), one_minus_momentum=(1e-2, 1.0))
     got = miss_split.nqm_ends(config, "momentum", space, sizes, ends["b_ref"], 10 ** 6,
                               tuned_curve=tuned)
-    reached = [p["steps"] for p in tuned["points"] if p["steps"] is not None]
-    assert got["n_q_alone"] > min(reached)          # the shortfall this guards against
-    assert got["n_q"] <= min(reached) and got["n_q_from"] in sizes
+    h = np.asarray(config.curvature)
+    m = np.asarray(config.init_second_moments)
     winner = next(p for p in tuned["points"] if p["batch_size"] == got["n_q_from"])
-    assert got["n_q"] == _heavy_ball_noise_free_steps(
-        np.asarray(config.curvature), np.asarray(config.init_second_moments),
-        config.target, winner["learning_rate"], winner["momentum"], 1000)
+    assert got["n_q_winners"] == _heavy_ball_noise_free_steps(
+        h, m, config.target, winner["learning_rate"], winner["momentum"], 1000)
+    assert (got["n_q_alone"], got["n_q_winners"], got["n_q"]) == (11, 8, 6)
+    reached = [p["steps"] for p in tuned["points"] if p["steps"] is not None]
+    assert got["n_q"] <= min(reached)
+    problem, spec, n = config.problem(), OptimizerSpec("momentum"), float(config.train_size)
+    assert lowest_loss(problem, spec, n, 5, space).loss > config.target
+    best = lowest_loss(problem, spec, n, 6, space)
+    assert _heavy_ball_noise_free_steps(h, m, config.target, best.learning_rate, best.momentum,
+                                        1000) <= 6
 
 
 def _inputs(directory: Path):

@@ -12,7 +12,8 @@ from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, read_vali
                                        side_records, write_validation)
 from realnets.validation.summary import (SUMMARY_FILE, entry_key, read_summary,
                                          rebuild_summary, refresh_summary, reruns_table,
-                                         rule_2_table, summary_entry, summary_table,
+                                         rule_1_of, rule_2_table, summary_entry,
+                                         summary_table,
                                          two_ends_table, update_summary)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
@@ -37,13 +38,17 @@ def _doc(workload="w", measured=100.0, predicted=150.0, optimizer="sgd"):
 
 
 def test_entry_takes_the_headline_rule_and_checkpoint():
+    """Without both ends measured the prediction of record is rule 1, the headline target rule's."""
     e = summary_entry(_doc())
-    assert e["rule"] == "step_matched" and e["checkpoint"] == "goal"
+    assert e["rule"] == "rule_1" and e["checkpoint"] == "goal"
     assert e["measured"] == {"b_crit": 100.0, "lo": 80.0, "hi": 130.0, "bound": None,
                              "method": "trials"}
     assert e["reruns"] is None
     assert e["predicted"] == {"b_crit": 150.0, "lo": 120.0, "hi": 170.0, "bound": None}
     assert e["ratio"] == pytest.approx(1.5)
+    assert e["rule_1"] == {"target_rule": "step_matched", "b_crit": 150.0, "lo": 120.0,
+                           "hi": 170.0, "bound": None, "ratio": pytest.approx(1.5)}
+    assert e["rule_4"] is None
     assert e["b_noise"] == {"value": 50.0, "se": 5.0}
     assert e["b_simple"]["value"] == 40.0
     assert e["b_simple"]["se"] == pytest.approx(40.0 * 0.1)     # relative errors 0.1 and 0
@@ -72,14 +77,15 @@ def test_entry_with_reruns_names_the_method_and_tabulates_the_reruns():
                            "one_run": {"lo": 60.0, "hi": 140.0}}
     assert "100 (60-140)†" in summary_table([e]) and "† Over reruns" in summary_table([e])
     row = reruns_table([e, summary_entry(_doc("plain"))]).splitlines()
-    # one row, for the rerun workload: NQM 150 / 75 = 2, B_simple 40 / 75
+    # one row, for the rerun workload: the prediction of record (rule 1 here) 150 / 75 = 2, rule
+    # 1 the same, B_simple 40 / 75
     assert len(row) == 3 and row[2].startswith(
-        "| w | sgd | 100 | 60-140 | 75 (70-90) | 2 | 0.533 |")
+        "| w | sgd | 100 | 60-140 | 75 (70-90) | 2 (1) | 2 | 0.533 |")
     # reruns whose seeds' draws fitted too seldom: the median curve has no interval
     reruns["rerun_median_resampled"].update(p16=None, p84=None)
     e = summary_entry(doc)
     assert e["reruns"]["lo"] is None and e["reruns"]["one_run"] == {"lo": 60.0, "hi": 140.0}
-    assert "| 60-140 | 75 | 2 |" in reruns_table([e])
+    assert "| 60-140 | 75 | 2 (1) | 2 |" in reruns_table([e])
 
 
 def test_entry_and_table_carry_rule_2_beside_the_headline():
@@ -192,7 +198,7 @@ def test_a_predicted_curve_without_a_bend_gets_a_lower_bound_in_entry_and_table(
 def test_table_row_holds_the_entry_numbers():
     row = summary_table([summary_entry(_doc())]).splitlines()[2]
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells == ["w", "sgd", "100 (80-130)", "150 (120-170)", "**1.5**",
+    assert cells == ["w", "sgd", "100 (80-130)", "150 (120-170)", "1", "**1.5**", "1.5",
                      "40 ± 4 (0.4)", "50 ± 5 (0.5)", "64"]
 
 
@@ -265,6 +271,37 @@ def test_side_records_keep_only_the_records_made_from_this_document(tmp_path):
     assert side_records(d, doc)["miss_split"] is None
     assert side_records(d, doc)["two_ends"] is not None
     assert summary_entry(doc, side_records(d, doc))["miss_split"] is None
+
+
+def test_rule_4_is_the_prediction_of_record_where_both_ends_were_measured(tmp_path):
+    """digits_mlp (momentum) with its two side records: `predicted` and `ratio` are rule 4's,
+    the network's two ends joined by the NQM's bend (`two_point_curve.bend`, computed here from
+    the records), rule 1's stay under `rule_1`; without the split, rule 1 is of record again.
+    An entry written before session 37 reads back its rule 1 from `predicted`."""
+    from realnets.validation.two_point_curve import bend
+
+    d, doc = _report_copy(tmp_path)
+    sides = side_records(d, doc)
+    e = summary_entry(doc, sides)
+    want = bend(sides["two_ends"], doc, sides["miss_split"])
+    measured = doc["measured"]["fit"]["b_crit"]
+    assert e["rule"] == "rule_4" and want["value"] is not None
+    assert e["predicted"] == {"b_crit": want["value"], "lo": want["lo"], "hi": want["hi"],
+                              "bound": None}
+    assert e["ratio"] == pytest.approx(want["value"] / measured)
+    tuned = doc["checkpoints"]["goal"]["predictions"]["step_matched"]["tuned"]["fit"]["b_crit"]
+    assert e["rule_1"]["b_crit"] == tuned and rule_1_of(e)["ratio"] == pytest.approx(
+        tuned / measured)
+    alone = summary_entry(doc, {**sides, "miss_split": None})
+    assert alone["rule"] == "rule_1" and alone["predicted"]["b_crit"] == tuned
+    old = {k: v for k, v in alone.items() if k != "rule_1"} | {"rule": "step_matched"}
+    assert rule_1_of(old)["b_crit"] == tuned and rule_1_of(old)["ratio"] == alone["ratio"]
+    # the committed summary names rule 4 wherever its entry holds a rule-4 number
+    for entry in read_summary(REPORTS / SUMMARY_FILE):
+        has_4 = (entry.get("rule_4") or {}).get("b_crit") is not None
+        assert entry["rule"] == ("rule_4" if has_4 else "rule_1")
+        of_record = entry["rule_4"] if has_4 else entry["rule_1"]
+        assert entry["predicted"]["b_crit"] == of_record["b_crit"]
 
 
 def test_the_two_ends_table_holds_each_records_numbers():
