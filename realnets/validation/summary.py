@@ -298,7 +298,8 @@ def summary_table(entries: list[dict]) -> str:
     """The summary as a Markdown table, one row per workload (the table of the docs).
 
     Columns: workload, optimizer, measured B_crit and the prediction of record with their 16-84%
-    ranges (and bounds, starred), which rule it is (4 or 1), its ratio, rule 1's ratio, B_simple
+    ranges (and bounds, starred), which rule it is (4 or 1), its ratio, rule 1's ratio (starred
+    where rule 1's curve has no bend), B_simple
     and B_noise with standard errors and their ratios to the measured B_crit, local CBS along
     training. A footnote explains the stars when one appears.
     """
@@ -317,12 +318,14 @@ def summary_table(entries: list[dict]) -> str:
                         for c in e["local_cbs"]) or "-"
         lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | {_b_crit_cell(e['measured'])} | "
                      f"{_b_crit_cell(e['predicted'])} | {_rule_name(e)} | "
-                     f"**{_num(e['ratio'], 3)}** | {_num(rule_1_of(e)['ratio'], 3)} | "
+                     f"**{_num(e['ratio'], 3)}** | {_num(rule_1_of(e)['ratio'], 3)}"
+                     f"{'*' if rule_1_of(e).get('bound') else ''} | "
                      f"{baseline(e['b_simple'])} | {baseline(e['b_noise'])} | {cbs} |")
     if any(e["measured"].get("method") == "repeats" for e in entries):
         lines += ["", "† Over reruns of each batch size's best trial under other seeds (the sweep "
                       "stopped its trials at the first goal, so they cannot be resampled)."]
-    if any((e["measured"].get("bound") or e["predicted"].get("bound")) for e in entries):
+    if any((e["measured"].get("bound") or e["predicted"].get("bound")
+            or rule_1_of(e).get("bound")) for e in entries):
         lines += ["", BOUND_NOTE]
     return "\n".join(lines)
 
