@@ -155,3 +155,29 @@ def _lowest_adam_loss(problem: Problem, spec: OptimizerSpec, batch: float, steps
             best = (float(res.fun), float(res.x), b1)
     return LowestLoss(loss=float(best[0]), learning_rate=float(np.exp(best[1])),
                       momentum=float(best[2]))
+
+
+def first_steps_at_target(problem: Problem, spec: OptimizerSpec, batch_size: float, bound: int,
+                          space: SearchSpace = SearchSpace()) -> int:
+    """The fewest steps any metaparameters in `space` need to reach `problem.target` at
+    `batch_size`: the first T in 1 .. bound - 1 with lowest_loss(T) <= target, scanned upward
+    (the envelope need not be monotone in T), else `bound`, a step count some known setting
+    takes. One `lowest_loss` search per T: for small bounds (tens of steps)."""
+    bound = validation.check_whole("bound", bound, 1)
+    for t in range(1, bound):
+        if lowest_loss(problem, spec, batch_size, t, space).loss <= problem.target:
+            return t
+    return bound
+
+
+def steps_below(problem: Problem, spec: OptimizerSpec, batch_size: float, steps: int,
+                space: SearchSpace = SearchSpace()) -> int:
+    """From a step count `steps` that reaches `problem.target` at `batch_size`, walk down while
+    the lowest loss one step sooner still reaches it; the step count where that stops. Fewer
+    than `steps` means the setting behind `steps` was not the best the space holds (a check of
+    a tuned curve against the grid search; it can stop above `first_steps_at_target` where
+    the envelope dips)."""
+    t = validation.check_whole("steps", steps, 1)
+    while t > 1 and lowest_loss(problem, spec, batch_size, t - 1, space).loss <= problem.target:
+        t -= 1
+    return t

@@ -1,5 +1,6 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-swap-optimizer, adam-basis, two-ends, miss-split, two-point, branch, throughput, plan}`.
+swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, two-point, branch, throughput,
+plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -227,6 +228,13 @@ def build_parser() -> argparse.ArgumentParser:
                         "one is named, not an error)")
     m.add_argument("--format", choices=("table", "json"), default="table")
     m.add_argument("--no-progress", action="store_true")
+    t = sub.add_parser("tuning-check",
+                       help="reports: the headline NQM's tuned curve against the engine's global "
+                            "search, batch size by batch size (writes nothing; "
+                            "docs/prediction_rule.md, session 37)")
+    t.add_argument("dirs", nargs="+", metavar="DIR",
+                   help="validation report directories (holding validation.json)")
+    t.add_argument("--format", choices=("table", "json"), default="table")
     p = sub.add_parser("two-point",
                        help="a sweep: B_crit by the two-point estimate B_2pt' from its smallest "
                             "batch size alone (the reference trial's reruns and full-batch "
@@ -1221,6 +1229,22 @@ def miss_split_command(args, argv) -> str:
             + ("" if args.stored or not records else _written_line(MISS_SPLIT_FILE)))
 
 
+def tuning_check_command(args) -> str:
+    """`python -m realnets tuning-check DIR ...`: `realnets.validation.tuning_check` on each
+    report's headline tuned curve, as one table (or JSON); nothing is written."""
+    import json
+
+    from realnets.validation import tuning_check
+    from realnets.validation.files import read_validation
+
+    directories = _report_directories(args.dirs)
+    docs = [read_validation(d).to_dict() for d in directories]
+    records = [tuning_check.check_report(doc) for doc in docs]
+    if args.format == "json":
+        return json.dumps(records, indent=1)
+    return tuning_check.table(records, _row_labels(records, [_sweep_goal(d) for d in docs]))
+
+
 def _goal_metric(directory: Path, args, say) -> dict:
     """A stored two_ends record with its `goal_metric` diagnostic added (and written back)."""
     from realnets import store, workloads
@@ -1303,6 +1327,8 @@ def main(argv=None) -> int:
             text = two_ends_command(args, list(sys.argv[1:] if argv is None else argv))
         elif args.command == "miss-split":
             text = miss_split_command(args, list(sys.argv[1:] if argv is None else argv))
+        elif args.command == "tuning-check":
+            text = tuning_check_command(args)
         elif args.command == "two-point":
             text = two_point_command(args, list(sys.argv[1:] if argv is None else argv))
         elif args.command == "adam-basis":

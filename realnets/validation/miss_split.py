@@ -14,7 +14,7 @@ two_ends.json):
 
 n_q is the first step count at which the lowest noise-free E[L] over the search space
 (`nqm.lowest_loss`: a grid, then Nelder-Mead) reaches the target: the definition of a tuned
-step count, by the engine's most global search. The tuner's own answers bound the scan from
+step count, by the engine's widest search. The tuner's own answers bound the scan from
 above: the setting tuned at B = N alone, and the winners of the tuned curve run without noise
 (for SGD and momentum a setting's noise-free loss is never above its noisy one, so n_q <= S_q(B)
 at every B). The tuner's local search fell short of that minimum on momentum runs, by up to 5
@@ -34,7 +34,7 @@ import numpy as np
 
 from nqm import adam as nqm_adam
 from nqm.crossing import NOT_REACHED, steps_to_target
-from nqm.lowest_loss import lowest_loss
+from nqm.lowest_loss import first_steps_at_target
 from nqm.moments import dynamics
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
@@ -147,22 +147,10 @@ def nqm_ends(config: NQMConfig, family: str, space, batch_sizes, b_ref: int,
                  if steps is not None]
     n_w, n_from = min(by_winner) if by_winner else (None, None)
     known = [n for n in (alone, n_w) if n is not None]
-    n_q = lowest_noise_free_steps(config, spec, space, min(known)) if known else None
+    n_q = (first_steps_at_target(config.problem(), spec, float(nf), min(known), space)
+           if known else None)
     return {"b_crit": p, "s_q": s_q, "n_q": n_q,
             "n_q_alone": alone, "n_q_winners": n_w, "n_q_from": n_from, "noise_free_batch": nf}
-
-
-def lowest_noise_free_steps(config: NQMConfig, spec: OptimizerSpec, space, bound: int) -> int:
-    """The first n in 1 .. bound at which `nqm.lowest_loss` without noise (at
-    `two_ends.noise_free_batch`) reaches `config.target`: one search per n, upward (the
-    envelope need not be monotone); `bound` (steps some known setting takes) when the searches
-    below it find none."""
-    problem = config.problem()
-    nf = float(noise_free_batch(config))
-    for n in range(1, int(bound)):
-        if lowest_loss(problem, spec, nf, n, space).loss <= problem.target:
-            return n
-    return int(bound)
 
 
 def _percentiles(values) -> dict:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from nqm import adam
-from nqm.lowest_loss import lowest_loss
+from nqm.lowest_loss import first_steps_at_target, lowest_loss, steps_below
 from nqm.moments import dynamics
 from nqm.problem import NQMConfig
 from nqm.tuning import OptimizerSpec, SearchSpace, tune_curve
@@ -91,3 +91,20 @@ def test_bad_input_is_refused():
         lowest_loss(problem, OptimizerSpec("schedule"), 8, 10)
     with pytest.raises(ValueError, match="stable"):
         lowest_loss(problem, OptimizerSpec("sgd"), 8, 10, SearchSpace(learning_rate=(5.0, 10.0)))
+
+
+def test_fewest_steps_by_the_grid_search_agree_with_the_sgd_tuner():
+    """For SGD the tuner is exact (the test above, no slack): from any bound above the tuned
+    steps, the upward scan and the walk down both land on them; below them, the walk down stays
+    where it starts and the upward scan returns its bound."""
+    problem, spec = CONFIG.problem(), OptimizerSpec("sgd")
+    steps = tune_curve(CONFIG, spec, [64]).points[0].steps
+    assert steps > 3
+    assert first_steps_at_target(problem, spec, 64, steps + 5) == steps
+    assert steps_below(problem, spec, 64, steps + 5) == steps
+    assert steps_below(problem, spec, 64, steps - 2) == steps - 2
+    assert first_steps_at_target(problem, spec, 64, steps - 2) == steps - 2
+    with pytest.raises(ValueError, match="bound"):
+        first_steps_at_target(problem, spec, 64, 0)
+    with pytest.raises(ValueError, match="steps"):
+        steps_below(problem, spec, 64, -1)

@@ -1,0 +1,81 @@
+"""How close the NQM's tuner comes to the engine's grid search, on a report's headline curve
+(docs/prediction_rule.md, session 37).
+
+The tuned curve S_q(B) (`nqm.tuning.tune_curve`: a local search per batch size) is held against
+the engine's grid search for the lowest loss in T steps (`nqm.lowest_loss`: a grid over the
+space, then Nelder-Mead): from each tuned step count, walk down while the grid search still
+reaches the target one step sooner (`nqm.lowest_loss.steps_below`). A point whose grid count
+is lower was not tuned to the optimum (the grid search is not exhaustive either: a point it
+does not improve is not certified). At B_ref the step-matched target is the grid search's own
+lowest loss in S_ref steps, so there it lands at S_ref by construction and a tuner one step
+later sits at a near-tie with the target.
+
+`check_report` does one validation document; `python -m realnets tuning-check DIR ...` prints
+`table` (nothing is written).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from nqm.lowest_loss import steps_below
+from nqm.scaling import fit_mccandlish
+from realnets.validation.bootstrap import fitted_nqm
+from realnets.validation.reconciliation import headline
+from realnets.validation.settings import NQM_FAMILY
+from realnets.validation.targets import nqm_optimizer, nqm_search_space
+from realnets.workloads.search_space import TrialSearchSpace
+
+
+def check_report(doc: dict) -> dict:
+    """The headline tuned curve of one validation document against the grid search.
+
+    Returns {"workload", "optimizer", "points": [{"batch_size", "tuned" (S_q, steps), "grid"
+    (steps_below's count)} per reached point], "short" (the points with grid < tuned),
+    "b_crit": {"tuned", "grid"} (the McCandlish fit of each column over those points, examples
+    per step), "seconds"}. ValueError for a document without a tuned headline curve."""
+    t0 = time.perf_counter()
+    _, _, record, prediction = headline(doc)
+    if not prediction.get("tuned") or "nqm" not in record:
+        raise ValueError(f"report of {doc['workload']!r}: no tuned headline curve to check")
+    sweep = doc["sweep_config"]
+    space = nqm_search_space(TrialSearchSpace(**{k: tuple(v) if isinstance(v, list) else v
+                                                 for k, v in sweep["search"].items()}))
+    spec = nqm_optimizer(NQM_FAMILY[sweep["optimizer"]], space)
+    problem = fitted_nqm(record["nqm"], prediction["target"]).problem()
+    points = [{"batch_size": int(p["batch_size"]), "tuned": int(p["steps"]),
+               "grid": steps_below(problem, spec, float(p["batch_size"]), int(p["steps"]),
+                                     space)}
+              for p in prediction["tuned"]["points"] if p.get("steps") is not None]
+    sizes = np.array([p["batch_size"] for p in points], float)
+
+    def b_crit(column):
+        if len(points) < 2:
+            return None
+        return float(fit_mccandlish(sizes, np.array([p[column] for p in points], float)).b_crit)
+
+    return {"workload": doc["workload"], "optimizer": sweep["optimizer"], "points": points,
+            "short": [p for p in points if p["grid"] < p["tuned"]],
+            "b_crit": {"tuned": b_crit("tuned"), "grid": b_crit("grid")},
+            "seconds": time.perf_counter() - t0}
+
+
+def table(records: list[dict], labels: list[str] | None = None) -> str:
+    """Markdown: per report, the batch sizes checked, those where the tuner fell short (B: tuned
+    -> grid steps), the largest relative shortfall, and the fitted B_crit of both columns."""
+    def g(x):
+        return "-" if x is None else f"{x:.4g}"
+
+    lines = ["| workload | optimizer | batch sizes checked | tuned above the grid search "
+             "(B: tuned -> grid) | largest shortfall | fitted B_crit, tuned -> grid |",
+             "|---" * 6 + "|"]
+    for rec, label in zip(records, labels or [r["workload"] for r in records]):
+        short = "; ".join(f"{p['batch_size']}: {p['tuned']} -> {p['grid']}"
+                          for p in rec["short"]) or "none"
+        worst = max((1 - p["grid"] / p["tuned"] for p in rec["short"]), default=0.0)
+        lines.append(f"| {label} | {rec['optimizer']} | {len(rec['points'])} | {short} | "
+                     f"{100 * worst:.0f}% | {g(rec['b_crit']['tuned'])} -> "
+                     f"{g(rec['b_crit']['grid'])} |")
+    return "\n".join(lines)
