@@ -27,6 +27,9 @@ from nqm.tuning import OptimizerSpec, SearchSpace, metaparameters
 GRID_1D = 241        # learning rates of the SGD grid
 GRID_2D = (61, 25)   # learning rates x (1 - momentum or 1 - decay) of the two-parameter grid
 ADAM_PER_DECADE = 8  # Adam's learning-rate grid (per b1), before the scalar search
+# a loss within this relative rounding of the target counts as reaching it (a target set to a
+# lowest loss, as the validation's step-matched one, comes back a float unit above it)
+AT_TARGET = 1.0 + 1e-9
 
 
 @dataclass(frozen=True)
@@ -165,7 +168,7 @@ def first_steps_at_target(problem: Problem, spec: OptimizerSpec, batch_size: flo
     takes. One `lowest_loss` search per T: for small bounds (tens of steps)."""
     bound = validation.check_whole("bound", bound, 1)
     for t in range(1, bound):
-        if lowest_loss(problem, spec, batch_size, t, space).loss <= problem.target:
+        if lowest_loss(problem, spec, batch_size, t, space).loss <= problem.target * AT_TARGET:
             return t
     return bound
 
@@ -178,6 +181,7 @@ def steps_below(problem: Problem, spec: OptimizerSpec, batch_size: float, steps:
     a tuned curve against the grid search; it can stop above `first_steps_at_target` where
     the envelope dips)."""
     t = validation.check_whole("steps", steps, 1)
-    while t > 1 and lowest_loss(problem, spec, batch_size, t - 1, space).loss <= problem.target:
+    while t > 1 and (lowest_loss(problem, spec, batch_size, t - 1, space).loss
+                     <= problem.target * AT_TARGET):
         t -= 1
     return t

@@ -229,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--format", choices=("table", "json"), default="table")
     m.add_argument("--no-progress", action="store_true")
     t = sub.add_parser("tuning-check",
-                       help="reports: the headline NQM's tuned curve against the engine's global "
+                       help="reports: the headline NQM's tuned curve against the engine's grid "
                             "search, batch size by batch size (writes nothing; "
                             "docs/prediction_rule.md, session 37)")
     t.add_argument("dirs", nargs="+", metavar="DIR",

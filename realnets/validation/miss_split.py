@@ -14,7 +14,7 @@ two_ends.json):
 
 n_q is the first step count at which the lowest noise-free E[L] over the search space
 (`nqm.lowest_loss`: a grid, then Nelder-Mead) reaches the target: the definition of a tuned
-step count, by the engine's widest search. The tuner's own answers bound the scan from
+step count, by the engine's grid search (not exhaustive either). The tuner's own answers bound the scan from
 above: the setting tuned at B = N alone, and the winners of the tuned curve run without noise
 (for SGD and momentum a setting's noise-free loss is never above its noisy one, so n_q <= S_q(B)
 at every B). The tuner's local search fell short of that minimum on momentum runs, by up to 5

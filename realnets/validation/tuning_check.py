@@ -7,8 +7,9 @@ space, then Nelder-Mead): from each tuned step count, walk down while the grid s
 reaches the target one step sooner (`nqm.lowest_loss.steps_below`). A point whose grid count
 is lower was not tuned to the optimum (the grid search is not exhaustive either: a point it
 does not improve is not certified). At B_ref the step-matched target is the grid search's own
-lowest loss in S_ref steps, so there it lands at S_ref by construction and a tuner one step
-later sits at a near-tie with the target.
+lowest loss in S_ref steps, so there it lands at S_ref by construction (within
+`nqm.lowest_loss.AT_TARGET`'s rounding) and a tuner one step later sits at a tie with the
+target.
 
 `check_report` does one validation document; `python -m realnets tuning-check DIR ...` prints
 `table` (nothing is written).
@@ -37,9 +38,10 @@ def check_report(doc: dict) -> dict:
     "b_crit": {"tuned", "grid"} (the McCandlish fit of each column over those points, examples
     per step), "seconds"}. ValueError for a document without a tuned headline curve."""
     t0 = time.perf_counter()
-    _, _, record, prediction = headline(doc)
-    if not prediction.get("tuned") or "nqm" not in record:
-        raise ValueError(f"report of {doc['workload']!r}: no tuned headline curve to check")
+    _, rule, record, prediction = headline(doc)
+    if rule != "step_matched" or not prediction.get("tuned") or "nqm" not in record:
+        raise ValueError(f"report of {doc['workload']!r}: no tuned step-matched headline curve "
+                         "to check")
     sweep = doc["sweep_config"]
     space = nqm_search_space(TrialSearchSpace(**{k: tuple(v) if isinstance(v, list) else v
                                                  for k, v in sweep["search"].items()}))

@@ -142,7 +142,7 @@ def test_adams_noise_free_steps_reproduce_its_tuner_at_the_full_batch():
     assert got == [point.steps]
 
 
-def test_n_q_is_the_global_noise_free_minimum_where_the_tuner_stops_short():
+def test_n_q_is_the_grid_searchs_noise_free_count_where_the_tuner_stops_short():
     """diabetes_mlp's fitted NQM (d = 125, momentum): tuned alone at B = N the noise-free steps
     are 11; the curve's winner at B = 64 takes 8 without noise (an independent heavy-ball
     count); the grid search (`nqm.lowest_loss`) reaches the target in 6 and not in 5, and its

@@ -54,5 +54,5 @@ def test_the_command_prints_the_table_and_refuses_bad_input(tmp_path, capsys):
     assert len(err) == 1 and "is not a directory" in err[0]
     doc = json.loads((REPORTS / "digits_mlp_sgd" / "validation.json").read_text())
     doc["checkpoints"]["goal"]["predictions"]["step_matched"]["tuned"] = None
-    with pytest.raises(ValueError, match="no tuned headline curve"):
+    with pytest.raises(ValueError, match="no tuned step-matched headline curve"):
         tuning_check.check_report(doc)
