@@ -57,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="decay the rate linearly over the run, its final fraction tuned too "
                         "(sgd, momentum, adam; evaluated step by step, so small problems only: "
                         "docs/nqm_adam.md)")
+    c.add_argument("--certify", action="store_true",
+                   help="hold each tuned point against the grid search (5-15x the time; the "
+                        "local search alone can take up to 25%% more steps on some momentum "
+                        "problems: docs/nqm.md)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     m = sub.add_parser("compare", help="several optimizers side by side on one problem",
                        parents=[_problem_flags()], conflict_handler="resolve")
@@ -208,7 +212,8 @@ def run_curve(args) -> dict:
                           " (at least: on the steps' lower bound)")
     start = time.perf_counter()
     with adam_progress(spec.name) as progress:
-        curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space, progress)
+        curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space, progress,
+                           certify=getattr(args, "certify", False))
     if decay:
         _check_decay_work(problem, spec.name, [p.steps for p in curve.points], "")
         curve = linear_decay.tune_decay_curve(problem, spec.name, curve,

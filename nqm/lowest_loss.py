@@ -21,8 +21,8 @@ import numpy as np
 
 from nqm import adam, validation
 from nqm.moments import dynamics
+from nqm.optimizer_spec import OptimizerSpec, SearchSpace, metaparameters
 from nqm.problem import Problem, preconditioned
-from nqm.tuning import OptimizerSpec, SearchSpace, metaparameters
 
 GRID_1D = 241        # learning rates of the SGD grid
 GRID_2D = (61, 25)   # learning rates x (1 - momentum or 1 - decay) of the two-parameter grid

@@ -1235,11 +1235,13 @@ def tuning_check_command(args) -> str:
     import json
 
     from realnets.validation import tuning_check
-    from realnets.validation.files import read_validation
+    from realnets.validation.files import read_validation, side_records
 
     directories = _report_directories(args.dirs)
     docs = [read_validation(d).to_dict() for d in directories]
-    records = [tuning_check.check_report(doc) for doc in docs]
+    sides = [side_records(d, doc) for d, doc in zip(directories, docs)]
+    records = [tuning_check.check_report(doc, side["two_ends"], side["miss_split"])
+               for doc, side in zip(docs, sides)]
     if args.format == "json":
         return json.dumps(records, indent=1)
     return tuning_check.table(records, _row_labels(records, [_sweep_goal(d) for d in docs]))

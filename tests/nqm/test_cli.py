@@ -161,6 +161,19 @@ def test_json_momentum_and_edges(capsys):
     assert data["config"]["search"]["learning_rate"] == [1e-8, 0.5]
 
 
+def test_certify_flag_gives_the_certified_curve(capsys):
+    """--certify is tune_curve(certify=True): on a problem of a few steps at large batch sizes,
+    where momentum's local search alone takes 3 steps at B = 1024 and the grid search 2."""
+    args = ["curve", "--dim", "20", "--spectrum-exponent", "2", "--target", "0.1",
+            "--batch-sizes", "256,1024", "--optimizer", "momentum", "--format", "json"]
+    code, out, _ = run(args + ["--certify"], capsys)
+    assert code == 0
+    direct = tune_curve(NQMConfig(dim=20, spectrum_exponent=2.0, target=0.1),
+                        OptimizerSpec("momentum"), [256, 1024], certify=True)
+    assert [p["steps"] for p in strict_json(out)["points"]] == [p.steps for p in direct.points]
+    assert [p.steps for p in direct.points] == [3, 2]
+
+
 def test_csv_parses_one_row_per_batch_size(capsys, direct_curve):
     code, out, err = run(SMALL_ARGS + ["--format", "csv"], capsys)
     assert code == 0 and err == ""

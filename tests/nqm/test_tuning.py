@@ -7,6 +7,7 @@ momentum / averaging iterate the second-moment recurrences of docs/design.md, 'T
 (a small compiled loop), so every step up to the horizon is checked.
 """
 
+import dataclasses
 import json
 import math
 import warnings
@@ -17,6 +18,7 @@ import pytest
 
 from nqm import moments
 from nqm.curve import to_json
+from nqm.lowest_loss import lowest_loss
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, SearchSpace, coordinates, metaparameters, tune_curve
@@ -238,6 +240,52 @@ def test_two_parameter_families_at_least_as_good_as_paper_grid(small_curve, fami
         grid_best = first_hits(sig + noi / b, problem.target).min()
         assert s <= grid_best, f"{family} B={b}: tuned {s} steps, the paper's grid {grid_best}"
         assert grid_best <= horizon  # the grid reaches the target: the comparison is not empty
+
+
+# --- certified against the grid search (certify=True) ------------------------------------------
+
+# A problem whose large batch sizes need a few steps, where one step is a third of the answer:
+# momentum's local search alone stops short there (docs/nqm.md, 'Certified curves').
+FEW_STEPS = NQMConfig(dim=20, spectrum_exponent=2.0, target=0.1)
+FEW_BATCH = (16, 64, 256, 1024, 4096)
+
+
+def test_certified_momentum_takes_a_dense_grid_s_fewest_steps():
+    """Every point of a dense grid over the space (400 effective rates a / (1 - b) x 150 values of
+    1 - b, the stable ones), each trajectory iterated step by step by the reference recurrence:
+    the certified curve takes exactly the grid's fewest steps at every batch size, and the local
+    search alone never fewer."""
+    problem = FEW_STEPS.problem()
+    certified = tune_quietly(FEW_STEPS, OptimizerSpec("momentum"), FEW_BATCH, certify=True)
+    local = tune_quietly(FEW_STEPS, OptimizerSpec("momentum"), FEW_BATCH)
+    eff, om = (x.ravel() for x in np.meshgrid(np.geomspace(1e-3, 1e3, 400),
+                                              np.geomspace(1e-5, 1.0, 150), indexing="ij"))
+    lr, mom = eff * om, 1.0 - om
+    keep = (lr >= 1e-8) & (lr <= 10.0) & (lr * problem.curvature_D.max() < 2.0 * (1.0 + mom))
+    sig, noi = _momentum_reference(problem.curvature_D, problem.noise_D,
+                                   problem.init_second_moment_D, lr[keep], mom[keep], 60)
+    grid = [first_hits(sig + noi / b, problem.target).min() for b in FEW_BATCH]
+    assert steps_of(certified) == grid
+    assert all(s >= g for s, g in zip(steps_of(local), grid))
+    # the certified metaparameters reach the target in exactly the steps reported (reference)
+    for p in certified.points:
+        s, n = _momentum_reference(problem.curvature_D, problem.noise_D,
+                                   problem.init_second_moment_D, np.array([p.learning_rate]),
+                                   np.array([p.momentum]), p.steps)
+        assert first_hits(s + n / p.batch_size, problem.target)[0] == p.steps
+
+
+@pytest.mark.parametrize("name", ["sgd", "momentum"])
+def test_certified_curve_meets_a_target_set_to_the_lowest_loss_in_its_own_steps(name):
+    """The validation's step-matched target is the lowest loss any metaparameters reach in S
+    steps at B (`nqm.lowest_loss`); with it, the certified curve takes S steps at B (the local
+    search alone can land a step later, at a tie with the target's rounding)."""
+    spec = OptimizerSpec(name)
+    for batch, steps in ((16, 40), (256, 9)):
+        best = lowest_loss(SMALL.problem(), spec, batch, steps)
+        config = dataclasses.replace(SMALL, target=best.loss)
+        curve = tune_quietly(config, spec, [batch], certify=True)
+        assert steps_of(curve) == [steps]
 
 
 # --- the reported steps are the exact first crossing of the reported metaparameters ------------

@@ -45,6 +45,35 @@ def test_the_check_finds_where_the_tuner_stops_above_the_grid_search():
     assert got["b_crit"]["grid"] != pytest.approx(got["b_crit"]["tuned"], rel=1e-3)
 
 
+def test_rule_4_is_refitted_with_the_grid_s_steps():
+    """With its two_ends.json and miss_split.json, diabetes_mlp's rule 4 with the tuned column is
+    the report's own (summary.json's ratio), and with the grid's steps, where S_q(256) falls to
+    n_q = 6 (no noise penalty left there), it is refitted from those steps by hand."""
+    from nqm.scaling import fit_mccandlish
+    from realnets.validation.files import side_records
+
+    directory = REPORTS / "diabetes_mlp"
+    doc = json.loads((directory / "validation.json").read_text())
+    sides = side_records(directory, doc)
+    got = tuning_check.check_report(doc, sides["two_ends"], sides["miss_split"])
+    summary = {e["workload"] + e["optimizer"]: e for e in
+               json.loads((REPORTS / "summary.json").read_text())}
+    entry = summary[doc["workload"] + "momentum"]
+    assert entry["rule"] == "rule_4"
+    assert got["rule_4"]["tuned"]["ratio"] == pytest.approx(entry["ratio"], rel=1e-9)
+    ends, split = sides["two_ends"], sides["miss_split"]
+    s_fb, s_ref, n_q = (ends["full_set"]["steps"], ends["reruns"]["percentiles"]["50"],
+                        split["n_q"])
+    grid = {p["batch_size"]: p["grid"] for p in got["points"]}
+    sizes = got["rule_4"]["grid"]["batch_sizes"]
+    steps = [s_fb + (s_ref - s_fb) * max(0.0, (grid[b] - n_q) / (grid[ends["b_ref"]] - n_q))
+             for b in sizes]
+    assert grid[256] == n_q == 6
+    assert got["rule_4"]["grid"]["value"] == pytest.approx(
+        fit_mccandlish(sizes, steps).b_crit, rel=1e-9)
+    assert "| 0.5137 -> " in tuning_check.table([got]).splitlines()[2]
+
+
 def test_the_command_prints_the_table_and_refuses_bad_input(tmp_path, capsys):
     assert main(["tuning-check", str(REPORTS / "digits_mlp_sgd")]) == 0
     out = capsys.readouterr().out
