@@ -562,8 +562,9 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         z, hi = _certify(problem, spec, space, objective, z, hi, batch, target,
                          problem.initial_loss())
 
-    # 3. Exact first crossing of each winner (within AT_TARGET's rounding of the target).
-    reach = target * AT_TARGET
+    # 3. Exact first crossing of each winner (certified: within AT_TARGET's rounding of the
+    # target, as the certificate counts it).
+    reach = target * AT_TARGET if certify else target
     a, b, g = metaparameters(spec, z, objective.h_max)
     steps = np.full(n_b, crossing.NOT_REACHED, dtype=np.int64)
     if reached.any():

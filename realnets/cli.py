@@ -157,6 +157,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="re-render OUT/validation.json if it was made with the same settings, "
                         "its measured curve rebuilt from the sweep (with any reruns); one made "
                         "before the transfer existed gets only the transfer run")
+    v.add_argument("--retune", action="store_true",
+                   help="tune OUT/validation.json's NQM side again on its stored measurements "
+                        "with these settings (the certified tuner: docs/prediction_rule.md, "
+                        "session 38): every prediction and bootstrap, the transfer and quadratic "
+                        "path, two_ends.json's rule 3 and miss_split.json; the network's "
+                        "measurements are kept")
+    v.add_argument("--no-certify", action="store_true",
+                   help="tune the NQM without the grid search's certificate, as reports made "
+                        "before session 38 were")
     v.add_argument("--rule-4", action="store_true",
                    help="then measure both ends on the network (two-ends) and split the "
                         "headline's miss (miss-split), so that the report and summary.json "
@@ -481,7 +490,8 @@ def validation_config(args):
         floor_ratio=args.floor_ratio, sample_rows=args.sample_rows, noise_rows=args.noise_rows,
         chunk_rows=args.chunk_rows, loss_floor=args.loss_floor, seed=args.seed,
         bootstrap=args.bootstrap, target_rule=args.target_rule,
-        branch_repeats=args.branch_repeats, transfer=not args.no_transfer)
+        branch_repeats=args.branch_repeats, transfer=not args.no_transfer,
+        certify=not args.no_certify)
 
 
 def validate_command(args, argv) -> str:
@@ -519,7 +529,9 @@ def validate_command(args, argv) -> str:
                          f"realnets repeat {sweep_dir} --seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
                          "15,16 --inits 2 first")
     doc = None
-    if args.reuse and (out / files.VALIDATION_FILE).exists():
+    if args.retune:
+        doc = _retuned(out, workload, vcfg, sweep_dir, argv, say)
+    elif args.reuse and (out / files.VALIDATION_FILE).exists():
         old = files.read_validation(out)
         # the same measurements whether or not a transfer is asked for: reuse them
         if (old.workload == workload.key
@@ -591,6 +603,82 @@ def validate_command(args, argv) -> str:
     lines.append(f"report: {report}")
     lines.append(f"summary: {summary_path}")
     return "\n".join(lines)
+
+
+def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
+    """`validate --retune`: OUT's stored document with its NQM side tuned again under `vcfg`
+    (`realnets.validation.retune`), the transfer and quadratic path run again on it, and the
+    records beside it that belong to it (two_ends.json: rule 3 again, `two_ends.retune_two_ends`;
+    miss_split.json: run again) rewritten; the document is written and returned. An Adam
+    sweep's NQM (mean-field Adam) has its own tuner, which the settings do not change: only its
+    settings are rewritten. ValueError when OUT holds no document of this workload or its sweep
+    is gone."""
+    import dataclasses
+    import shlex
+    import time
+
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.records import read_repeats
+    from realnets.validation import files, two_ends
+    from realnets.validation.predictions import reference_nqm
+    from realnets.validation.retune import retune
+    from realnets.validation.settings import NQM_FAMILY
+    from realnets.validation.summary import summary_entry
+
+    start = time.perf_counter()
+    if not (out / files.VALIDATION_FILE).is_file():
+        raise ValueError(f"retune: no {files.VALIDATION_FILE} in {out} to tune again")
+    old = files.read_validation(out)
+    if old.workload != workload.key:
+        raise ValueError(f"retune: {out} holds a validation of {old.workload!r}, not "
+                         f"{workload.key!r}")
+    before = old.to_dict()
+    sides = files.side_records(out, before)
+    old, sweep = _refreshed_measured(old, sweep_dir, say)
+    if sweep is None:
+        raise ValueError(f"retune: the sweep directory {sweep_dir} is needed (its trials)")
+    config, records = sweep
+    command = "python -m realnets " + shlex.join(argv)
+    if NQM_FAMILY[config.optimizer] == "adam":
+        # nothing the settings change: the stored document as it was, the records beside it
+        # untouched (its measured curve is not even rebuilt, which moves last bits)
+        say("retune: mean-field Adam's tuner is its own; only the settings change")
+        made = {**before, "settings": vcfg.to_dict()}
+        sides = {"two_ends": None, "miss_split": None}
+    else:
+        batch_sizes = build_curve(records, config, read_repeats(sweep_dir)).batch_sizes
+        made = retune(old.to_dict(), config, records, batch_sizes, vcfg,
+                      reference_nqm(workload.name), say)
+    doc = files.ValidationDocument.from_dict(made)
+    if vcfg.transfer and old.transfer is not None and NQM_FAMILY[config.optimizer] != "adam":
+        say("retune: the transfer and quadratic path again, with the new metaparameters")
+        # the original command's phases and wall time stay; the retune's time is its own
+        seconds, prov = doc.seconds, doc.provenance
+        doc = _add_transfer(dataclasses.replace(doc, transfer=None), workload, sweep_dir, sweep,
+                            argv, say)
+        doc = dataclasses.replace(doc, seconds=seconds, provenance=prov)
+    tuned_again = NQM_FAMILY[config.optimizer] != "adam"
+    if tuned_again:
+        prov = doc.provenance or files.Provenance()
+        doc = dataclasses.replace(doc, provenance=dataclasses.replace(
+            prov, retuned=command, retune_seconds=time.perf_counter() - start))
+    files.write_validation(out, doc)
+    as_dict = doc.to_dict()
+    if sides["two_ends"] is not None:
+        record = sides["two_ends"]
+        if NQM_FAMILY[config.optimizer] != "adam":
+            say("retune: two_ends.json's rule 3 again")
+            record = two_ends.retune_two_ends(record, as_dict, config, records, log=say)
+        record = {**record, "compared": two_ends.compared(summary_entry(as_dict))}
+        _write_beside_report(out, files.TWO_ENDS_FILE, record)
+        if sides["miss_split"] is not None and tuned_again:
+            say("retune: miss_split.json again")
+            _miss_split_of(out, argv, say)
+    if tuned_again:
+        doc = dataclasses.replace(doc, provenance=dataclasses.replace(
+            doc.provenance, retune_seconds=time.perf_counter() - start))
+        files.write_validation(out, doc)
+    return doc
 
 
 def _refreshed_measured(old, sweep_dir: Path, say):

@@ -104,7 +104,7 @@ def bootstrap_b_crit(fitted: dict, target: float, sweep_config: SweepConfig,
             continue
         space = nqm_search_space(sweep_config.search)
         curve = tune_curve(config, nqm_optimizer(family, space), batch_sizes,
-                           max_steps=vcfg.nqm_max_steps, space=space)
+                           max_steps=vcfg.nqm_max_steps, space=space, certify=vcfg.certify)
         tuned.append(analyse_curve(curve).fit.b_crit)
         if search_matched:
             m = search_matched_curve(config, sweep_config, records, batch_sizes)

@@ -24,20 +24,28 @@ TWO_POINT_FILE = "two_point.json"
 @dataclass(frozen=True)
 class Provenance:
     """How a validation document was made: the command, the sweep directory and the wall time
-    (s). None where an older document does not say."""
+    (s); `retuned` and `retune_seconds`: the command that tuned its NQM side again on its stored
+    measurements (`validate --retune`, `realnets.validation.retune`) and its wall time. None
+    where an older document does not say (or was not retuned)."""
 
     command: str | None = None
     sweep: str | None = None
     wall_seconds: float | None = None
+    retuned: str | None = None
+    retune_seconds: float | None = None
 
     def to_dict(self) -> dict:
-        return {"command": self.command, "sweep": self.sweep, "wall_seconds": self.wall_seconds}
+        out = {"command": self.command, "sweep": self.sweep, "wall_seconds": self.wall_seconds}
+        if self.retuned is not None:
+            out.update(retuned=self.retuned, retune_seconds=self.retune_seconds)
+        return out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Provenance":
         if not isinstance(d, dict):
             raise ValueError(f"provenance must be a JSON object, got {d!r:.80}")
-        return cls(**{k: d[k] for k in ("command", "sweep", "wall_seconds") if k in d})
+        return cls(**{k: d[k] for k in ("command", "sweep", "wall_seconds", "retuned",
+                                        "retune_seconds") if k in d})
 
 
 @dataclass(frozen=True)

@@ -118,17 +118,19 @@ def noise_free_steps(config: NQMConfig, spec: OptimizerSpec, winners: list[tuple
 
 
 def nqm_ends(config: NQMConfig, family: str, space, batch_sizes, b_ref: int,
-             max_steps: int, tuned_curve: dict | None = None) -> dict:
+             max_steps: int, tuned_curve: dict | None = None, certify: bool = False) -> dict:
     """The NQM's side of the split for one NQM with its target set: {"b_crit" (P: the fit of its
     tuned S(B) over `batch_sizes`), "s_q" (its tuned steps at b_ref), "n_q" (its fewest steps
     without noise, at `two_ends.noise_free_batch`: module docstring), "n_q_alone" (the tuner's
     at B = N alone), "n_q_winners" (the fewest of the curve's winners run without noise, or
     None), "n_q_from" (that winner's batch size, or None), "noise_free_batch"}. With
     `tuned_curve` (a stored `predictions.curve_summary`), P, S_q and the winners are read from
-    it instead of tuned again."""
+    it instead of tuned again. `certify`: as `nqm.tuning.tune_curve`'s (the validation
+    setting)."""
     spec = nqm_optimizer(family, space)
     if tuned_curve is None:
-        curve = tune_curve(config, spec, batch_sizes, max_steps=max_steps, space=space)
+        curve = tune_curve(config, spec, batch_sizes, max_steps=max_steps, space=space,
+                           certify=certify)
         p = analyse_curve(curve).fit.b_crit
         points = [{"batch_size": pt.batch_size, "steps": pt.steps,
                    "learning_rate": pt.learning_rate, "momentum": pt.momentum}
@@ -138,7 +140,8 @@ def nqm_ends(config: NQMConfig, family: str, space, batch_sizes, b_ref: int,
         points = tuned_curve["points"]
     s_q = {int(pt["batch_size"]): pt["steps"] for pt in points}.get(int(b_ref))
     nf = noise_free_batch(config)
-    alone = tune_curve(config, spec, [nf], max_steps=max_steps, space=space).points[0].steps
+    alone = tune_curve(config, spec, [nf], max_steps=max_steps, space=space,
+                       certify=certify).points[0].steps
     won = [pt for pt in points if pt.get("steps") is not None
            and pt.get("learning_rate") is not None]
     free = noise_free_steps(config, spec, [(pt["learning_rate"], pt.get("momentum") or 0.0)
@@ -183,7 +186,7 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
     target = prediction["target"]
     say(f"{doc['workload']}: the fitted NQM without noise")
     fitted = nqm_ends(fitted_nqm(record["nqm"], target), family, space, batch_sizes, b_ref,
-                      vcfg.nqm_max_steps, tuned_curve=tuned)
+                      vcfg.nqm_max_steps, tuned_curve=tuned, certify=vcfg.certify)
     point = factors(b_ref, fitted["b_crit"], fitted["s_q"], fitted["n_q"], s_fb, pct["50"], m)
     match = StepMatch(**{**{k: record["step_match"][k] for k in ("family", "batch_size",
                                                                  "steps")}, "space": space})
@@ -193,7 +196,8 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
             draws.append(None)
             continue
         say(f"{doc['workload']}: bootstrap NQM {i + 1} of {vcfg.bootstrap}")
-        ends = nqm_ends(config, family, space, batch_sizes, b_ref, vcfg.nqm_max_steps)
+        ends = nqm_ends(config, family, space, batch_sizes, b_ref, vcfg.nqm_max_steps,
+                        certify=vcfg.certify)
         draws.append({**ends, "target": config.target,
                       **{k: v for k, v in factors(b_ref, ends["b_crit"], ends["s_q"],
                                                   ends["n_q"], s_fb, pct["50"], m).items()

@@ -28,7 +28,7 @@ from nqm.scaling import analyse_curve
 from nqm.tuning import SearchSpace, tune_curve
 from realnets.validation.bootstrap import fitted_nqm
 from realnets.validation.reconciliation import headline
-from realnets.validation.settings import NQM_FAMILY
+from realnets.validation.settings import NQM_FAMILY, ValidationConfig
 from realnets.validation.targets import (StepMatch, betas_inside, nqm_optimizer,
                                          step_matched_target)
 
@@ -172,7 +172,8 @@ def swapped_prediction(doc: dict, family: str, space: SearchSpace, decay: bool =
         linear_decay.check_work(problem, family, [p["steps"] for p in h["tuned"]["points"]],
                                 "decay (estimated on the report's headline steps)")
     curve = tune_curve(matched, nqm_optimizer(family, space),
-                       batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space)
+                       batch_sizes, max_steps=int(doc["settings"]["nqm_max_steps"]), space=space,
+                       certify=ValidationConfig.from_dict(doc["settings"]).certify)
     start = {"start_scale": start_scale, "initial_loss": problem.initial_loss(),
              "problem": problem}
     constant = _prediction(family, space, target, curve, **start)

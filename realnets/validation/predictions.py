@@ -69,7 +69,7 @@ def predict(config: NQMConfig, sweep_config: SweepConfig, records: list[TrialRec
     t0 = time.perf_counter()
     space = nqm_search_space(sweep_config.search)
     tuned = tune_curve(config, nqm_optimizer(family, space), batch_sizes,
-                       max_steps=vcfg.nqm_max_steps, space=space)
+                       max_steps=vcfg.nqm_max_steps, space=space, certify=vcfg.certify)
     t1 = time.perf_counter()
     matched = (search_matched_curve(config, sweep_config, records, batch_sizes)
                if search_matched else None)

@@ -532,6 +532,12 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
     lines = [f"# Validation: {title(doc)}", ""]
     if command:
         lines += ["Made by", "", "```", command, "```", ""]
+    retuned = (doc.get("provenance") or {}).get("retuned")
+    if retuned:
+        lines += ["Its NQM side (every tuned curve, bootstrap, rule 2 and 3, the transfer and the "
+                  "split) tuned again on the stored measurements, with the grid search's "
+                  "certificate (docs/prediction_rule.md, session 38), by", "", "```", retuned,
+                  "```", "", f"in {doc['provenance'].get('retune_seconds') or 0:.0f} s.", ""]
     if wall_seconds is not None:
         lines += [f"Wall time {wall_seconds:.0f} s (phases: " + ", ".join(
             f"{k} {v:.1f} s" for k, v in doc.get("seconds", {}).items()) + ").", ""]

@@ -57,6 +57,9 @@ class ValidationConfig:
         0 skips it.
       transfer: train the network once per batch size with the headline NQM's tuned
         metaparameters (`realnets.validation.transfer`): does the network follow the NQM?
+      certify: tune every NQM curve with the grid search's certificate
+        (`nqm.tuning.tune_curve(certify=True)`; docs/prediction_rule.md, session 38). No effect
+        on mean-field Adam, whose tuner is its own.
     """
 
     batch_size: int | None = None
@@ -76,6 +79,7 @@ class ValidationConfig:
     target_rule: str = "step_matched"
     branch_repeats: int = 3
     transfer: bool = True
+    certify: bool = True
 
     def __post_init__(self):
         set_ = functools.partial(object.__setattr__, self)   # normalised values on a frozen record
@@ -109,6 +113,8 @@ class ValidationConfig:
         set_("branch_repeats", whole("branch-repeats", self.branch_repeats, 0, 1000))
         if not isinstance(self.transfer, bool):
             raise ValueError(f"transfer must be true or false, got {self.transfer!r}")
+        if not isinstance(self.certify, bool):
+            raise ValueError(f"certify must be true or false, got {self.certify!r}")
 
     def to_dict(self) -> dict:
         out = asdict(self)
@@ -118,12 +124,12 @@ class ValidationConfig:
     @classmethod
     def from_dict(cls, d: dict) -> "ValidationConfig":
         """A validation document's `settings`; fields it lacks take their defaults, except
-        `branch_repeats` and `transfer`: a document written before branching (or the transfer)
-        existed ran none (0, False)."""
+        `branch_repeats`, `transfer` and `certify`: a document written before branching (the
+        transfer, the certificate) existed ran none (0, False, False)."""
         if not isinstance(d, dict):
             raise ValueError(f"settings must be a JSON object, got {d!r:.80}")
         known = {f.name for f in dataclasses.fields(cls)}
-        given = {"branch_repeats": 0, "transfer": False,
+        given = {"branch_repeats": 0, "transfer": False, "certify": False,
                  **{k: v for k, v in d.items() if k in known}}
         if "checkpoints" in given:
             if not isinstance(given["checkpoints"], list):

@@ -70,19 +70,21 @@ def noise_free_batch(config: NQMConfig) -> int:
 
 
 def noise_penalty(config: NQMConfig, sweep_config: SweepConfig, b_ref: int, n: int,
-                  max_steps: int) -> dict:
+                  max_steps: int, certify: bool = False) -> dict:
     """The tuned NQM's noise penalty at B_ref at the depth it reaches in n noise-free steps.
 
     Returns {"n", "target": T(n) (the lowest expected loss in n steps without noise, tuned in the
     sweep's space), "steps_b_ref", "steps_noise_free" (tuned steps to T(n); None: not within
     max_steps), "ratio": steps_b_ref / steps_noise_free (inf, written null, when B_ref does not
-    reach it; nan, written null, in the impossible case that B = N does not)}."""
+    reach it; nan, written null, in the impossible case that B = N does not)}. `certify`: as
+    `nqm.tuning.tune_curve`'s (the validation setting)."""
     family = NQM_FAMILY[sweep_config.optimizer]
     space = nqm_search_space(sweep_config.search)
     match = noise_free_match(sweep_config, config.train_size, n)
     target, _ = step_matched_target(config, match)
     curve = tune_curve(dataclasses.replace(config, target=target), nqm_optimizer(family, space),
-                       [b_ref, match.batch_size], max_steps=max_steps, space=space)
+                       [b_ref, match.batch_size], max_steps=max_steps, space=space,
+                       certify=certify)
     steps = {int(p.batch_size): p.steps for p in curve.points}   # one point when B_ref = N
     s_ref, s_nf = steps[int(b_ref)], steps[int(match.batch_size)]
     ratio = math.nan if s_nf is None else math.inf if s_ref is None else s_ref / s_nf
@@ -148,6 +150,19 @@ def run_two_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecor
     return out
 
 
+def retune_two_ends(record: dict, doc: dict, sweep_config: SweepConfig,
+                    records: list[TrialRecord], log=None) -> dict:
+    """A stored two_ends.json record with its NQM part, rule 3, computed again for `doc` (the
+    validation document it belongs to, its NQM side tuned again: `realnets.validation.retune`);
+    the network's two ends and B_2pt' are kept as measured. The caller refreshes "compared"."""
+    say = log or (lambda _: None)
+    t0 = time.perf_counter()
+    vcfg = ValidationConfig.from_dict(doc["settings"])
+    rule_3 = _rule_3(doc, sweep_config, records, vcfg, int(record["b_ref"]),
+                     record["full_set"]["steps"], record["reruns"]["percentiles"], say)
+    return {**record, "rule_3": rule_3, "retune_seconds": time.perf_counter() - t0}
+
+
 def both_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord], run: dict,
               goal_params, repeats: list[TrialRecord], seed: int = 0,
               chunk_rows: int | None = None, devices=None, log=None) -> dict:
@@ -207,7 +222,8 @@ def _rule_3(doc, sweep_config, records, vcfg, b_ref, s_fb, pct, say) -> dict:
 
     def penalty(n):
         if n not in cache:
-            cache[n] = noise_penalty(config, sweep_config, b_ref, n, vcfg.nqm_max_steps)
+            cache[n] = noise_penalty(config, sweep_config, b_ref, n, vcfg.nqm_max_steps,
+                                     vcfg.certify)
             say(f"rule 3: n = {n}: target {cache[n]['target']:.4g}, noise penalty "
                 f"{cache[n]['ratio']:.4g}")
         return cache[n]
