@@ -58,9 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(sgd, momentum, adam; evaluated step by step, so small problems only: "
                         "docs/nqm_adam.md)")
     c.add_argument("--certify", action="store_true",
-                   help="hold each tuned point against the grid search (5-15x the time; the "
-                        "local search alone can take up to 25%% more steps on some momentum "
-                        "problems: docs/nqm.md)")
+                   help="hold each tuned point against the grid search (8-16x the time on "
+                        "the default problem; the local search alone can take up to 50%% more "
+                        "steps where a batch size needs a few: docs/nqm.md)")
     c.add_argument("--format", choices=("table", "json", "csv"), default="table")
     m = sub.add_parser("compare", help="several optimizers side by side on one problem",
                        parents=[_problem_flags()], conflict_handler="resolve")

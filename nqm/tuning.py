@@ -479,9 +479,9 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         each pass of its search (`nqm.adam_tuning.tune_adam_curve`); ignored by the others.
       certify: also hold every tuned point against the grid search (`_certify`; sgd,
         momentum, ema and the schedules' constant curve), as the validation does. The local
-        searches alone (False) are 5-15x faster on the default problem (d = 10,000) and take
+        searches alone (False) are 8-16x faster on the default problem (d = 10,000) and take
         up to 3% more steps there, but up to 25% more at some batch sizes of calibrated
-        momentum NQMs (docs/validation.md, 'The NQM's tuner against the engine's grid
+        momentum NQMs and 50% (3 steps for 2) on benchmarks/bench_certify.py's small problem (docs/validation.md, 'The NQM's tuner against the engine's grid
         search'). Mean-field Adam has its own tuner, not certified.
 
     Returns:
