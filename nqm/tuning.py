@@ -481,11 +481,13 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         momentum, ema and the schedules' constant curve), as the validation does. The local
         searches alone (False) are 8-16x faster on the default problem (d = 10,000) and take
         up to 3% more steps there, but up to 25% more at some batch sizes of calibrated
-        momentum NQMs and 50% (3 steps for 2) on benchmarks/bench_certify.py's small problem (docs/validation.md, 'The NQM's tuner against the engine's grid
-        search'). Mean-field Adam has its own tuner, not certified.
+        momentum NQMs (docs/validation.md, 'The NQM's tuner against the engine's grid search')
+        and 50% (3 steps for 2) on benchmarks/bench_certify.py's small problem. Mean-field
+        Adam has its own tuner, not certified (certify is ignored for it).
 
     Returns:
-      A ScalingCurve (source 'nqm') whose config records problem, optimizer, budget and search.
+      A ScalingCurve (source 'nqm') whose config records problem, optimizer, budget and search
+      (`python -m nqm curve` adds whether it was certified).
     """
     problem = config.problem() if isinstance(config, NQMConfig) else config
     batch = validation.check_batch_sizes(batch_sizes).astype(np.float64)
@@ -559,8 +561,11 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         hi[idx] = t_idx
     # 2b. Every winner held against the grid search, which the local searches can fall short of.
     if certify:
-        z, hi = _certify(problem, spec, space, objective, z, hi, batch, target,
-                         problem.initial_loss())
+        # rows over the budget are dropped below: not worth certifying
+        live = np.where(hi <= max_steps, hi, -1)
+        z, live = _certify(problem, spec, space, objective, z, live, batch, target,
+                           problem.initial_loss())
+        hi = np.where(live > 0, live, hi)
 
     # 3. Exact first crossing of each winner (certified: within AT_TARGET's rounding of the
     # target, as the certificate counts it).

@@ -529,6 +529,9 @@ def validate_command(args, argv) -> str:
                          f"realnets repeat {sweep_dir} --seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
                          "15,16 --inits 2 first")
     doc = None
+    if args.retune and args.reuse:
+        raise ValueError("retune: give --retune or --reuse, not both (--retune rewrites what "
+                         "--reuse would re-render)")
     if args.retune:
         doc = _retuned(out, workload, vcfg, sweep_dir, argv, say)
     elif args.reuse and (out / files.VALIDATION_FILE).exists():
@@ -621,7 +624,7 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
     from realnets.sweeps.records import read_repeats
     from realnets.validation import files, two_ends
     from realnets.validation.predictions import reference_nqm
-    from realnets.validation.retune import retune
+    from realnets.validation.retune import check_settings, retune
     from realnets.validation.settings import NQM_FAMILY
     from realnets.validation.summary import summary_entry
 
@@ -634,23 +637,28 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
                          f"{workload.key!r}")
     before = old.to_dict()
     sides = files.side_records(out, before)
-    old, sweep = _refreshed_measured(old, sweep_dir, say)
+    old, sweep = _refreshed_measured(old, sweep_dir, say, "--retune")
     if sweep is None:
         raise ValueError(f"retune: the sweep directory {sweep_dir} is needed (its trials)")
     config, records = sweep
     command = "python -m realnets " + shlex.join(argv)
+    check_settings(old.settings, vcfg)
     if NQM_FAMILY[config.optimizer] == "adam":
         # nothing the settings change: the stored document as it was, the records beside it
         # untouched (its measured curve is not even rebuilt, which moves last bits)
         say("retune: mean-field Adam's tuner is its own; only the settings change")
         made = {**before, "settings": vcfg.to_dict()}
+        if not vcfg.transfer:
+            made.pop("transfer", None)
+        elif made.get("transfer") is None:
+            made["settings"]["transfer"] = False    # none was run: the settings say so
         sides = {"two_ends": None, "miss_split": None}
     else:
         batch_sizes = build_curve(records, config, read_repeats(sweep_dir)).batch_sizes
         made = retune(old.to_dict(), config, records, batch_sizes, vcfg,
                       reference_nqm(workload.name), say)
     doc = files.ValidationDocument.from_dict(made)
-    if vcfg.transfer and old.transfer is not None and NQM_FAMILY[config.optimizer] != "adam":
+    if vcfg.transfer and NQM_FAMILY[config.optimizer] != "adam":
         say("retune: the transfer and quadratic path again, with the new metaparameters")
         # the original command's phases and wall time stay; the retune's time is its own
         seconds, prov = doc.seconds, doc.provenance
@@ -681,7 +689,7 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
     return doc
 
 
-def _refreshed_measured(old, sweep_dir: Path, say):
+def _refreshed_measured(old, sweep_dir: Path, say, flag: str = "--reuse"):
     """(document, (config, records)): a stored validation document with its measured part
     rebuilt from its sweep directory, trials and reruns (`realnets.sweeps.repeats`: reruns made
     after the validation give the measured B_crit an interval), and the sweep it read;
@@ -700,11 +708,11 @@ def _refreshed_measured(old, sweep_dir: Path, say):
     config, records = load_sweep(sweep_dir)
     if not made_from(old.sweep_config, config.to_dict()):
         raise ValueError(f"sweep: {sweep_dir} is not the sweep this validation was made from "
-                         f"(its config differs); rerun validate without --reuse")
+                         f"(its config differs); rerun validate without {flag}")
     fresh = measured_summary(build_curve(records, config, read_repeats(sweep_dir)))
     if fresh["points"] != old.measured["points"]:
         raise ValueError(f"sweep: {sweep_dir}'s curve is not the one this validation was made "
-                         "from (trials were added since); rerun validate without --reuse")
+                         f"from (trials were added since); rerun validate without {flag}")
     return dataclasses.replace(old, measured=fresh), (config, records)
 
 

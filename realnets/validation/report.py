@@ -534,10 +534,13 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
         lines += ["Made by", "", "```", command, "```", ""]
     retuned = (doc.get("provenance") or {}).get("retuned")
     if retuned:
-        lines += ["Its NQM side (every tuned curve, bootstrap, rule 2 and 3, the transfer and the "
-                  "split) tuned again on the stored measurements, with the grid search's "
-                  "certificate (docs/prediction_rule.md, session 38), by", "", "```", retuned,
-                  "```", "", f"in {doc['provenance'].get('retune_seconds') or 0:.0f} s.", ""]
+        parts = "every tuned curve, bootstrap, rules 2 and 3" + (
+            ", the transfer" if doc.get("transfer") else "") + " and the split"
+        how = ("with the grid search's certificate" if doc["settings"].get("certify")
+               else "without the grid search's certificate")
+        lines += [f"Its NQM side ({parts}) tuned again on the stored measurements, {how} "
+                  "(docs/prediction_rule.md, session 38), by", "", "```", retuned, "```", "",
+                  f"in {doc['provenance'].get('retune_seconds') or 0:.0f} s.", ""]
     if wall_seconds is not None:
         lines += [f"Wall time {wall_seconds:.0f} s (phases: " + ", ".join(
             f"{k} {v:.1f} s" for k, v in doc.get("seconds", {}).items()) + ").", ""]

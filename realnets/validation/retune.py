@@ -41,6 +41,19 @@ def _match(rule: str, record: dict, doc: dict, sweep_config: SweepConfig) -> Ste
     return None
 
 
+def check_settings(stored: ValidationConfig, vcfg: ValidationConfig) -> None:
+    """ValueError unless `vcfg` equals the stored document's settings but for `certify` and
+    `transfer` (the others change the measurements, which a retune keeps)."""
+    if dataclasses.replace(stored, certify=vcfg.certify, transfer=vcfg.transfer) != vcfg:
+        differ = [f.name for f in dataclasses.fields(vcfg)
+                  if f.name not in ("certify", "transfer")
+                  and getattr(stored, f.name) != getattr(vcfg, f.name)]
+        raise ValueError(f"retune: {', '.join(differ)} differ from the stored document's "
+                         "settings; repeat the report's own flags (its command, in its "
+                         "validation.json's provenance), or rerun validate without --retune "
+                         "to measure again")
+
+
 def retune(doc: dict, sweep_config: SweepConfig, records: list[TrialRecord], batch_sizes,
            vcfg: ValidationConfig, reference: NQMConfig | None = None,
            log: Callable[[str], None] | None = None) -> dict:
@@ -59,10 +72,7 @@ def retune(doc: dict, sweep_config: SweepConfig, records: list[TrialRecord], bat
     reference prediction and the comparison recomputed (without `vcfg.transfer`, no transfer:
     a stored one trained the network with the old metaparameters)."""
     say = log or (lambda _: None)
-    old = ValidationConfig.from_dict(doc["settings"])
-    if dataclasses.replace(old, certify=vcfg.certify, transfer=vcfg.transfer) != vcfg:
-        raise ValueError("retune: the settings differ from the stored document's in more than "
-                         "certify and transfer; rerun validate without --retune")
+    check_settings(ValidationConfig.from_dict(doc["settings"]), vcfg)
     out = copy.deepcopy(doc)
     out["settings"] = vcfg.to_dict()
     if not vcfg.transfer:

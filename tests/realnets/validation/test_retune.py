@@ -58,7 +58,7 @@ def test_retuned_with_its_own_settings_the_document_comes_back(stored):
 def test_retune_refuses_other_measurement_settings(stored):
     doc, config, records, sizes = stored
     vcfg = dataclasses.replace(ValidationConfig.from_dict(doc["settings"]), top_k=5)
-    with pytest.raises(ValueError, match="settings differ"):
+    with pytest.raises(ValueError, match="top_k differ from the stored"):
         retune(doc, config, records, sizes, vcfg)
 
 
@@ -95,3 +95,29 @@ def test_the_command_rewrites_the_report_and_refuses_bad_input(tmp_path, capsys)
                  str(out), "--retune"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "not 'digits_mlp'" in err[0]
+
+
+def test_an_adam_report_gets_its_settings_only_and_the_same_checks(tmp_path, capsys):
+    """digits_mlp with Adam: mean-field Adam's tuner is not certified, so --retune rewrites only
+    the settings (every other key as stored, the side records untouched); other measurement
+    settings are refused in one line, and so is --retune with --reuse."""
+    out = tmp_path / "digits_mlp_adam"
+    shipped = ROOT / "reports" / "validation" / "digits_mlp_adam"
+    shutil.copytree(shipped, out)
+    base = ["validate", "--workload", "digits_mlp", "--sweep",
+            str(ROOT / "sweeps" / "digits_mlp_adam"), "--out", str(out), "--summary",
+            str(tmp_path / "summary.json"), "--no-progress"]
+    assert main(base + ["--retune", "--top-k", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "top_k differ" in err[0]
+    assert main(base + ["--retune", "--reuse"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "not both" in err[0]
+    assert main(base + ["--retune", "--no-certify"]) == 0
+    got = json.loads((out / "validation.json").read_text())
+    want = json.loads((shipped / "validation.json").read_text())
+    assert got["settings"] == {**want["settings"], "certify": False}
+    assert {k: v for k, v in got.items() if k != "settings"} == \
+        {k: v for k, v in want.items() if k != "settings"}
+    for name in ("two_ends.json", "miss_split.json"):
+        assert (out / name).read_bytes() == (shipped / name).read_bytes()
