@@ -644,48 +644,46 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
     command = "python -m realnets " + shlex.join(argv)
     check_settings(old.settings, vcfg)
     if NQM_FAMILY[config.optimizer] == "adam":
-        # nothing the settings change: the stored document as it was, the records beside it
-        # untouched (its measured curve is not even rebuilt, which moves last bits)
+        # nothing the settings change: the stored document as it was (its measured curve not
+        # even rebuilt, which moves last bits) and the records beside it untouched
         say("retune: mean-field Adam's tuner is its own; only the settings change")
         made = {**before, "settings": vcfg.to_dict()}
         if not vcfg.transfer:
             made.pop("transfer", None)
         elif made.get("transfer") is None:
             made["settings"]["transfer"] = False    # none was run: the settings say so
-        sides = {"two_ends": None, "miss_split": None}
-    else:
-        batch_sizes = build_curve(records, config, read_repeats(sweep_dir)).batch_sizes
-        made = retune(old.to_dict(), config, records, batch_sizes, vcfg,
-                      reference_nqm(workload.name), say)
-    doc = files.ValidationDocument.from_dict(made)
-    if vcfg.transfer and NQM_FAMILY[config.optimizer] != "adam":
+        doc = files.ValidationDocument.from_dict(made)
+        files.write_validation(out, doc)
+        return doc
+    batch_sizes = build_curve(records, config, read_repeats(sweep_dir)).batch_sizes
+    doc = files.ValidationDocument.from_dict(retune(
+        old.to_dict(), config, records, batch_sizes, vcfg, reference_nqm(workload.name), say))
+    if vcfg.transfer:
         say("retune: the transfer and quadratic path again, with the new metaparameters")
         # the original command's phases and wall time stay; the retune's time is its own
         seconds, prov = doc.seconds, doc.provenance
         doc = _add_transfer(dataclasses.replace(doc, transfer=None), workload, sweep_dir, sweep,
                             argv, say)
         doc = dataclasses.replace(doc, seconds=seconds, provenance=prov)
-    tuned_again = NQM_FAMILY[config.optimizer] != "adam"
-    if tuned_again:
-        prov = doc.provenance or files.Provenance()
-        doc = dataclasses.replace(doc, provenance=dataclasses.replace(
-            prov, retuned=command, retune_seconds=time.perf_counter() - start))
-    files.write_validation(out, doc)
-    as_dict = doc.to_dict()
+
+    def stamped(d):
+        return dataclasses.replace(d, provenance=dataclasses.replace(
+            d.provenance or files.Provenance(), retuned=command,
+            retune_seconds=time.perf_counter() - start))
+
+    doc = stamped(doc)
+    files.write_validation(out, doc)       # the miss split below reads it from OUT
     if sides["two_ends"] is not None:
-        record = sides["two_ends"]
-        if NQM_FAMILY[config.optimizer] != "adam":
-            say("retune: two_ends.json's rule 3 again")
-            record = two_ends.retune_two_ends(record, as_dict, config, records, log=say)
-        record = {**record, "compared": two_ends.compared(summary_entry(as_dict))}
-        _write_beside_report(out, files.TWO_ENDS_FILE, record)
-        if sides["miss_split"] is not None and tuned_again:
+        say("retune: two_ends.json's rule 3 again")
+        as_dict = doc.to_dict()
+        record = two_ends.retune_two_ends(sides["two_ends"], as_dict, config, records, log=say)
+        _write_beside_report(out, files.TWO_ENDS_FILE,
+                             {**record, "compared": two_ends.compared(summary_entry(as_dict))})
+        if sides["miss_split"] is not None:
             say("retune: miss_split.json again")
             _miss_split_of(out, argv, say)
-    if tuned_again:
-        doc = dataclasses.replace(doc, provenance=dataclasses.replace(
-            doc.provenance, retune_seconds=time.perf_counter() - start))
-        files.write_validation(out, doc)
+    doc = stamped(doc)
+    files.write_validation(out, doc)
     return doc
 
 

@@ -176,8 +176,7 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
     vcfg = ValidationConfig.from_dict(doc["settings"])
     sweep = doc["sweep_config"]
     family = NQM_FAMILY[sweep["optimizer"]]
-    space = nqm_search_space(TrialSearchSpace(**{k: tuple(v) if isinstance(v, list) else v
-                                                 for k, v in sweep["search"].items()}))
+    space = nqm_search_space(TrialSearchSpace.from_dict(sweep["search"]))
     tuned = prediction["tuned"]
     batch_sizes = [int(pt["batch_size"]) for pt in tuned["points"]]
     b_ref, m = int(two_ends_record["b_ref"]), two_ends_record["compared"]["measured"]["b_crit"]
@@ -188,8 +187,7 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
     fitted = nqm_ends(fitted_nqm(record["nqm"], target), family, space, batch_sizes, b_ref,
                       vcfg.nqm_max_steps, tuned_curve=tuned, certify=vcfg.certify)
     point = factors(b_ref, fitted["b_crit"], fitted["s_q"], fitted["n_q"], s_fb, pct["50"], m)
-    match = StepMatch(**{**{k: record["step_match"][k] for k in ("family", "batch_size",
-                                                                 "steps")}, "space": space})
+    match = StepMatch.from_record(record["step_match"], space)
     draws = []
     for i, config in enumerate(bootstrap_configs(record["nqm"], target, vcfg, match)):
         if config is None:

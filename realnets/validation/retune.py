@@ -32,9 +32,7 @@ from realnets.validation.targets import StepMatch, nqm_search_space
 def _match(rule: str, record: dict, doc: dict, sweep_config: SweepConfig) -> StepMatch | None:
     """The step match a rule's bootstrap redraws its target with (None: the target is fixed)."""
     if rule == "step_matched":
-        stored = record["step_match"]
-        return StepMatch(family=stored["family"], batch_size=int(stored["batch_size"]),
-                         steps=int(stored["steps"]), space=nqm_search_space(sweep_config.search))
+        return StepMatch.from_record(record["step_match"], nqm_search_space(sweep_config.search))
     if rule == RULE_2:
         return noise_free_match(sweep_config, record["nqm"].get("train_size"),
                                 int(doc["full_batch"]["steps"]))

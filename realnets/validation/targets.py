@@ -68,6 +68,13 @@ class StepMatch:
         validation.check_whole("batch_size", self.batch_size, 1)
         validation.check_whole("steps", self.steps, 1)
 
+    @classmethod
+    def from_record(cls, record: dict, space: SearchSpace) -> "StepMatch":
+        """The match a checkpoint record stored under "step_match" (`to_dict`'s form), in
+        `space` (the sweep's `nqm_search_space`, which the stored ranges are part of)."""
+        return cls(family=record["family"], batch_size=int(record["batch_size"]),
+                   steps=int(record["steps"]), space=space)
+
     def to_dict(self) -> dict:
         return {"family": self.family, "batch_size": self.batch_size, "steps": self.steps,
                 "space": {"learning_rate": list(self.space.learning_rate),

@@ -57,8 +57,7 @@ def check_report(doc: dict, two_ends: dict | None = None, split: dict | None = N
         raise ValueError(f"report of {doc['workload']!r}: no tuned step-matched headline curve "
                          "to check")
     sweep = doc["sweep_config"]
-    space = nqm_search_space(TrialSearchSpace(**{k: tuple(v) if isinstance(v, list) else v
-                                                 for k, v in sweep["search"].items()}))
+    space = nqm_search_space(TrialSearchSpace.from_dict(sweep["search"]))
     spec = nqm_optimizer(NQM_FAMILY[sweep["optimizer"]], space)
     problem = fitted_nqm(record["nqm"], prediction["target"]).problem()
     points = [{"batch_size": int(p["batch_size"]), "tuned": int(p["steps"]),
