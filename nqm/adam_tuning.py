@@ -96,6 +96,12 @@ def _tune_rate(problem, batch, beta1, beta2, epsilon, search, growth, init_nodes
     return steps, lr
 
 
+def rate_edge(learning_rate: float, bounds: tuple[float, float]) -> tuple[str, ...]:
+    """('learning_rate',) when the rate lies within 2% of a bound of the search, else ()."""
+    lo, hi = bounds
+    return ("learning_rate",) if (learning_rate <= lo * 1.02 or learning_rate >= hi / 1.02) else ()
+
+
 def tune_adam_curve(config: NQMConfig | Problem, batch_sizes=tuple(2 ** k for k in range(0, 15)),
                     beta1=BETA1, beta2: float = BETA2, epsilon: float = 0.0,
                     search: AdamSearch = AdamSearch(), growth: float = adam.GROWTH,
@@ -142,15 +148,14 @@ def tune_adam_curve(config: NQMConfig | Problem, batch_sizes=tuple(2 ** k for k 
         steps = np.where(better, s_b, steps)
         lr = np.where(better, lr_b, lr)
         b1_best = np.where(better, b1, b1_best)
-    lo, hi = search.learning_rate
     points = []
     for i, b in enumerate(batch):
         if steps[i] < 0:
             points.append(CurvePoint(int(b), None))
             continue
-        edge = ("learning_rate",) if (lr[i] <= lo * 1.02 or lr[i] >= hi / 1.02) else ()
         points.append(CurvePoint(batch_size=int(b), steps=int(steps[i]),
-                                 learning_rate=float(lr[i]), momentum=float(b1_best[i]), edge=edge))
+                                 learning_rate=float(lr[i]), momentum=float(b1_best[i]),
+                                 edge=rate_edge(float(lr[i]), search.learning_rate)))
     cfg = {"optimizer": "adam", "beta1": beta1s.tolist(), "beta2": beta2, "epsilon": epsilon,
            "max_steps": search.max_steps, "target": problem.target,
            "search": {"learning_rate": list(search.learning_rate),

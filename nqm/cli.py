@@ -211,16 +211,12 @@ def run_curve(args) -> dict:
     if decay and problem.train_size is None:     # refuse before tuning on the steps' bound
         _check_decay_work(problem, spec.name, problem.lower_bound_steps(batch_sizes),
                           " (at least: on the steps' lower bound)")
-    if getattr(args, "certify", False) and spec.name == "adam":
-        raise ValueError("--certify applies to sgd, momentum, ema and schedule; mean-field adam "
-                         "has its own tuner, which is not certified")
     start = time.perf_counter()
     with adam_progress(spec.name) as progress:
         curve = tune_curve(problem, spec, batch_sizes, args.max_steps, space, progress,
                            certify=getattr(args, "certify", False))
-    if spec.name != "adam":
-        curve = dataclasses.replace(curve, config={**curve.config,
-                                                   "certified": getattr(args, "certify", False)})
+    curve = dataclasses.replace(curve, config={**curve.config,
+                                               "certified": getattr(args, "certify", False)})
     if decay:
         _check_decay_work(problem, spec.name, [p.steps for p in curve.points], "")
         curve = linear_decay.tune_decay_curve(problem, spec.name, curve,

@@ -34,11 +34,12 @@ References:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import numpy as np
 
-from nqm import adam_tuning, crossing, schedule_tuning, sgd_tuning, validation
+from nqm import adam, adam_tuning, crossing, schedule_tuning, sgd_tuning, validation
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.lowest_loss import AT_TARGET, GRID_1D, lowest_loss
 from nqm.moments import RowsFactory, dynamics
@@ -419,6 +420,49 @@ def _certify(problem: Problem, spec: OptimizerSpec, space: SearchSpace, objectiv
     return z, steps
 
 
+def _certify_adam(problem: Problem, spec: OptimizerSpec, space: SearchSpace,
+                  curve: ScalingCurve) -> ScalingCurve:
+    """Mean-field Adam's tuned curve (`nqm.adam_tuning`) held against the grid search, per point.
+
+    Its tuner scans a grid of rates and refines around the best; between two rates of the last
+    round a narrow window of rates can take a step fewer. For each point with steps S > 1,
+    while the grid search over the same space (`nqm.lowest_loss`: b1 from spec.beta1, a grid of
+    rates, then a bounded scalar search; mean-field E[L] by `adam.expected_loss`) reaches the
+    target within AT_TARGET's rounding at T = S - max(1, S REL_TOL), the point takes T and the
+    grid's (rate, b1); then, if `adam.steps_to_target` gives that rate fewer steps still and the
+    same evaluation as the grid's confirms the loss there, it takes those. A point stops when
+    the grid search fails or after CERTIFY_ROUNDS rounds. Points not improved keep the tuner's
+    steps and its rate (the middle of its best rates); a certified point's rate is the grid
+    search's minimiser at its steps.
+
+    Returns a new ScalingCurve; its config gains "certified": True."""
+    reach = problem.target * AT_TARGET
+    points = []
+    for p in curve.points:
+        if p.steps is None or p.steps <= 1:
+            points.append(p)
+            continue
+        steps, lr, b1 = p.steps, p.learning_rate, p.momentum
+        for _ in range(CERTIFY_ROUNDS):
+            t = steps - max(1, int(steps * REL_TOL))
+            if t < 1:
+                break
+            best = lowest_loss(problem, spec, float(p.batch_size), t, space)
+            if not best.loss <= reach:
+                break
+            steps, lr, b1 = t, best.learning_rate, best.momentum
+            s = int(adam.steps_to_target(problem, p.batch_size, lr, b1, spec.beta2,
+                                         max_steps=t)[0])
+            if 0 < s < t and adam.expected_loss(problem, [s], p.batch_size, lr, b1,
+                                                spec.beta2)[0, 0] <= reach:
+                steps = s
+        points.append(p if steps == p.steps else dataclasses.replace(
+            p, steps=steps, learning_rate=lr, momentum=b1,
+            edge=adam_tuning.rate_edge(lr, space.learning_rate)))
+    return dataclasses.replace(curve, points=tuple(points),
+                               config={**curve.config, "certified": True})
+
+
 def _chained_search(objective, spec, z_start, t_start, batch, target, initial_loss, z_sgd):
     """The envelope search one batch size at a time, from the smallest, each warm-started by
     the batch sizes before it.
@@ -486,7 +530,7 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
         up to 3% more steps there, but up to 25% more at some batch sizes of calibrated
         momentum NQMs (docs/validation.md, 'The NQM's tuner against the engine's grid search')
         and 50% (3 steps for 2) on benchmarks/bench_certify.py's small problem. Mean-field
-        Adam has its own tuner, not certified (certify is ignored for it).
+        Adam's curve is certified point by point after its own tuner (`_certify_adam`).
 
     Returns:
       A ScalingCurve (source 'nqm') whose config records problem, optimizer, budget and search
@@ -499,9 +543,10 @@ def tune_curve(config: NQMConfig | Problem, spec: OptimizerSpec = OptimizerSpec(
     if spec.name == "schedule":
         return _tune_schedule_curve(config, problem, spec, batch, max_steps, space, certify)
     if spec.name == "adam":
-        return adam_tuning.tune_adam_curve(config, batch, spec.beta1, spec.beta2,
-                                           search=adam_search(space, max_steps),
-                                           progress=progress)
+        curve = adam_tuning.tune_adam_curve(config, batch, spec.beta1, spec.beta2,
+                                            search=adam_search(space, max_steps),
+                                            progress=progress)
+        return _certify_adam(problem, spec, space, curve) if certify else curve
     objective = _Objective(problem, spec, space)
     target = problem.target
     n_b = batch.size

@@ -612,10 +612,8 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
     """`validate --retune`: OUT's stored document with its NQM side tuned again under `vcfg`
     (`realnets.validation.retune`), the transfer and quadratic path run again on it, and the
     records beside it that belong to it (two_ends.json: rule 3 again, `two_ends.retune_two_ends`;
-    miss_split.json: run again) rewritten; the document is written and returned. An Adam
-    sweep's NQM (mean-field Adam) has its own tuner, which the settings do not change: only its
-    settings are rewritten. ValueError when OUT holds no document of this workload or its sweep
-    is gone."""
+    miss_split.json: run again) rewritten; the document is written and returned. ValueError
+    when OUT holds no document of this workload or its sweep is gone."""
     import dataclasses
     import shlex
     import time
@@ -625,7 +623,6 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
     from realnets.validation import files, two_ends
     from realnets.validation.predictions import reference_nqm
     from realnets.validation.retune import check_settings, retune
-    from realnets.validation.settings import NQM_FAMILY
     from realnets.validation.summary import summary_entry
 
     start = time.perf_counter()
@@ -635,26 +632,13 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
     if old.workload != workload.key:
         raise ValueError(f"retune: {out} holds a validation of {old.workload!r}, not "
                          f"{workload.key!r}")
-    before = old.to_dict()
-    sides = files.side_records(out, before)
+    sides = files.side_records(out, old.to_dict())
     old, sweep = _refreshed_measured(old, sweep_dir, say, "--retune")
     if sweep is None:
         raise ValueError(f"retune: the sweep directory {sweep_dir} is needed (its trials)")
     config, records = sweep
     command = "python -m realnets " + shlex.join(argv)
     check_settings(old.settings, vcfg)
-    if NQM_FAMILY[config.optimizer] == "adam":
-        # nothing the settings change: the stored document as it was (its measured curve not
-        # even rebuilt, which moves last bits) and the records beside it untouched
-        say("retune: mean-field Adam's tuner is its own; only the settings change")
-        made = {**before, "settings": vcfg.to_dict()}
-        if not vcfg.transfer:
-            made.pop("transfer", None)
-        elif made.get("transfer") is None:
-            made["settings"]["transfer"] = False    # none was run: the settings say so
-        doc = files.ValidationDocument.from_dict(made)
-        files.write_validation(out, doc)
-        return doc
     batch_sizes = build_curve(records, config, read_repeats(sweep_dir)).batch_sizes
     doc = files.ValidationDocument.from_dict(retune(
         old.to_dict(), config, records, batch_sizes, vcfg, reference_nqm(workload.name), say))

@@ -58,8 +58,8 @@ class ValidationConfig:
       transfer: train the network once per batch size with the headline NQM's tuned
         metaparameters (`realnets.validation.transfer`): does the network follow the NQM?
       certify: tune every NQM curve with the grid search's certificate
-        (`nqm.tuning.tune_curve(certify=True)`; docs/prediction_rule.md, session 38). No effect
-        on mean-field Adam, whose tuner is its own.
+        (`nqm.tuning.tune_curve(certify=True)`; docs/prediction_rule.md, session 38; mean-field
+        Adam's curves too since session 39).
     """
 
     batch_size: int | None = None

@@ -174,6 +174,20 @@ def test_certify_flag_gives_the_certified_curve(capsys):
     assert [p.steps for p in direct.points] == [3, 2]
 
 
+def test_certify_flag_applies_to_adam(capsys):
+    """--certify with mean-field Adam: the certified curve (5 steps at B = 4096 where the rate
+    scan alone takes 6), recorded as certified."""
+    args = ["curve", "--dim", "100", "--target", "0.05", "--batch-sizes", "1024,4096",
+            "--optimizer", "adam", "--format", "json"]
+    code, out, _ = run(args + ["--certify"], capsys)
+    assert code == 0
+    data = strict_json(out)
+    assert [p["steps"] for p in data["points"]] == [8, 5]
+    assert data["config"]["certified"] is True
+    code, out, _ = run(args, capsys)
+    assert [p["steps"] for p in strict_json(out)["points"]] == [8, 6]
+
+
 def test_csv_parses_one_row_per_batch_size(capsys, direct_curve):
     code, out, err = run(SMALL_ARGS + ["--format", "csv"], capsys)
     assert code == 0 and err == ""
