@@ -37,11 +37,9 @@ def stored():
     return doc, config, records, build_curve(records, config, read_repeats(SWEEP)).batch_sizes
 
 
-def test_retuned_with_its_own_settings_the_document_comes_back(stored):
-    """diabetes_mlp (momentum, tuned with the certificate since session 38): every prediction,
-    bootstrap draw and the comparison table come back as stored; with certify off the
-    headline's B = 256 point takes the 8 steps the local search alone stops at (6 certified)."""
-    doc, config, records, sizes = stored
+def _comes_back_and_without_certificate(doc, config, records, sizes):
+    """Retuned with its own (certified) settings the document comes back as stored; returns
+    (headline steps per B without the certificate, stored ones, the uncertified document)."""
     vcfg = ValidationConfig.from_dict(doc["settings"])
     assert vcfg.certify
     again = retune(doc, config, records, sizes, vcfg)
@@ -50,6 +48,15 @@ def test_retuned_with_its_own_settings_the_document_comes_back(stored):
     local = retune(doc, config, records, sizes, dataclasses.replace(vcfg, certify=False))
     steps = {p["batch_size"]: p["steps"] for p in headline(local)[3]["tuned"]["points"]}
     stored_steps = {p["batch_size"]: p["steps"] for p in headline(doc)[3]["tuned"]["points"]}
+    return steps, stored_steps, local
+
+
+def test_retuned_with_its_own_settings_the_document_comes_back(stored):
+    """diabetes_mlp (momentum, tuned with the certificate since session 38): every prediction,
+    bootstrap draw and the comparison table come back as stored; with certify off the
+    headline's B = 256 point takes the 8 steps the local search alone stops at (6 certified)."""
+    doc, config, records, sizes = stored
+    steps, stored_steps, local = _comes_back_and_without_certificate(doc, config, records, sizes)
     assert (steps[256], stored_steps[256]) == (8, 6)
     assert all(steps[b] >= stored_steps[b] for b in steps)
     assert local["settings"]["certify"] is False
@@ -107,14 +114,7 @@ def test_an_adam_report_is_tuned_again_with_the_certificate(tmp_path, capsys):
     doc = json.loads((shipped / "validation.json").read_text())
     config, records = load_sweep(sweep)
     sizes = build_curve(records, config, read_repeats(sweep)).batch_sizes
-    vcfg = ValidationConfig.from_dict(doc["settings"])
-    assert vcfg.certify
-    again = retune(doc, config, records, sizes, vcfg)
-    assert _without_seconds(again["checkpoints"]) == _without_seconds(doc["checkpoints"])
-    assert again["comparison"] == doc["comparison"]
-    local = retune(doc, config, records, sizes, dataclasses.replace(vcfg, certify=False))
-    steps = {p["batch_size"]: p["steps"] for p in headline(local)[3]["tuned"]["points"]}
-    stored_steps = {p["batch_size"]: p["steps"] for p in headline(doc)[3]["tuned"]["points"]}
+    steps, stored_steps, local = _comes_back_and_without_certificate(doc, config, records, sizes)
     assert (steps[8], stored_steps[8]) == (43, 42)
     assert all(steps[b] >= stored_steps[b] for b in steps)
 
