@@ -1,6 +1,6 @@
 """What certifying the tuned curve against the grid search costs and changes, measured in one run.
 
-Run: `python benchmarks/bench_certify.py` (about 2 minutes on 2 cores; `--quick` for the small
+Run: `python benchmarks/bench_certify.py` (about 45 s on 2 cores; `--quick` for the small
 problem only). For each optimizer family, `nqm.tuning.tune_curve` with `certify=False` (the
 local searches alone, the baseline) and `certify=True` (every point then held against
 `nqm.lowest_loss`'s grid search, `nqm.tuning._certify`), each warm (a first call compiles the

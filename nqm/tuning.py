@@ -401,10 +401,7 @@ def _certify(problem: Problem, spec: OptimizerSpec, space: SearchSpace, objectiv
     """
     reach = target * AT_TARGET
     for i in np.flatnonzero(steps > 1):
-        for _ in range(CERTIFY_ROUNDS):
-            t = int(steps[i]) - max(1, int(steps[i] * REL_TOL))
-            if t < 1:
-                break
+        def attempt(t, i=i):
             if spec.dims == 1:
                 z_i, f_i = _grid_search_1d(objective, t, batch[i:i + 1], reach)
             else:
@@ -413,11 +410,31 @@ def _certify(problem: Problem, spec: OptimizerSpec, space: SearchSpace, objectiv
                 z_i = coordinates(spec, objective.h_max, best.learning_rate,
                                   best.momentum or 0.0, best.ema_decay or 0.0)
             if not f_i <= reach:
-                break
+                return None
             z_i, t_i = _envelope_search(objective, spec, z_i, np.array([t]), batch[i:i + 1],
                                         reach, initial_loss, descend=True)
-            z[i], steps[i] = z_i[0], min(int(t_i[0]), t)
+            z[i] = z_i[0]
+            return int(t_i[0])
+
+        steps[i] = _walk_down(int(steps[i]), attempt)
     return z, steps
+
+
+def _walk_down(steps: int, attempt: Callable[[int], int | None]) -> int:
+    """The certificate's walk from a tuned step count, shared by `_certify` and `_certify_adam`:
+    at T = steps less one bracket tolerance (one step below 2,000 steps), `attempt(T)` returns
+    the steps of metaparameters the grid search found reaching the target at T (and keeps
+    them), or None where it found none; the walk goes on from min(that, T) and stops at None,
+    at step 1 or after CERTIFY_ROUNDS rounds. Returns the final step count."""
+    for _ in range(CERTIFY_ROUNDS):
+        t = steps - max(1, int(steps * REL_TOL))
+        if t < 1:
+            break
+        found = attempt(t)
+        if found is None:
+            break
+        steps = min(found, t)
+    return steps
 
 
 def _certify_adam(problem: Problem, spec: OptimizerSpec, space: SearchSpace,
@@ -442,23 +459,23 @@ def _certify_adam(problem: Problem, spec: OptimizerSpec, space: SearchSpace,
         if p.steps is None or p.steps <= 1:
             points.append(p)
             continue
-        steps, lr, b1 = p.steps, p.learning_rate, p.momentum
-        for _ in range(CERTIFY_ROUNDS):
-            t = steps - max(1, int(steps * REL_TOL))
-            if t < 1:
-                break
+        found = {}
+
+        def attempt(t, p=p, found=found):
             best = lowest_loss(problem, spec, float(p.batch_size), t, space)
             if not best.loss <= reach:
-                break
-            steps, lr, b1 = t, best.learning_rate, best.momentum
+                return None
+            lr, b1 = best.learning_rate, best.momentum
+            found.update(lr=lr, b1=b1)
             s = int(adam.steps_to_target(problem, p.batch_size, lr, b1, spec.beta2,
                                          max_steps=t)[0])
-            if 0 < s < t and adam.expected_loss(problem, [s], p.batch_size, lr, b1,
-                                                spec.beta2)[0, 0] <= reach:
-                steps = s
+            return s if 0 < s < t and adam.expected_loss(
+                problem, [s], p.batch_size, lr, b1, spec.beta2)[0, 0] <= reach else t
+
+        steps = _walk_down(p.steps, attempt)
         points.append(p if steps == p.steps else dataclasses.replace(
-            p, steps=steps, learning_rate=lr, momentum=b1,
-            edge=adam_tuning.rate_edge(lr, space.learning_rate)))
+            p, steps=steps, learning_rate=found["lr"], momentum=found["b1"],
+            edge=adam_tuning.rate_edge(found["lr"], space.learning_rate)))
     return dataclasses.replace(curve, points=tuple(points),
                                config={**curve.config, "certified": True})
 

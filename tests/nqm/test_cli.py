@@ -18,7 +18,7 @@ import pytest
 from nqm import cli, validation
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve
-from nqm.tuning import OptimizerSpec, SearchSpace, tune_curve
+from nqm.tuning import OptimizerSpec, SearchSpace, default_space, tune_curve
 
 REPO = Path(__file__).resolve().parents[2]
 SMALL_ARGS = ["curve", "--dim", "200", "--batch-sizes", "4:256"]
@@ -182,7 +182,11 @@ def test_certify_flag_applies_to_adam(capsys):
     code, out, _ = run(args + ["--certify"], capsys)
     assert code == 0
     data = strict_json(out)
-    assert [p["steps"] for p in data["points"]] == [8, 5]
+    direct = tune_curve(NQMConfig(dim=100, target=0.05), OptimizerSpec("adam"), [1024, 4096],
+                        space=default_space(OptimizerSpec("adam")), certify=True)
+    assert [p["steps"] for p in data["points"]] == [p.steps for p in direct.points] == [8, 5]
+    assert [p["learning_rate"] for p in data["points"]] == pytest.approx(
+        [p.learning_rate for p in direct.points], rel=1e-12)
     assert data["config"]["certified"] is True
     code, out, _ = run(args, capsys)
     assert [p["steps"] for p in strict_json(out)["points"]] == [8, 6]
