@@ -79,6 +79,15 @@ def test_bad_flag_from_the_shell_has_no_traceback():
     assert "Traceback" not in proc.stderr and proc.stderr.startswith("error:")
 
 
+def test_every_subcommand_has_a_handler():
+    import argparse
+
+    from realnets.cli import COMMANDS, build_parser
+
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == set(COMMANDS)
+
+
 def test_workloads_lists_every_workload_with_its_goal(capsys):
     status, out, _ = _run(capsys, "workloads", "--format", "json")
     assert status == 0

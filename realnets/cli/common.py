@@ -1,0 +1,28 @@
+"""Helpers shared by several command modules of `python -m realnets`: where progress lines
+go, the check of --text-file, and writing a record beside a validation report (refreshing its
+summary.json entry)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+
+def _check_text_file(text_file: str | None, workload) -> None:
+    if text_file is not None and workload.name != "text_transformer":
+        raise ValueError("text-file applies only to --workload text_transformer")
+
+
+def _progress(no_progress: bool):
+    """Where progress lines go: stderr, or nowhere with --no-progress."""
+    return (lambda _: None) if no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+
+
+def _write_beside_report(directory: Path, name: str, record: dict) -> None:
+    """A record written beside a validation report (atomically), and the report's entry in the
+    summary.json beside its directory refreshed (`summary.refresh_summary`)."""
+    from realnets import store
+    from realnets.validation.summary import refresh_summary
+
+    store.write_json_atomic(directory / name, record)
+    refresh_summary(directory)

@@ -1,0 +1,465 @@
+"""The commands that read validation reports (and the summary beside them) or add records
+beside them: `swap-optimizer`, `adam-basis`, `two-ends`, `miss-split`, `tuning-check` and
+`summary`, with `two-point` (the two-point estimate on a sweep, written beside it), and their
+helpers: finding a report's sweep, labelling table rows, running two-ends and miss-split on one
+report (`_two_ends_of` and `_miss_split_of`, which `validate --rule-4` and `--retune` reuse)."""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from nqm.validation import parse_range
+from realnets.cli.common import _progress, _write_beside_report
+
+
+def swap_command(args) -> str:
+    """`python -m realnets swap-optimizer DIR`: the report's headline NQM and the same NQM tuned
+    as `--optimizer` (`realnets.validation.optimizer_swap`)."""
+    import json
+
+    from nqm.tuning import SearchSpace
+    from realnets.validation.files import read_validation
+    from realnets.validation.optimizer_swap import (comparison_rows, monte_carlo_steps,
+                                                    own_prediction, swapped_prediction)
+
+    lr = parse_range(args.lr_range, "--lr-range")
+    if args.optimizer == "sgd":
+        if args.one_minus_momentum_range:
+            raise ValueError("--one-minus-momentum-range does not apply to --optimizer sgd")
+        space = SearchSpace(learning_rate=lr)
+    else:
+        if not args.one_minus_momentum_range:
+            raise ValueError(f"--one-minus-momentum-range is required for --optimizer "
+                             f"{args.optimizer} (LO,HI within (0, 1])")
+        space = SearchSpace(learning_rate=lr, one_minus_momentum=parse_range(
+            args.one_minus_momentum_range, "--one-minus-momentum-range"))
+    if not (math.isfinite(args.start_scale) and args.start_scale > 0):
+        raise ValueError(f"--start-scale must be a number > 0, got {args.start_scale:g}")
+    if args.monte_carlo is not None:
+        if args.optimizer != "adam":
+            raise ValueError("--monte-carlo applies to --optimizer adam only (the other NQM "
+                             "families are exact)")
+        if args.monte_carlo < 2:
+            raise ValueError(f"--monte-carlo must be a whole number >= 2, got {args.monte_carlo}")
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise ValueError(f"dir {args.dir!r} is not a directory (a validation report's)")
+    doc = read_validation(directory).to_dict()
+    own = own_prediction(doc)
+    swapped = swapped_prediction(doc, args.optimizer, space, decay=args.decay,
+                                 start_scale=args.start_scale)
+    swapped = swapped if args.decay else (swapped,)
+    rows = comparison_rows(doc, *swapped)
+    monte_carlo = (None if args.monte_carlo is None
+                   else monte_carlo_steps(swapped[0], args.monte_carlo))
+    measured = doc["measured"]["fit"]["b_crit"]
+    if args.format == "json":
+        return json.dumps({"workload": doc["workload"], "measured_b_crit": measured,
+                           "reference": {"batch_size": own["match"]["batch_size"],
+                                         "steps": own["match"]["steps"]},
+                           "rows": rows, "swapped": swapped[0].to_dict(),
+                           **({} if monte_carlo is None else {"monte_carlo": {
+                               "runs": args.monte_carlo, "steps": list(monte_carlo)}}),
+                           **({"decay": swapped[1].to_dict()} if args.decay else {})}, indent=1)
+
+    def num(x):
+        return "-" if x is None else f"{x:.4g}"
+
+    width = max(24, *(len(r["optimizer"]) for r in rows))
+    lines = [f"{doc['workload']} ({directory}): measured B_crit {num(measured)}; reference "
+             f"B_ref {own['match']['batch_size']}, S_ref {own['match']['steps']}; checkpoint "
+             f"{own['checkpoint']}",
+             f"the swapped NQM's start: E[L](0) = {swapped[0].initial_loss:.4g}"
+             + ("" if args.start_scale == 1.0 else f" (E[theta_i^2] x {args.start_scale:g})"),
+             "steps at B = " + " ".join(str(b) for b in swapped[0].batch_sizes),
+             f"{'optimizer':<{width}} {'target':>9} {'B_crit':>9} {'ratio':>7} {'S_min':>7}  steps"]
+    for r in rows:
+        lines.append(f"{r['optimizer']:<{width}} {num(r['target']):>9} {num(r['b_crit']):>9} "
+                     f"{num(r['ratio']):>7} {num(r['s_min']):>7}  "
+                     + " ".join("-" if s is None else str(s) for s in r["steps"]))
+    if monte_carlo is not None:
+        lines.append(f"real Adam, Monte Carlo ({args.monte_carlo} runs), at the swapped curve's "
+                     "points: " + " ".join("-" if s is None else str(s) for s in monte_carlo))
+    if args.decay:
+        points = swapped[1].to_dict()["points"]
+        for name, key in (("final fraction f", "final_lr_fraction"),
+                          ("learning rate a", "learning_rate"),
+                          ("momentum b" if args.optimizer != "adam" else "b1", "momentum")):
+            values = [p[key] for p in points]
+            lines.append(f"decay's {name} at B = ...: " + " ".join(
+                "-" if v is None else f"{v:.4g}" for v in values))
+        # the NQM's decay spans its own run: its length is the tuned steps to the target
+        lines.append("decay's length T (steps) at B = ...: " + " ".join(
+            "-" if p["steps"] is None else str(p["steps"]) for p in points))
+    return "\n".join(lines)
+
+
+def _report_sweep(doc, sweep: str | None, directory: Path):
+    """(directory, config, records) of the sweep a validation report (read from `directory`)
+    was made from: `sweep` (--sweep), else the one its provenance names, else sweeps/WORKLOAD;
+    ValueError naming --sweep when it is missing or another sweep."""
+    from realnets.sweeps.records import load_sweep
+    from realnets.validation.files import made_from
+
+    sweep_dir = Path(sweep or (doc.provenance.sweep if doc.provenance else None)
+                     or Path("sweeps") / doc.workload)
+    if not sweep_dir.is_dir():
+        raise ValueError(f"sweep: {sweep_dir} is not a directory (the sweep {directory}'s report "
+                         "was made from; pass --sweep)")
+    config, records = load_sweep(sweep_dir)
+    if not made_from(doc.sweep_config, config.to_dict()):
+        raise ValueError(f"sweep: {sweep_dir} is not the sweep {directory}'s report was made "
+                         "from (pass --sweep)")
+    return sweep_dir, config, records
+
+
+def adam_basis_command(args, argv) -> str:
+    """`python -m realnets adam-basis DIR`: `realnets.validation.adam_basis` on a report, its
+    record written to DIR/adam_basis.json."""
+    import json
+    import shlex
+    import time
+
+    from realnets import store, workloads
+    from realnets.validation import adam_basis
+    from realnets.validation.files import read_validation
+    from realnets.validation.quadratic_path import steps_text
+    from realnets.validation.report import ADAM_BASIS_FILE
+    from realnets.validation.rerun import calibration_sample, reference_checkpoints
+
+    start = time.perf_counter()
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise ValueError(f"dir {args.dir!r} is not a directory (a validation report's)")
+    doc = read_validation(directory)
+    as_dict = doc.to_dict()
+    why = adam_basis.refusal(as_dict)
+    if why:
+        raise ValueError(why)
+    _, config, records = _report_sweep(doc, args.sweep, directory)
+    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
+                                                                     flush=True))
+    task = workloads.get(doc.workload).build(text_file=config.text_file)
+    say("retraining the reference trial to its goal")
+    init, goal_params = reference_checkpoints(task, config, records, as_dict["calibration_run"])
+    sample = calibration_sample(task, doc.settings.sample_rows, doc.settings.seed)
+    record = adam_basis.run_adam_basis(task, config, as_dict, init, goal_params, sample, log=say)
+    record = {**record, "command": "python -m realnets " + shlex.join(argv),
+              "wall_seconds": time.perf_counter() - start}
+    store.write_json_atomic(directory / ADAM_BASIS_FILE, record)
+    if args.format == "json":
+        return json.dumps(record, indent=1)
+
+    def num(x):
+        return "-" if x is None else f"{x:.3g}"
+
+    spec = record["spectrum"]
+    lines = [f"{record['workload']} ({directory}): {record['num_params']} parameters, Hessian "
+             f"eigenvalues {spec['bottom']:.3g} .. {spec['top']:.3g} ({spec['negative']} "
+             f"negative), {spec['above_floor']} above the NQM's floor (NQM d = "
+             f"{num(spec['nqm_dim'])}); target {record['target']:.4g}, lowest loss with the top "
+             f"d only {num(record['top_d_floor'])}",
+             f"{'B':>6} {'rate':>8} {'b1':>6} {'NQM':>5} {'sweep':>5} "
+             f"{'q/weight':>11} {'q/eigen':>11} {'q/top d':>11} {'net/weight':>11} "
+             f"{'net/eigen':>11} {'coord':>6} {'NQM/eig':>7} {'trunc':>6}"]
+    for p in record["points"]:
+        q, n = p["quadratic"], p["network"]
+        lines.append(
+            f"{p['batch_size']:>6} {p['learning_rate']:>8.3g} {p['momentum']:>6.3g} "
+            f"{p['nqm_steps']:>5} {num(p['measured_steps']):>5} "
+            f"{steps_text(q['per_weight']):>11} {steps_text(q['per_eigenvector']):>11} "
+            f"{steps_text(q[adam_basis.TOP_D]) if adam_basis.TOP_D in q else '-':>11} "
+            f"{steps_text(n['per_weight']):>11} {steps_text(n['per_eigenvector']):>11} "
+            f"{num(p['coordinates']):>6} {num(p['nqm_over_eigenvector']):>7} "
+            f"{num(p.get('truncation')):>6}")
+    lines += [record["reading"], f"written: {directory / ADAM_BASIS_FILE} "
+              f"({record['wall_seconds']:.0f} s); the report shows it once re-rendered "
+              "(python -m realnets validate ... --reuse, with the report's own command)"]
+    return "\n".join(lines)
+
+
+def two_ends_command(args, argv) -> str:
+    """`python -m realnets two-ends DIR ...`: `realnets.validation.two_ends` on each report (its
+    record written to DIR/two_ends.json), or with --stored the stored records, as one table."""
+    import json
+
+    from realnets import store
+    from realnets.validation import two_ends
+    from realnets.validation.files import TWO_ENDS_FILE, VALIDATION_FILE, read_validation
+
+    if args.sweep and len(args.dirs) > 1:
+        raise ValueError("sweep: give --sweep with one DIR only")
+    directories, say = _report_directories(args.dirs), _progress(args.no_progress)
+    if args.stored and args.goal_metric:
+        raise ValueError("goal-metric: runs on the stored records; give it without --stored")
+    if args.curve:
+        return _two_point_curve(directories, args.goal_metric, args.format)
+    records, missing, goals = [], [], []
+    for directory in directories:
+        if args.goal_metric:
+            records.append(_goal_metric(directory, args, say))
+            goals.append(_sweep_goal(read_validation(directory).to_dict()))
+            continue
+        if args.stored:
+            if (directory / TWO_ENDS_FILE).exists():
+                records.append(store.read_json(directory / TWO_ENDS_FILE,
+                                               "two-ends record"))
+                goals.append(_sweep_goal(read_validation(directory).to_dict())
+                             if (directory / VALIDATION_FILE).is_file() else None)
+            else:
+                missing.append(str(directory))
+            continue
+        record = _two_ends_of(directory, args.sweep, argv, say)
+        records.append(record)
+        goals.append(_sweep_goal(read_validation(directory).to_dict()))
+    if args.format == "json":
+        return json.dumps(records, indent=1)
+    return (two_ends.table(records, _row_labels(records, goals))
+            + (f"\nno {TWO_ENDS_FILE} in: {', '.join(missing)}" if missing else "")
+            + ("" if args.stored or args.goal_metric or not records else
+               _written_line(TWO_ENDS_FILE)))
+
+
+def _two_ends_of(directory: Path, sweep: str | None, argv, say) -> dict:
+    """`two_ends.run_two_ends` on one report (the reference trial retrained to its goal), its
+    record written to DIR/two_ends.json and returned."""
+    import shlex
+    import time
+
+    from realnets import workloads
+    from realnets.sweeps.records import read_repeats
+    from realnets.validation import two_ends
+    from realnets.validation.files import TWO_ENDS_FILE, read_validation
+    from realnets.validation.rerun import reference_checkpoints
+    from realnets.validation.summary import summary_entry
+
+    start = time.perf_counter()
+    doc = read_validation(directory)
+    sweep_dir, config, trials = _report_sweep(doc, sweep, directory)
+    as_dict = doc.to_dict()
+    task = workloads.get(doc.workload).build(text_file=config.text_file)
+    say(f"{directory}: retraining the reference trial to its goal")
+    _, goal_params = reference_checkpoints(task, config, trials, as_dict["calibration_run"])
+    record = two_ends.run_two_ends(task, config, trials, as_dict, goal_params,
+                                   read_repeats(sweep_dir), log=say)
+    record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
+              "command": "python -m realnets " + shlex.join(argv),
+              "wall_seconds": time.perf_counter() - start}
+    _write_beside_report(directory, TWO_ENDS_FILE, record)
+    return record
+
+
+def _miss_split_of(directory: Path, argv, say) -> dict:
+    """`miss_split.run_split` on one report with its two_ends.json, written to
+    DIR/miss_split.json and returned; ValueError when the two_ends.json was not made from the
+    report's document."""
+    import shlex
+
+    from realnets.validation import miss_split
+    from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, VALIDATION_FILE,
+                                           read_validation, side_records)
+
+    doc = read_validation(directory).to_dict()
+    kept = side_records(directory, doc)
+    if kept["two_ends"] is None:
+        raise ValueError(f"dir {directory}: its {TWO_ENDS_FILE} was not made from its "
+                         f"{VALIDATION_FILE} (an earlier validation, or unreadable): rerun "
+                         f"python -m realnets two-ends {directory}")
+    record = miss_split.run_split(doc, kept["two_ends"], log=say)
+    record["command"] = "python -m realnets " + shlex.join(argv)
+    _write_beside_report(directory, MISS_SPLIT_FILE, record)
+    return record
+
+
+def _two_point_curve(directories, goal_metric: bool, fmt: str) -> str:
+    """`two-ends DIR ... --curve`: `realnets.validation.two_point_curve.check` on each report with
+    a two_ends.json, as one table (nothing is run or written)."""
+    import json
+
+    from realnets import store
+    from realnets.validation import two_point_curve
+    from realnets.validation.files import (TWO_ENDS_FILE, VALIDATION_FILE, read_validation,
+                                           side_records)
+
+    if goal_metric:
+        raise ValueError("curve: runs nothing; give it without --goal-metric")
+    records, goals, missing = [], [], []
+    for directory in directories:
+        if not (directory / TWO_ENDS_FILE).exists() or not (directory / VALIDATION_FILE).is_file():
+            missing.append(str(directory))
+            continue
+        doc = read_validation(directory).to_dict()
+        kept = side_records(directory, doc)
+        records.append(two_point_curve.check(
+            store.read_json(directory / TWO_ENDS_FILE, "two-ends record"), doc,
+            kept["miss_split"]))
+        goals.append(_sweep_goal(doc))
+    if fmt == "json":
+        return json.dumps(records, indent=1)
+    return (two_point_curve.table(records, _row_labels(records, goals))
+            + (f"\nno {TWO_ENDS_FILE} or {VALIDATION_FILE} in: {', '.join(missing)}"
+               if missing else ""))
+
+
+def two_point_command(args, argv) -> str:
+    """`python -m realnets two-point DIR`: `realnets.validation.two_point.estimate` on a sweep, its
+    record written to DIR/two_point.json. Inputs are checked before any training."""
+    import json
+    import shlex
+    import time
+
+    from realnets import store, workloads
+    from realnets.sweeps.records import load_sweep, read_repeats
+    from realnets.validation import two_point
+    from realnets.validation.files import TWO_POINT_FILE
+
+    start = time.perf_counter()
+    directory = Path(args.dir)
+    config, records = load_sweep(directory)
+    repeats = read_repeats(directory)
+    two_point.check_inputs(config, records, repeats, args.batch_size)
+    task = workloads.get(config.workload).build(text_file=config.text_file)
+    record = two_point.estimate(task, config, records, repeats, args.batch_size,
+                                log=_progress(args.no_progress))
+    record = {**record, "command": "python -m realnets " + shlex.join(argv),
+              "wall_seconds": time.perf_counter() - start}
+    store.write_json_atomic(directory / TWO_POINT_FILE, record)
+    if args.format == "json":
+        return json.dumps(record, indent=1)
+    return two_point.text(record) + f"\nwritten: {directory / TWO_POINT_FILE}"
+
+
+def _sweep_goal(doc: dict) -> float | None:
+    """The goal of the sweep a validation document (as a dict) was made from."""
+    return doc.get("sweep_config", {}).get("goal")
+
+
+def _row_labels(records: list[dict], goals: list) -> list[str]:
+    """The tables' workload names for records made from sweeps with `goals` (one each): with the
+    goal where a workload and optimizer come twice (`summary.workload_labels`)."""
+    from realnets.validation.summary import workload_labels
+
+    return workload_labels([{"workload": r["workload"], "optimizer": r["optimizer"], "goal": g}
+                            for r, g in zip(records, goals)])
+
+
+def _report_directories(dirs: list[str]) -> list[Path]:
+    """The DIR arguments as paths, each checked to be a directory (ValueError naming it)."""
+    for d in dirs:
+        if not Path(d).is_dir():
+            raise ValueError(f"dir {d!r} is not a directory (a validation report's)")
+    return [Path(d) for d in dirs]
+
+
+def _written_line(name: str) -> str:
+    return (f"\nwritten: {name} in each directory (and its summary.json entry, where one sits "
+            "beside it); report.md shows it once re-rendered (python -m realnets validate ... "
+            "--reuse, with the report's own command)")
+
+
+def miss_split_command(args, argv) -> str:
+    """`python -m realnets miss-split DIR ...`: `realnets.validation.miss_split` on each report
+    with a two_ends.json (its record written to DIR/miss_split.json), or with --stored the stored
+    records, as one table. A DIR without the needed file is named below the table."""
+    import json
+
+    from realnets import store
+    from realnets.validation import miss_split
+    from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, VALIDATION_FILE,
+                                           read_validation, side_records)
+
+    directories, say = _report_directories(args.dirs), _progress(args.no_progress)
+    needed = MISS_SPLIT_FILE if args.stored else TWO_ENDS_FILE
+    records, missing = [], [str(d) for d in directories if not (d / needed).exists()]
+    stale, goals = [], []
+    for directory in directories:
+        if str(directory) in missing:
+            continue
+        doc = read_validation(directory).to_dict()
+        kept = side_records(directory, doc)
+        goals.append(_sweep_goal(doc))
+        if args.stored:
+            if kept["miss_split"] is None:
+                stale.append(str(directory))
+            records.append(store.read_json(directory / needed, "miss-split record"))
+            continue
+        records.append(_miss_split_of(directory, argv, say))
+    if args.format == "json":
+        return json.dumps(records, indent=1)
+    return (miss_split.table(records, _row_labels(records, goals))
+            + (f"\nno {needed} in: {', '.join(missing)}" if missing else "")
+            + (f"\nnot made from the directory's {VALIDATION_FILE} or its {TWO_ENDS_FILE} "
+               f"(left out of the summary, report and app): {', '.join(stale)}"
+               if stale else "")
+            + ("" if args.stored or not records else _written_line(MISS_SPLIT_FILE)))
+
+
+def tuning_check_command(args) -> str:
+    """`python -m realnets tuning-check DIR ...`: `realnets.validation.tuning_check` on each
+    report's headline tuned curve, as one table (or JSON); nothing is written."""
+    import json
+
+    from realnets.validation import tuning_check
+    from realnets.validation.files import read_validation, side_records
+
+    directories = _report_directories(args.dirs)
+    docs = [read_validation(d).to_dict() for d in directories]
+    sides = [side_records(d, doc) for d, doc in zip(directories, docs)]
+    records = [tuning_check.check_report(doc, side["two_ends"], side["miss_split"])
+               for doc, side in zip(docs, sides)]
+    if args.format == "json":
+        return json.dumps(records, indent=1)
+    return tuning_check.table(records, _row_labels(records, [_sweep_goal(d) for d in docs]))
+
+
+def _goal_metric(directory: Path, args, say) -> dict:
+    """A stored two_ends record with its `goal_metric` diagnostic added (and written back)."""
+    from realnets import store, workloads
+    from realnets.sweeps.curve import build_curve
+    from realnets.validation import two_ends
+    from realnets.validation.files import TWO_ENDS_FILE, read_validation
+
+    record = store.read_json(directory / TWO_ENDS_FILE, "two-ends record")
+    doc = read_validation(directory)
+    _, config, trials = _report_sweep(doc, args.sweep, directory)
+    task = workloads.get(doc.workload).build(text_file=config.text_file)
+    say(f"{directory}: the fastest whole-set descent with the validation metric")
+    got = two_ends.goal_metric_descent(task, config, record, doc.settings.chunk_rows)
+    largest = [p for p in build_curve(trials, config).points if p.reached][-1]
+    got["largest_batch"] = {"batch_size": largest.batch_size, "steps": largest.steps}
+    got["reading"] = two_ends.goal_metric_reading(record["full_set"]["steps"],
+                                                  got["steps_to_goal"], largest.steps)
+    record = {**record, "goal_metric": got}
+    store.write_json_atomic(directory / TWO_ENDS_FILE, record)
+    return record
+
+
+def summary_text(path: str, rebuild: bool = False) -> str:
+    """`python -m realnets summary`: the summary file as the docs' Markdown table (rebuilt first
+    from the validation documents beside it with `rebuild`)."""
+    from realnets.validation.summary import (read_summary, rebuild_summary, reruns_table,
+                                             rule_2_table, summary_table, two_ends_table)
+
+    file = Path(path)
+    if rebuild:
+        if not file.parent.is_dir():
+            raise ValueError(f"summary file {path!r}: its directory does not exist")
+        rebuild_summary(file)
+    if not file.is_file():
+        raise ValueError(f"summary file {path!r} does not exist (python -m realnets validate "
+                         "writes one beside its --out directory)")
+    entries = read_summary(file)
+    if not entries:
+        raise ValueError(f"summary file {path!r} holds no workloads")
+    reruns, rule_2 = reruns_table(entries), rule_2_table(entries)
+    ends = two_ends_table(entries)
+    return (summary_table(entries)
+            + (f"\n\nThe winners rerun under other seeds:\n\n{reruns}" if reruns else "")
+            + (f"\n\nRule 2 and the two-point estimate (docs/prediction_rule.md), beside the "
+               f"headline:\n\n{rule_2}"
+               if rule_2 else "")
+            + (f"\n\nBoth ends on the whole training set (python -m realnets two-ends) and "
+               f"where the headline's miss sits (python -m realnets miss-split):\n\n{ends}"
+               if ends else ""))
