@@ -1,9 +1,10 @@
 """Helpers shared by several command modules of `python -m realnets`: where progress lines
-go, the check of --text-file, and writing a record beside a validation report (refreshing its
+go, the command line a record names, the check of --text-file, and writing a record beside a validation report (refreshing its
 summary.json entry)."""
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 
@@ -16,6 +17,16 @@ def _check_text_file(text_file: str | None, workload) -> None:
 def _progress(no_progress: bool):
     """Where progress lines go: stderr, or nowhere with --no-progress."""
     return (lambda _: None) if no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+
+
+def _log(no_progress: bool):
+    """The `log` argument of the engines that take one: None with --no-progress."""
+    return None if no_progress else _progress(False)
+
+
+def _command_line(argv: list[str]) -> str:
+    """The command as recorded in a record's provenance: `python -m realnets` and argv, quoted."""
+    return "python -m realnets " + shlex.join(argv)
 
 
 def _write_beside_report(directory: Path, name: str, record: dict) -> None:

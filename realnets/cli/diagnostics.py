@@ -7,11 +7,10 @@ report (`_two_ends_of` and `_miss_split_of`, which `validate --rule-4` and `--re
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 from nqm.validation import parse_range
-from realnets.cli.common import _progress, _write_beside_report
+from realnets.cli.common import _command_line, _progress, _write_beside_report
 
 
 def swap_command(args) -> str:
@@ -119,7 +118,6 @@ def adam_basis_command(args, argv) -> str:
     """`python -m realnets adam-basis DIR`: `realnets.validation.adam_basis` on a report, its
     record written to DIR/adam_basis.json."""
     import json
-    import shlex
     import time
 
     from realnets import store, workloads
@@ -139,14 +137,13 @@ def adam_basis_command(args, argv) -> str:
     if why:
         raise ValueError(why)
     _, config, records = _report_sweep(doc, args.sweep, directory)
-    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr,
-                                                                     flush=True))
+    say = _progress(args.no_progress)
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say("retraining the reference trial to its goal")
     init, goal_params = reference_checkpoints(task, config, records, as_dict["calibration_run"])
     sample = calibration_sample(task, doc.settings.sample_rows, doc.settings.seed)
     record = adam_basis.run_adam_basis(task, config, as_dict, init, goal_params, sample, log=say)
-    record = {**record, "command": "python -m realnets " + shlex.join(argv),
+    record = {**record, "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
     store.write_json_atomic(directory / ADAM_BASIS_FILE, record)
     if args.format == "json":
@@ -225,7 +222,6 @@ def two_ends_command(args, argv) -> str:
 def _two_ends_of(directory: Path, sweep: str | None, argv, say) -> dict:
     """`two_ends.run_two_ends` on one report (the reference trial retrained to its goal), its
     record written to DIR/two_ends.json and returned."""
-    import shlex
     import time
 
     from realnets import workloads
@@ -245,7 +241,7 @@ def _two_ends_of(directory: Path, sweep: str | None, argv, say) -> dict:
     record = two_ends.run_two_ends(task, config, trials, as_dict, goal_params,
                                    read_repeats(sweep_dir), log=say)
     record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
-              "command": "python -m realnets " + shlex.join(argv),
+              "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
     _write_beside_report(directory, TWO_ENDS_FILE, record)
     return record
@@ -255,7 +251,6 @@ def _miss_split_of(directory: Path, argv, say) -> dict:
     """`miss_split.run_split` on one report with its two_ends.json, written to
     DIR/miss_split.json and returned; ValueError when the two_ends.json was not made from the
     report's document."""
-    import shlex
 
     from realnets.validation import miss_split
     from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, VALIDATION_FILE,
@@ -268,7 +263,7 @@ def _miss_split_of(directory: Path, argv, say) -> dict:
                          f"{VALIDATION_FILE} (an earlier validation, or unreadable): rerun "
                          f"python -m realnets two-ends {directory}")
     record = miss_split.run_split(doc, kept["two_ends"], log=say)
-    record["command"] = "python -m realnets " + shlex.join(argv)
+    record["command"] = _command_line(argv)
     _write_beside_report(directory, MISS_SPLIT_FILE, record)
     return record
 
@@ -307,7 +302,6 @@ def two_point_command(args, argv) -> str:
     """`python -m realnets two-point DIR`: `realnets.validation.two_point.estimate` on a sweep, its
     record written to DIR/two_point.json. Inputs are checked before any training."""
     import json
-    import shlex
     import time
 
     from realnets import store, workloads
@@ -323,7 +317,7 @@ def two_point_command(args, argv) -> str:
     task = workloads.get(config.workload).build(text_file=config.text_file)
     record = two_point.estimate(task, config, records, repeats, args.batch_size,
                                 log=_progress(args.no_progress))
-    record = {**record, "command": "python -m realnets " + shlex.join(argv),
+    record = {**record, "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
     store.write_json_atomic(directory / TWO_POINT_FILE, record)
     if args.format == "json":

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nqm.validation import parse_batch_sizes
 from nqm.curve import to_json
-from realnets.cli.common import _check_text_file
+from realnets.cli.common import _check_text_file, _log, _progress
 
 
 def throughput_command(args) -> str:
@@ -24,7 +24,7 @@ def throughput_command(args) -> str:
     if args.out and not Path(args.out).resolve().parent.is_dir():
         raise ValueError(f"out: directory {Path(args.out).resolve().parent} does not exist")
     _check_text_file(args.text_file, w)
-    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+    say = _progress(args.no_progress)
     record = measure_throughput(w.build(text_file=args.text_file), w.key,
                                 args.optimizer or w.optimizer, sizes, devices,
                                 repeats=args.repeats, seconds_per_repeat=args.seconds_per_repeat,
@@ -74,7 +74,7 @@ def plan_command(args) -> str:
         throughput = measure_throughput(
             task, config.workload, config.optimizer, sizes, [1],
             max_rows_per_device=config.max_rows_per_device,
-            log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True))
+            log=_log(args.no_progress))
     plan = make_plan(curve, throughput, args.price_per_device_hour,
                      args.deadline, args.budget, train_size=task.train_size,
                      two_point=two_point_curve)

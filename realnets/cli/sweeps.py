@@ -5,12 +5,11 @@ SweepConfig made from `sweep`'s flags."""
 from __future__ import annotations
 
 import math
-import sys
 from pathlib import Path
 
 from nqm.validation import parse_batch_sizes, parse_optional_range
 from nqm.curve import to_json
-from realnets.cli.common import _check_text_file
+from realnets.cli.common import _check_text_file, _log, _progress
 
 
 def _goal(text: str | None) -> float | None:
@@ -91,7 +90,7 @@ def run_sweep_command(args) -> str:
     try:
         config = with_pilot_goal(
             config, Path(args.out), lambda: workloads.get(config.workload).build(text_file=config.text_file),
-            log=None if args.no_progress else lambda m: print(m, file=sys.stderr, flush=True),
+            log=_log(args.no_progress),
             min_steps=args.goal_min_steps)
         executor = (None if args.backend == "serial" else
                     ray_backend.ray_executor(config, resources, progress=not args.no_progress))
@@ -170,7 +169,7 @@ def repeat_command(args) -> str:
 
     config = RepeatConfig(seeds=_whole_list(args.seeds, "seeds"), inits=args.inits,
                           step_cap=args.step_cap)
-    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+    say = _progress(args.no_progress)
 
     def done(block, records):
         steps = [r["steps_to_goal"] for r in records]
@@ -201,7 +200,7 @@ def branch_command(args) -> str:
     out = Path(args.out)
     if not out.parent.is_dir():
         raise ValueError(f"out: directory {out.parent} does not exist")
-    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+    say = _progress(args.no_progress)
     result = branching.run_branching(workload.build(), settings, log=say)
     store.write_json_atomic(out, result.to_dict())
     return branching.render(result) + f"\nwritten: {out} ({time.perf_counter() - start:.1f} s)"

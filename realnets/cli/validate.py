@@ -5,10 +5,9 @@ it lacks), tuned again (`--retune`) or completed with rule 4 (`--rule-4`); with
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from realnets.cli.common import _write_beside_report
+from realnets.cli.common import _command_line, _progress, _write_beside_report
 from realnets.cli.diagnostics import _miss_split_of, _two_ends_of
 
 
@@ -29,7 +28,6 @@ def validation_config(args):
 
 def validate_command(args, argv) -> str:
     import dataclasses
-    import shlex
     import time
 
     from realnets import workloads
@@ -56,7 +54,7 @@ def validate_command(args, argv) -> str:
             raise ValueError(f"notes: cannot read {args.notes} ({err.strerror})") from None
     out = Path(args.out)
     sweep_dir = Path(args.sweep) if args.sweep else Path("sweeps") / workload.name
-    say = (lambda _: None) if args.no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
+    say = _progress(args.no_progress)
     if args.rule_4 and not (sweep_dir.is_dir() and read_repeats(sweep_dir)):
         raise ValueError(f"rule-4: no reruns of the winners in {sweep_dir}; run python -m "
                          f"realnets repeat {sweep_dir} --seeds 1,2,3,4,5,6,7,8,9,10,11,12,13,14,"
@@ -104,7 +102,7 @@ def validate_command(args, argv) -> str:
         made = pipeline.validate(task, config, records, vcfg, log=say,
                                  reference=reference_nqm(workload.name),
                                  repeats=read_repeats(sweep_dir))
-        made["provenance"] = {"command": "python -m realnets " + shlex.join(argv),
+        made["provenance"] = {"command": _command_line(argv),
                               "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
         doc = files.ValidationDocument.from_dict(made)
         files.write_validation(out, doc)
@@ -148,7 +146,6 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
     miss_split.json: run again) rewritten; the document is written and returned. ValueError
     when OUT holds no document of this workload or its sweep is gone."""
     import dataclasses
-    import shlex
     import time
 
     from realnets.sweeps.curve import build_curve
@@ -170,7 +167,7 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
     if sweep is None:
         raise ValueError(f"retune: the sweep directory {sweep_dir} is needed (its trials)")
     config, records = sweep
-    command = "python -m realnets " + shlex.join(argv)
+    command = _command_line(argv)
     check_settings(old.settings, vcfg)
     batch_sizes = build_curve(records, config, read_repeats(sweep_dir)).batch_sizes
     doc = files.ValidationDocument.from_dict(retune(
@@ -239,7 +236,6 @@ def _add_transfer(old, workload, sweep_dir: Path, sweep, argv, say):
     is retrained to its goal for the latter). `sweep`: (config, records) of the sweep it was
     made from, as `_refreshed_measured` read and checked it (None: the directory is missing)."""
     import dataclasses
-    import shlex
     import time
 
     from realnets.sweeps.records import load_sweep
@@ -255,7 +251,7 @@ def _add_transfer(old, workload, sweep_dir: Path, sweep, argv, say):
     settings = dataclasses.replace(old.settings, transfer=True)
     as_dict = {**old.to_dict(), "settings": settings.to_dict()}
     sample = calibration_sample(task, settings.sample_rows, settings.seed)
-    command = "python -m realnets " + shlex.join(argv)
+    command = _command_line(argv)
     if old.transfer is None:
         transfer = {**run_transfer(task, config, as_dict, sample, log=say), "command": command}
     else:
