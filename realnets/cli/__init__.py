@@ -21,8 +21,8 @@ from __future__ import annotations
 import sys
 
 from realnets.cli.diagnostics import (adam_basis_command, miss_split_command, summary_text,
-                                      swap_command, tuning_check_command, two_ends_command,
-                                      two_point_command)
+                                      swap_command, track_record_text, tuning_check_command,
+                                      two_ends_command, two_point_command)
 from realnets.cli.parser import build_parser
 from realnets.cli.planning import plan_command, throughput_command
 from realnets.cli.sweeps import (branch_command, import_text, repeat_command, report_text,
@@ -43,6 +43,7 @@ COMMANDS = {
     "plan": lambda args, argv: plan_command(args),
     "validate": validate_command,
     "summary": lambda args, argv: summary_text(args.file, args.rebuild),
+    "track-record": lambda args, argv: track_record_text(args.file, args.format),
     "swap-optimizer": lambda args, argv: swap_command(args),
     "adam-basis": adam_basis_command,
     "two-ends": two_ends_command,

@@ -457,3 +457,20 @@ def summary_text(path: str, rebuild: bool = False) -> str:
             + (f"\n\nBoth ends on the whole training set (python -m realnets two-ends) and "
                f"where the headline's miss sits (python -m realnets miss-split):\n\n{ends}"
                if ends else ""))
+
+
+def track_record_text(path: str, fmt: str = "table") -> str:
+    """`python -m realnets track-record`: each predictor's record over the summary's real
+    workloads (`realnets.validation.track_record`), as the docs' table or JSON; runs nothing."""
+    import json
+
+    from realnets.validation.summary import read_summary
+    from realnets.validation.track_record import track_record, track_record_table
+
+    if not Path(path).is_file():
+        raise ValueError(f"summary file {path!r} does not exist (python -m realnets validate "
+                         "writes one beside its --out directory)")
+    records = track_record(read_summary(Path(path)))
+    if fmt == "json":
+        return json.dumps([r.to_dict() for r in records], indent=1)
+    return track_record_table(records)

@@ -91,6 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first rewrite the file from the validation.json files beside it "
                         "(no measurement is rerun)")
 
+    k = sub.add_parser("track-record",
+                       help="do the predictions' error bars hold? each predictor over the "
+                            "summary's real workloads: its shipped intervals' coverage and the "
+                            "split-conformal factor the record calls for (runs nothing)")
+    k.add_argument("file", nargs="?", default="reports/validation/summary.json",
+                   help="summary file written by validate (default: %(default)s)")
+    k.add_argument("--format", choices=("table", "json"), default="table")
+
     b = sub.add_parser("import-batch-science",
                        help="read published batch_science data into the same curve format")
     b.add_argument("path")

@@ -1,0 +1,181 @@
+"""The predictions' track record over the validated workloads: do their error bars hold, and
+what error bar does the record call for (docs/validation.md, "Do the error bars hold?").
+
+Read from the entries of reports/validation/summary.json (`realnets.validation.summary`); runs
+nothing. For each predictor (rule 4, rule 1, B_2pt', B_simple, B_noise):
+
+- coverage of the interval as shipped: the measured B_crit inside the predictor's 16-84%
+  interval (B_simple, B_noise: value +- one standard error), and the two intervals overlapping;
+- the split-conformal factor F at level 1 - alpha (Vovk et al. 2005; Lei et al. 2018): with
+  scores s_i = |ln(predicted_i / measured_i)| over n workloads, F = exp(s_(k)), the k-th
+  smallest, k = ceil((n + 1)(1 - alpha)), infinite when k > n; [prediction / F, prediction x F]
+  then covers a new exchangeable workload's measured B_crit with probability >= 1 - alpha;
+- that factor held out by network: for each workload name, F from the other names' workloads
+  only, and the count of the name's workloads it covers.
+
+A workload where a predictor gives no number scores +inf (a miss that no factor covers); the
+factor among the workloads where it gives one is printed beside (added after the first reading:
+docs/prediction_rule.md, session 40).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from realnets.validation.summary import rule_1_of
+
+CONTROL = "nqm"
+LEVELS = (0.68, 0.90)
+
+
+@dataclasses.dataclass(frozen=True)
+class Prediction:
+    """One predictor's number on one workload: value and 16-84% interval (None when the
+    predictor gives none), B_crit in examples per step."""
+    value: float | None
+    lo: float | None = None
+    hi: float | None = None
+
+
+def _from_range(x: dict | None) -> Prediction:
+    if not x or x.get("b_crit") is None:
+        return Prediction(None)
+    return Prediction(x["b_crit"], x.get("lo"), x.get("hi"))
+
+
+def _from_se(x: dict | None) -> Prediction:
+    if not x or x.get("value") is None:
+        return Prediction(None)
+    se = x.get("se")
+    return Prediction(x["value"], None if se is None else x["value"] - se,
+                      None if se is None else x["value"] + se)
+
+
+# predictor name -> its prediction on a summary entry
+PREDICTORS: dict[str, Callable[[dict], Prediction]] = {
+    "rule 4": lambda e: _from_range(e.get("rule_4")),
+    "rule 1": lambda e: _from_range(rule_1_of(e)),
+    "B_2pt'": lambda e: _from_range((e.get("two_ends") or {}).get("b_2pt")),
+    "B_simple": lambda e: _from_se(e.get("b_simple")),
+    "B_noise": lambda e: _from_se(e.get("b_noise")),
+}
+
+
+def conformal_factor(scores: Sequence[float], level: float) -> float:
+    """Split conformal factor: exp of the k-th smallest score, k = ceil((n + 1) level), for
+    scores |ln(predicted / measured)| (+inf allowed); +inf when k > n or n = 0."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1), got {level}")
+    s = np.sort(np.asarray(scores, dtype=float))
+    k = math.ceil((len(s) + 1) * level)
+    return math.inf if k > len(s) else float(np.exp(s[k - 1]))
+
+
+def score(prediction: Prediction, measured: float) -> float:
+    """|ln(predicted / measured)|; +inf where the predictor gives no positive number."""
+    if prediction.value is None or not prediction.value > 0 or not math.isfinite(prediction.value):
+        return math.inf
+    return abs(math.log(prediction.value / measured))
+
+
+def held_out_coverage(scores: Sequence[float], groups: Sequence[str], level: float) -> int:
+    """How many workloads the conformal factor covers when it is computed without every
+    workload of their own group: sum over groups g of #{i in g : s_i <= ln F(scores not in g)}."""
+    s, g = np.asarray(scores, dtype=float), np.asarray(groups)
+    covered = 0
+    for name in np.unique(g):
+        mine = s[g == name]
+        f = conformal_factor(s[g != name], level)
+        covered += int(np.sum(np.isfinite(mine) & (mine <= math.log(f))))
+    return covered
+
+
+@dataclasses.dataclass(frozen=True)
+class TrackRecord:
+    """One predictor's record over `n` workloads (`missing` of them without a number)."""
+    predictor: str
+    n: int
+    missing: int
+    median_ratio: float          # median of predicted / measured over those with a number
+    within_2x: int
+    inside: int                  # measured B_crit inside the shipped interval
+    overlap: int                 # shipped interval and measured interval overlap
+    with_interval: int           # how many have a shipped interval
+    factors: dict[float, float]  # level -> conformal factor over all n
+    held_out: dict[float, int]   # level -> workloads covered, factor held out by workload name
+    given: dict[float, float]    # level -> conformal factor over the workloads with a number
+
+    def to_dict(self) -> dict:
+        """As plain JSON: levels as strings ("0.68"), an infinite factor or an undefined
+        median as null."""
+        def finite(x):
+            return x if math.isfinite(x) else None
+
+        return {**dataclasses.asdict(self), "median_ratio": finite(self.median_ratio),
+                "factors": {f"{k:g}": finite(v) for k, v in self.factors.items()},
+                "held_out": {f"{k:g}": v for k, v in self.held_out.items()},
+                "given": {f"{k:g}": finite(v) for k, v in self.given.items()}}
+
+
+def workloads_of(entries: list[dict]) -> list[dict]:
+    """The entries the record is taken over: every real workload (not the control) with a
+    positive measured B_crit."""
+    return [e for e in entries if e["workload"] != CONTROL
+            and (e["measured"].get("b_crit") or 0) > 0]
+
+
+def track_record(entries: list[dict], levels: Sequence[float] = LEVELS) -> list[TrackRecord]:
+    """Each predictor's `TrackRecord` over `workloads_of(entries)`, grouped for the held-out
+    count by workload name (its optimizers and goals together)."""
+    chosen = workloads_of(entries)
+    if not chosen:
+        raise ValueError("the summary has no real workload with a measured B_crit")
+    groups = [e["workload"] for e in chosen]
+    out = []
+    for name, of in PREDICTORS.items():
+        preds = [of(e) for e in chosen]
+        measured = [e["measured"] for e in chosen]
+        scores = [score(p, m["b_crit"]) for p, m in zip(preds, measured)]
+        ratios = [p.value / m["b_crit"] for p, m in zip(preds, measured)
+                  if p.value is not None and p.value > 0]
+        shipped = [(p, m) for p, m in zip(preds, measured)
+                   if p.value is not None and p.lo is not None and p.hi is not None]
+        out.append(TrackRecord(
+            predictor=name, n=len(chosen), missing=len(chosen) - len(ratios),
+            median_ratio=float(np.median(ratios)) if ratios else math.nan,
+            within_2x=sum(s <= math.log(2.0) for s in scores),
+            inside=sum(p.lo <= m["b_crit"] <= p.hi for p, m in shipped),
+            overlap=sum(m.get("lo") is not None and m.get("hi") is not None
+                        and p.lo <= m["hi"] and m["lo"] <= p.hi for p, m in shipped),
+            with_interval=len(shipped),
+            factors={lv: conformal_factor(scores, lv) for lv in levels},
+            held_out={lv: held_out_coverage(scores, groups, lv) for lv in levels},
+            given={lv: conformal_factor([s for s in scores if math.isfinite(s)], lv)
+                   for lv in levels}))
+    return out
+
+
+def _num(x: float) -> str:
+    return "inf" if x == math.inf else "-" if math.isnan(x) else f"{x:.3g}"
+
+
+def track_record_table(records: list[TrackRecord]) -> str:
+    """The records as the Markdown table of the docs."""
+    levels = list(records[0].factors)
+    head = ("| predictor | workloads (no number) | median predicted / measured | within 2x "
+            "| measured inside the shipped 16-84% | intervals overlap | "
+            + " | ".join(f"{lv:.0%} factor F | covered, F held out by network" for lv in levels)
+            + " | F among those with a number (" + ", ".join(f"{lv:.0%}" for lv in levels)
+            + ") |")
+    lines = [head, "|---" * (7 + 2 * len(levels)) + "|"]
+    for r in records:
+        cells = " | ".join(f"x{_num(r.factors[lv])} | {r.held_out[lv]} of {r.n}" for lv in levels)
+        lines.append(f"| {r.predictor} | {r.n} ({r.missing}) | {_num(r.median_ratio)} | "
+                     f"{r.within_2x} of {r.n} | {r.inside} of {r.with_interval} | "
+                     f"{r.overlap} of {r.with_interval} | {cells} | "
+                     + ", ".join(f"x{_num(r.given[lv])}" for lv in levels) + " |")
+    return "\n".join(lines)

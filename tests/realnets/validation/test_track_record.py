@@ -1,0 +1,115 @@
+"""The predictions' track record: the split-conformal factor against an independent order
+statistic and its coverage by Monte Carlo, the held-out count by hand, the record's counts on
+made-up entries and on the shipped summary against its stored ratios, and the CLI."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from realnets.cli import main
+from realnets.validation.summary import read_summary
+from realnets.validation.track_record import (PREDICTORS, conformal_factor, held_out_coverage,
+                                              track_record, track_record_table)
+
+SUMMARY = Path(__file__).resolve().parents[3] / "reports" / "validation" / "summary.json"
+
+
+@pytest.mark.parametrize("n", [1, 5, 26, 40])
+@pytest.mark.parametrize("level", [0.5, 0.68, 0.9])
+def test_factor_is_the_conformal_order_statistic(n, level):
+    scores = np.abs(np.random.default_rng(n).normal(0, 0.5, n))
+    k = math.ceil((n + 1) * level)
+    if k > n:
+        assert conformal_factor(scores, level) == math.inf
+    else:      # inverted_cdf at k / n is the k-th smallest
+        expect = np.exp(np.quantile(scores, k / n, method="inverted_cdf"))
+        assert conformal_factor(scores, level) == pytest.approx(expect, rel=1e-12)
+
+
+def test_factor_refuses_a_level_outside_0_1():
+    with pytest.raises(ValueError, match="level must be in"):
+        conformal_factor([0.1, 0.2], 1.0)
+
+
+def test_conformal_interval_covers_a_new_exchangeable_workload_at_its_level():
+    """With n continuous exchangeable scores, P(new <= F) = k / (n + 1) exactly."""
+    n, reps, level = 25, 20000, 0.68
+    rng = np.random.default_rng(0)
+    draws = np.abs(rng.standard_t(3, size=(reps, n + 1)))
+    k = math.ceil((n + 1) * level)
+    factors = np.array([conformal_factor(row[:n], level) for row in draws])
+    covered = np.mean(draws[:, n] <= np.log(factors))
+    sigma = math.sqrt(k / (n + 1) * (1 - k / (n + 1)) / reps)
+    assert abs(covered - k / (n + 1)) < 4 * sigma
+
+
+def test_held_out_coverage_by_hand():
+    scores = [0.1, 0.2, 0.3, 0.4, 2.0, math.inf]
+    groups = ["a", "a", "b", "b", "c", "c"]
+    # level 0.5: a's factor from [0.3, 0.4, 2.0, inf] is the ceil(5 * 0.5) = 3rd: 2.0 -> a: 2
+    # b's from [0.1, 0.2, 2.0, inf]: 3rd 2.0 -> b: 2; c's from [0.1 .. 0.4]: 3rd 0.3 -> c: 0
+    assert held_out_coverage(scores, groups, 0.5) == 4
+    # level 0.9: every factor infinite (k = 5 > 4): all covered but the missing number
+    assert held_out_coverage(scores, groups, 0.9) == 5
+
+
+def _entry(workload, measured, rule_4=None, b_simple=None, lo=None, hi=None):
+    return {"workload": workload, "optimizer": "sgd", "goal": 0.1,
+            "measured": {"b_crit": measured, "lo": measured * 0.9, "hi": measured * 1.1},
+            "predicted": {"b_crit": rule_4}, "ratio": None,
+            "rule_1": {"b_crit": 2 * measured, "lo": None, "hi": None, "ratio": 2.0},
+            "rule_4": None if rule_4 is None else {"b_crit": rule_4, "lo": lo, "hi": hi},
+            "two_ends": None,
+            "b_simple": {"value": b_simple, "se": 1.0}, "b_noise": {"value": None, "se": None}}
+
+
+def test_record_on_made_up_entries():
+    entries = [_entry("nqm", 100.0, rule_4=1.0, b_simple=1.0),            # the control: left out
+               _entry("a", 100.0, rule_4=150.0, b_simple=100.5, lo=90.0, hi=200.0),
+               _entry("a", 10.0, rule_4=30.0, b_simple=5.5, lo=20.0, hi=40.0),
+               _entry("b", 50.0, b_simple=60.0)]                         # no rule 4
+    rec = {r.predictor: r for r in track_record(entries)}
+    r4 = rec["rule 4"]
+    assert (r4.n, r4.missing, r4.within_2x, r4.inside, r4.overlap, r4.with_interval) == (
+        3, 1, 1, 1, 1, 2)
+    assert r4.median_ratio == pytest.approx(2.25)
+    # scores ln 1.5, ln 3, inf: k = ceil(4 * 0.5) = 2 -> 3; among those with a number, k = 2 of 2
+    assert conformal_factor([math.log(1.5), math.log(3), math.inf], 0.5) == pytest.approx(3.0)
+    assert r4.given[0.68] == math.inf and r4.factors[0.68] == math.inf
+    bs = rec["B_simple"]
+    assert (bs.missing, bs.within_2x, bs.inside) == (0, 3, 1)    # 100.5 +- 1 holds 100
+    assert rec["B_noise"].missing == 3 and math.isnan(rec["B_noise"].median_ratio)
+    assert rec["rule 1"].median_ratio == pytest.approx(2.0)
+    assert "| rule 4 | 3 (1) | 2.25 | 1 of 3 |" in track_record_table(list(rec.values()))
+
+
+def test_record_on_the_shipped_summary_agrees_with_its_stored_ratios():
+    entries = read_summary(SUMMARY)
+    real = [e for e in entries if e["workload"] != "nqm"]
+    rec = {r.predictor: r for r in track_record(entries)}
+    stored = [e["rule_4"]["ratio"] for e in real if e.get("rule_4") and e["rule_4"]["ratio"]]
+    assert rec["rule 4"].n == len(real)
+    assert rec["rule 4"].missing == len(real) - len(stored)
+    assert rec["rule 4"].within_2x == sum(0.5 <= r <= 2 for r in stored)
+    assert rec["rule 4"].median_ratio == pytest.approx(np.median(stored))
+    b_simple = [e["b_simple"]["value"] / e["measured"]["b_crit"] for e in real]
+    scores = sorted(abs(math.log(r)) for r in b_simple)
+    k = math.ceil((len(scores) + 1) * 0.68)
+    assert rec["B_simple"].factors[0.68] == pytest.approx(math.exp(scores[k - 1]))
+    assert set(rec) == set(PREDICTORS)
+
+
+def test_cli(capsys, tmp_path):
+    assert main(["track-record", str(SUMMARY), "--format", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)   # no Infinity/NaN
+    assert [r["predictor"] for r in rows] == list(PREDICTORS)
+    assert rows[0]["factors"]["0.9"] is None          # rule 4's: three workloads without one
+    assert main(["track-record", str(tmp_path / "none.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "does not exist" in err
+    (tmp_path / "s.json").write_text(json.dumps([_entry("nqm", 10.0)]))
+    assert main(["track-record", str(tmp_path / "s.json")]) == 2
+    assert "no real workload" in capsys.readouterr().err
