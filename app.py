@@ -447,13 +447,16 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
 def show_two_point(measured) -> None:
     """The sweep's two-point estimate (SWEEP_DIR/two_point.json, `python -m realnets
     two-point`) in one line, when the directory holds one."""
+    from realnets.validation.summary import SUMMARY_FILE
     from ui import reports
     st.session_state["two_point"] = None
     if st.session_state.get("measured_dir") is None:
         return
     steps_at = {int(b): float(s) for b, s in zip(measured.curve.batch_sizes, measured.curve.steps)}
     line = reports.two_point_summary(st.session_state["measured_dir"], steps_at,
-                                     measured.config.get("goal"))
+                                     measured.config.get("goal"),
+                                     PLACES.validation / SUMMARY_FILE,
+                                     measured.config.get("workload"))
     st.session_state["two_point"] = line
     if line is not None:
         st.info(line)
@@ -486,10 +489,12 @@ def show_reconciliation(measured, where, doc) -> None:
     the NQM's prediction, with the predicted S(B) against the measured one."""
     from realnets.validation.files import side_records
     from realnets.validation.report import TRANSFER_NOTE
+    from realnets.validation.summary import SUMMARY_FILE
     from realnets.validation.transfer import DEPARTS_FACTOR
     from ui import reports
     from ui import validation_charts
     st.session_state["reconciliation"] = None
+    st.session_state["track_record"] = None
     st.session_state["miss_split"] = None
     st.session_state["transfer"] = None
     st.session_state["quadratic_path"] = None
@@ -505,6 +510,10 @@ def show_reconciliation(measured, where, doc) -> None:
     sides = side_records(where, doc)
     st.session_state["reconciliation"] = reports.reconciliation_table(doc, sides)
     st.dataframe(reports.reconciliation_display(doc, sides), hide_index=True)
+    note = reports.rule_4_track_note(doc, sides, PLACES.validation / SUMMARY_FILE)
+    st.session_state["track_record"] = note
+    if note is not None:
+        st.caption(note)
     try:
         figure = validation_charts.reconciliation_figure(doc)
     except (KeyError, ValueError) as err:

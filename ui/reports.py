@@ -97,7 +97,46 @@ def path_display(doc: dict) -> pd.DataFrame | None:
     return pd.DataFrame(rows, columns=header)
 
 
-def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float) -> str | None:
+def track_record_note(summary: Path, predictor: str, value: float | None,
+                      workload: str | None = None) -> str | None:
+    """One Markdown line: the error bar the validated workloads' track record puts on a
+    prediction (`realnets.validation.track_record.record_factor` at 68%, the summary's entries of
+    `workload` left out when it has any), or None without a summary or a value."""
+    from realnets.validation.summary import read_summary
+    from realnets.validation.track_record import record_factor
+
+    if value is None or not Path(summary).is_file():
+        return None
+    try:
+        entries = read_summary(Path(summary))
+        held = any(e["workload"] == workload for e in entries)
+        factor, n = record_factor(entries, predictor, without=workload if held else None)
+    except (ValueError, KeyError, TypeError) as err:
+        return f"No track record: {Path(summary).name} does not read ({err})."
+    if n == 0:
+        return None
+    whose = f"the {n} other validated entries" if held else f"the {n} validated entries"
+    if not factor < float("inf"):
+        return (f"Track record ({whose}, `python -m realnets track-record`): too few to bound "
+                f"{predictor}'s error at 68%.")
+    def g(x):
+        return f"{x:.3g}"
+
+    return (f"Error bar from the track record of {predictor} ({whose}, `python -m realnets "
+            f"track-record`): {g(value / factor)} .. {g(value * factor)} (x{factor:.3g}, 68%), "
+            "wider than its 16-84% interval, which counts one source of error only.")
+
+
+def rule_4_track_note(doc: dict, sides: dict | None, summary: Path) -> str | None:
+    """`track_record_note` for a validation report's rule-4 prediction (None without one)."""
+    from realnets.validation.summary import summary_entry
+
+    rule_4 = summary_entry(doc, sides or {}).get("rule_4") or {}
+    return track_record_note(summary, "rule 4", rule_4.get("b_crit"), doc.get("workload"))
+
+
+def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
+                      summary: Path | None = None, workload: str | None = None) -> str | None:
     """One Markdown line on the sweep's two-point estimate (`python -m realnets two-point`, its
     SWEEP_DIR/two_point.json), or None without one.
 
@@ -105,6 +144,8 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float) 
       sweep_dir: the sweep directory.
       steps_at: the sweep's steps to goal per batch size as shown now ({B: steps}).
       goal: the sweep's goal.
+      summary, workload: a validation summary.json and the sweep's workload: the estimate's
+        error bar from B_2pt''s track record follows (`track_record_note`), when both are given.
     A record made before the sweep changed (another goal, or other steps at its B_ref) or one
     that does not read is named as such instead of shown."""
     path = Path(sweep_dir) / TWO_POINT_FILE
@@ -124,7 +165,8 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float) 
                 f"({cond['why']}).")
 
     g = two_point.number
+    note = None if summary is None else track_record_note(summary, "B_2pt'", value, workload)
     return (f"Two-point estimate of B_crit (`python -m realnets two-point`, no NQM, from "
             f"B_ref = {b_ref}): **{g(value)}** examples per step (16-84%: {g(lo)} .. {g(hi)}); "
-            f"{two_point.verdict(cond)}.")
+            f"{two_point.verdict(cond)}." + ("" if note is None else f" {note}"))
 

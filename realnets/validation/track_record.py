@@ -159,6 +159,18 @@ def track_record(entries: list[dict], levels: Sequence[float] = LEVELS) -> list[
     return out
 
 
+def record_factor(entries: list[dict], predictor: str, level: float = LEVELS[0],
+                  without: str | None = None) -> tuple[float, int]:
+    """The conformal factor of one predictor's record (over `workloads_of(entries)`, leaving
+    out every entry of the workload named `without`: a shipped workload's own error bar is the
+    one held out from it), and the number of entries it was taken over."""
+    if predictor not in PREDICTORS:
+        raise ValueError(f"predictor must be one of {', '.join(PREDICTORS)}, got {predictor!r}")
+    chosen = [e for e in workloads_of(entries) if e["workload"] != without]
+    scores = [score(PREDICTORS[predictor](e), e["measured"]["b_crit"]) for e in chosen]
+    return conformal_factor(scores, level), len(chosen)
+
+
 def _num(x: float) -> str:
     return "inf" if x == math.inf else "-" if math.isnan(x) else f"{x:.3g}"
 

@@ -278,6 +278,12 @@ def test_the_reconciliation_leads_the_tab_for_a_sweep_with_a_report(measured_app
         (comparison["b_crit_resampled_p16"], comparison["b_crit_resampled_p84"]), rel=1e-6)
     cbs = table[table["estimate"].str.startswith("local CBS")]
     assert len(cbs) == len(doc.local_cbs or [None])
+    # below the table, the error bar of rule 4's track record, without mnist_mlp's own entries
+    note = at.session_state["track_record"]
+    others = sum(e["workload"] not in ("nqm", "mnist_mlp") for e in json.loads(
+        (Path(__file__).resolve().parents[2] / "reports" / "validation" / "summary.json").read_text()))
+    assert note.startswith(f"Error bar from the track record of rule 4 (the {others} other validated")
+    assert any(c.value == note for c in at.caption)
     assert list(cbs["value"].fillna(-1)) == [r["cbs"] if r["cbs"] else -1
                                              for r in doc.local_cbs or [{"cbs": None}]]
     rows = table.dropna(subset=["value"])
@@ -377,6 +383,9 @@ def test_a_sweep_with_a_two_point_record_shows_its_estimate(tmp_path):
     assert not at.exception
     line = at.session_state["two_point"]
     assert "**20**" in line and "8 .. ?" in line and "does not hold" in line
+    others = sum(e["workload"] not in ("nqm", record["workload"]) for e in json.loads(
+        (REPO / "reports" / "validation" / "summary.json").read_text()))
+    assert f"track record of B_2pt' (the {others} other validated entries" in line
     assert any(i.value == line for i in at.info)
     (path / "two_point.json").unlink()
     at = section_app("Measured curves", measured_source="a sweep directory",

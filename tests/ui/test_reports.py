@@ -78,3 +78,57 @@ def test_the_two_point_line_shows_a_record_made_from_the_sweep_and_names_a_stale
     (tmp_path / "two_point.json").write_text("{not json")
     assert "does not read" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
     assert reports.two_point_summary(tmp_path / "none", {16: 330.0}, 0.34) is None
+
+
+def _held_out_factor(entries, ratio_of, without):
+    """The 68% conformal factor written out: the k-th smallest |ln ratio| (no number: +inf) over
+    the real entries of other workloads, k = ceil((n + 1) 0.68)."""
+    import math
+    scores = sorted(math.inf if ratio_of(e) is None else abs(math.log(ratio_of(e)))
+                    for e in entries if e["workload"] not in ("nqm", without))
+    k = math.ceil((len(scores) + 1) * 0.68)
+    return math.exp(scores[k - 1]), len(scores)
+
+
+def test_the_track_record_puts_its_error_bar_on_a_rule_4_prediction(tmp_path):
+    """A shipped report's rule-4 prediction gets the record's 68% factor computed without its
+    own network's entries; a workload the summary does not hold gets the factor of all."""
+    from realnets.validation import files
+    from realnets.validation.summary import read_summary
+
+    summary = REPO / "reports" / "validation" / "summary.json"
+    entries = read_summary(summary)
+
+    def rule_4(e):
+        return (e.get("rule_4") or {}).get("ratio")
+
+    where = REPO / "reports" / "validation" / "mnist_mlp"
+    doc = files.read_validation(where).to_dict()
+    value = next(e for e in entries if e["workload"] == "mnist_mlp"
+                 and e["optimizer"] == doc["sweep_config"]["optimizer"])["rule_4"]["b_crit"]
+    factor, n = _held_out_factor(entries, rule_4, "mnist_mlp")
+    note = reports.rule_4_track_note(doc, files.side_records(where, doc), summary)
+    assert f"the {n} other validated entries" in note
+    assert f"{value / factor:.3g} .. {value * factor:.3g} (x{factor:.3g}, 68%)" in note
+    factor, n = _held_out_factor(entries, rule_4, None)
+    note = reports.track_record_note(summary, "rule 4", 100.0, "a workload of its own")
+    assert f"the {n} validated entries" in note and f"(x{factor:.3g}, 68%)" in note
+    assert reports.track_record_note(tmp_path / "none.json", "rule 4", 100.0) is None
+    assert reports.track_record_note(summary, "rule 4", None) is None
+    one = tmp_path / "summary.json"
+    one.write_text(json.dumps([e for e in entries if e["workload"] == "mnist_mlp"][:1]))
+    assert "too few" in reports.track_record_note(one, "rule 4", 100.0)
+    one.write_text("[1]")
+    assert "does not read" in reports.track_record_note(one, "rule 4", 100.0)
+
+
+def test_the_two_point_line_carries_its_track_record(tmp_path):
+    record = {"b_ref": 16, "s_ref": 330, "goal": 0.34, "value": 389.7, "lo": 315.4,
+              "hi": 449.1, "condition": {"min_full_batch_steps": 5, "holds": True,
+                                         "why": "S_fb^N = 14"}}
+    (tmp_path / "two_point.json").write_text(json.dumps(record))
+    summary = REPO / "reports" / "validation" / "summary.json"
+    line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34, summary, "mnist_mlp")
+    others = sum(e["workload"] not in ("nqm", "mnist_mlp") for e in json.loads(summary.read_text()))
+    assert "**389.7**" in line and f"track record of B_2pt' (the {others} other validated" in line
+    assert "track record" not in reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)

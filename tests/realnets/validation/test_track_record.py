@@ -12,7 +12,7 @@ import pytest
 from realnets.cli import main
 from realnets.validation.summary import read_summary
 from realnets.validation.track_record import (PREDICTORS, conformal_factor, held_out_coverage,
-                                              track_record, track_record_table)
+                                              record_factor, track_record, track_record_table)
 
 SUMMARY = Path(__file__).resolve().parents[3] / "reports" / "validation" / "summary.json"
 
@@ -84,6 +84,17 @@ def test_record_on_made_up_entries():
     assert rec["B_noise"].missing == 3 and math.isnan(rec["B_noise"].median_ratio)
     assert rec["rule 1"].median_ratio == pytest.approx(2.0)
     assert "| rule 4 | 3 (1) | 2.25 | 1 of 3 |" in track_record_table(list(rec.values()))
+
+
+def test_record_factor_leaves_a_workload_out():
+    entries = [_entry("a", 100.0, rule_4=150.0), _entry("a", 10.0, rule_4=30.0),
+               _entry("b", 50.0, rule_4=55.0), _entry("c", 50.0, rule_4=40.0)]
+    # without a: scores ln 1.1, ln 1.25; k = ceil(3 * 0.5) = 2 -> 1.25
+    assert record_factor(entries, "rule 4", 0.5, without="a") == (pytest.approx(1.25), 2)
+    # all four: ln 1.1, ln 1.25, ln 1.5, ln 3; k = ceil(5 * 0.5) = 3 -> 1.5
+    assert record_factor(entries, "rule 4", 0.5) == (pytest.approx(1.5), 4)
+    with pytest.raises(ValueError, match="predictor must be one of"):
+        record_factor(entries, "rule 9")
 
 
 def test_record_on_the_shipped_summary_agrees_with_its_stored_ratios():
