@@ -19,6 +19,14 @@ def _progress(no_progress: bool):
     return (lambda _: None) if no_progress else (lambda m: print(m, file=sys.stderr, flush=True))
 
 
+def _whole_list(text: str, name: str) -> tuple[int, ...]:
+    """A comma-separated list of whole numbers (--seeds, --full-batch-inits)."""
+    try:
+        return tuple(int(t) for t in text.split(",") if t.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be whole numbers separated by commas, got {text!r}") from None
+
+
 def _log(no_progress: bool):
     """The `log` argument of the engines that take one: None with --no-progress."""
     return None if no_progress else _progress(False)

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from nqm.validation import parse_range
-from realnets.cli.common import _command_line, _progress, _write_beside_report
+from realnets.cli.common import _command_line, _progress, _whole_list, _write_beside_report
 
 
 def swap_command(args) -> str:
@@ -191,6 +191,17 @@ def two_ends_command(args, argv) -> str:
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
+    if args.full_batch_inits is not None:
+        if args.stored or args.goal_metric or args.curve:
+            raise ValueError("full-batch-inits: runs on the stored records; give it without "
+                             "--stored, --goal-metric or --curve")
+        from realnets.validation.full_batch_inits import check_seeds
+
+        seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
+        got = [_full_batch_inits(d, args, seeds, say) for d in directories]
+        if args.format == "json":
+            return json.dumps(got, indent=1)
+        return "\n".join(_full_batch_inits_line(d, r) for d, r in zip(directories, got))
     if args.curve:
         return _two_point_curve(directories, args.goal_metric, args.format)
     records, missing, goals = [], [], []
@@ -428,6 +439,39 @@ def _goal_metric(directory: Path, args, say) -> dict:
     record = {**record, "goal_metric": got}
     store.write_json_atomic(directory / TWO_ENDS_FILE, record)
     return record
+
+
+def _full_batch_inits(directory: Path, args, seeds, say) -> dict:
+    """A stored two_ends record's `full_batch_inits` diagnostic, computed, written back into
+    DIR/two_ends.json, and returned."""
+    from realnets import store, workloads
+    from realnets.validation.files import TWO_ENDS_FILE, read_validation
+    from realnets.validation.full_batch_inits import over_inits
+
+    if not (directory / TWO_ENDS_FILE).is_file():
+        raise ValueError(f"dir {directory}: no {TWO_ENDS_FILE} (python -m realnets two-ends "
+                         f"{directory} first)")
+    record = store.read_json(directory / TWO_ENDS_FILE, "two-ends record")
+    doc = read_validation(directory)
+    _, config, _ = _report_sweep(doc, args.sweep, directory)
+    task = workloads.get(doc.workload).build(text_file=config.text_file)
+    say(f"{directory}: the fastest whole-set descent from {len(seeds)} initialisations")
+    got = over_inits(task, config, record, seeds, doc.settings.seed, doc.settings.chunk_rows)
+    store.write_json_atomic(directory / TWO_ENDS_FILE, {**record, "full_batch_inits": got})
+    return got
+
+
+def _full_batch_inits_line(directory: Path, got: dict) -> str:
+    pct = got["percentiles"]
+
+    def num(x):
+        return "?" if x is None else f"{x:.3g}"
+
+    return (f"{directory}: S_fb^N = {got['s_fb']} (trial {got['trial_id']}); from "
+            f"{len(got['seeds'])} initialisations median {num(pct['50'])} (16-84%: "
+            f"{num(pct['16'])} .. {num(pct['84'])}), {num(got['over_s_fb'])} x S_fb^N: "
+            f"{got['reading']}; B_2pt' with the median {num(got['two_point'])} "
+            f"(written: {directory}/two_ends.json, full_batch_inits)")
 
 
 def summary_text(path: str, rebuild: bool = False) -> str:

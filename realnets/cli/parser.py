@@ -218,6 +218,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="on stored records: follow the fastest whole-set descent again with the "
                         "validation metric at every step (a diagnostic: docs/prediction_rule.md, "
                         "session 32, later)")
+    e.add_argument("--full-batch-inits", metavar="SEEDS",
+                   help="on stored records: the fastest whole-set descent's configuration again "
+                        "from the initialisations of these seeds, e.g. 1,2,3 (a diagnostic: "
+                        "docs/prediction_rule.md, session 40, last)")
     e.add_argument("--format", choices=("table", "json"), default="table")
     e.add_argument("--no-progress", action="store_true")
     m = sub.add_parser("miss-split",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nqm.validation import parse_batch_sizes, parse_optional_range
 from nqm.curve import to_json
-from realnets.cli.common import _check_text_file, _log, _progress
+from realnets.cli.common import _check_text_file, _log, _progress, _whole_list
 
 
 def _goal(text: str | None) -> float | None:
@@ -153,13 +153,6 @@ def import_text(args) -> str:
     if args.format == "json":
         return to_json([curve_document(c).to_dict() for c in curves], indent=1)
     return "\n\n".join(report.render(c, args.format) for c in curves)
-
-
-def _whole_list(text: str, name: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(t) for t in text.split(",") if t.strip())
-    except ValueError:
-        raise ValueError(f"{name} must be whole numbers separated by commas, got {text!r}") from None
 
 
 def repeat_command(args) -> str:

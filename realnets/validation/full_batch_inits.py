@@ -1,0 +1,97 @@
+"""The full-batch end over initialisations: a diagnostic of the two-point estimate
+(docs/prediction_rule.md, "2026-11-28 (session 40, last)").
+
+S_fb^N is a best case, the fastest of the sweep's configurations at B_ref descending full batch,
+each from its own initialisation, while S~_ref is a median over reruns. `over_inits` descends
+with the fastest configuration again from other initialisations (the trainer's rule
+fold_in(key(seed), trial id), one per seed), on the same whole set to the same target, and
+gives the median and 16-84% of those steps and B_2pt' with that median in place of S_fb^N.
+`python -m realnets two-ends DIR --full-batch-inits SEEDS` adds it to DIR/two_ends.json.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from jax.flatten_util import ravel_pytree
+
+from realnets.sweeps.records import SweepConfig, TrialRecord
+from realnets.validation.quadratic_path import descend, path_optimizer, sample_loss
+from realnets.validation.reconciliation import rerun_percentiles, two_point_estimate
+from realnets.validation.rerun import init_params_of
+from realnets.validation.two_ends import whole_set
+from realnets.workloads.tasks import Task
+
+# the fixed reading: the median over initialisations against S_fb^N
+EXPLAINS_FACTOR = 1.5
+DOES_NOT_FACTOR = 1.3
+
+
+def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Sequence[int],
+               rows_seed: int, chunk_rows: int | None = None, devices=None) -> dict:
+    """The fastest full-batch configuration of a two_ends record descending from the
+    initialisations of `seeds`.
+
+    Args:
+      task, sweep_config: the workload's Task and its sweep (optimizer; trial ids' rule).
+      record: a two_ends record ("b_ref", "reruns" percentiles, "full_set" with "steps",
+        "trial_id", "learning_rate", "momentum", "target" in loss units, "step_limit").
+      seeds: the initialisations' seeds (positive integers, each once).
+      rows_seed: the whole set's draw (the validation's seed, as `two_ends.both_ends`).
+      chunk_rows, devices: how the whole set's loss is computed.
+
+    Returns JSON-ready {"trial_id", "learning_rate", "momentum", "seeds", "steps" (per seed,
+    None: not at the target within "step_limit"), "percentiles" {"16", "50", "84"} (a descent
+    not at the target the slowest), "s_fb", "over_s_fb" (median / S_fb^N), "two_point"
+    (B_2pt' with the median: examples per step, or None), "reading", "seconds"}.
+    """
+    seeds = check_seeds(seeds)
+    fb = record["full_set"]
+    if fb.get("steps") is None:
+        raise ValueError("no whole-set descent reached the target: nothing to repeat")
+    t0 = time.perf_counter()
+    trial = TrialRecord(batch_size=record["b_ref"], trial_id=fb["trial_id"], status="COMPLETE",
+                        learning_rate=fb["learning_rate"], momentum=fb["momentum"])
+    rows = whole_set(task, rows_seed)
+    network, steps = None, []
+    for seed in seeds:
+        init = init_params_of(task, seed, int(fb["trial_id"]))
+        if network is None:      # one compiled loss for every initialisation
+            network = sample_loss(task, init, rows, chunk_rows, devices)
+        theta_0 = np.asarray(ravel_pytree(init)[0], np.float64)
+        descent, _ = descend(network, theta_0, path_optimizer(sweep_config, trial),
+                             float(fb["target"]), int(fb["step_limit"]))
+        steps.append(descent.steps_to_target if descent.status == "reached" else None)
+    pct = rerun_percentiles(steps)
+    median, s_fb = pct["50"], int(fb["steps"])
+    s_ref = record["reruns"]["percentiles"]["50"]
+    return {"trial_id": fb["trial_id"], "learning_rate": fb["learning_rate"],
+            "momentum": fb["momentum"], "seeds": seeds, "steps": steps, "percentiles": pct,
+            "s_fb": s_fb, "over_s_fb": None if median is None else median / s_fb,
+            "two_point": (None if median is None or s_ref is None
+                          else two_point_estimate(int(record["b_ref"]), median, s_ref)),
+            "reading": reading(s_fb, median), "step_limit": int(fb["step_limit"]),
+            "seconds": time.perf_counter() - t0}
+
+
+def check_seeds(seeds: Sequence[int]) -> list[int]:
+    """The seeds as a list; ValueError unless they are distinct whole numbers >= 0, at least
+    one."""
+    seeds = [int(s) for s in seeds]
+    if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
+        raise ValueError(f"full-batch-inits must be distinct whole numbers >= 0, got "
+                         f"{','.join(map(str, seeds))!r}")
+    return seeds
+
+
+def reading(s_fb: int, median: float | None) -> str:
+    """The fixed reading: 'explains' (a part of the miss) when the median over initialisations
+    is at least EXPLAINS_FACTOR x S_fb^N (or not at the target), 'does not' below
+    DOES_NOT_FACTOR x S_fb^N, else 'partly'."""
+    if median is None or median >= EXPLAINS_FACTOR * s_fb:
+        return "explains"
+    if median < DOES_NOT_FACTOR * s_fb:
+        return "does not"
+    return "partly"

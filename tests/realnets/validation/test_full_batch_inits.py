@@ -1,0 +1,97 @@
+"""realnets.validation.full_batch_inits: the fastest full-batch configuration from other
+initialisations, against float64 gradient descent written out on a quadratic task's exact loss;
+the fixed reading; bad seeds and bad command lines refused in one line."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from nqm.problem import NQMConfig
+from realnets.sweeps.records import SweepConfig
+from realnets.validation import full_batch_inits, two_ends
+from realnets.validation.files import TWO_ENDS_FILE
+from realnets.validation.reconciliation import rerun_percentiles
+from realnets.validation.rerun import init_params_of
+from realnets.workloads import tasks
+from realnets.workloads.search_space import TrialSearchSpace
+
+CPU = jax.devices("cpu")[:1]
+H = np.array([2.0, 0.5, 0.1])
+
+
+def _descent_steps(theta, rate, target, cap):
+    """Plain float64 gradient descent on 1/2 theta^T H theta: the first step at the target."""
+    for steps in range(cap + 1):
+        if 0.5 * H @ theta ** 2 <= target:
+            return steps
+        theta = theta - rate * H * theta
+    return None
+
+
+def test_each_initialisation_descends_as_gradient_descent_written_out(monkeypatch):
+    config = NQMConfig(curvature=tuple(H), noise_variance=(1.0, 0.5, 0.2),
+                       init_second_moments=(4.0,) * 3, target=0.1)
+    task = tasks.quadratic_task(config.problem())
+    sweep = SweepConfig(workload="nqm", batch_sizes=(4, 8), trials=4, max_steps=500, goal=0.1,
+                        optimizer="sgd", search=TrialSearchSpace((0.01, 2.0)), seed=5)
+    monkeypatch.setattr(two_ends, "UNLIMITED_ROWS", 4096)
+    target, rate, cap, seeds = 0.05, 0.9, 40, [1, 2, 3, 4, 5, 6, 7]
+    record = {"b_ref": 4, "reruns": {"percentiles": {"16": 30.0, "50": 44.0, "84": 50.0}},
+              "full_set": {"steps": 9, "trial_id": 1, "learning_rate": rate, "momentum": None,
+                           "target": target, "step_limit": cap}}
+    got = full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU)
+    expect = [_descent_steps(np.asarray(init_params_of(task, s, 1)["theta"], np.float64),
+                             rate, target, cap) for s in seeds]
+    assert got["steps"] == expect and len(set(expect)) > 1      # the inits differ
+    assert got["percentiles"] == rerun_percentiles(expect)
+    median = got["percentiles"]["50"]
+    assert got["over_s_fb"] == pytest.approx(median / 9)
+    assert got["two_point"] == (pytest.approx(4 * (44.0 / median - 1)) if median < 44 else None)
+    assert got["reading"] == full_batch_inits.reading(9, median)
+    # a cap below every descent: none at the target, the median unknown, the reading 'explains'
+    short = {**record, "full_set": {**record["full_set"], "step_limit": 0}}
+    got = full_batch_inits.over_inits(task, sweep, short, [1, 2], rows_seed=0, devices=CPU)
+    assert got["steps"] == [None, None] and got["two_point"] is None
+    assert got["reading"] == "explains"
+    with pytest.raises(ValueError, match="nothing to repeat"):
+        full_batch_inits.over_inits(task, sweep, {**record, "full_set": {"steps": None}}, [1], 0)
+
+
+def test_the_reading_by_its_fixed_thresholds():
+    read = full_batch_inits.reading
+    assert read(10, 15.0) == "explains" and read(10, None) == "explains"
+    assert read(10, 14.9) == "partly" and read(10, 13.0) == "partly"
+    assert read(10, 12.9) == "does not" and read(10, 10.0) == "does not"
+
+
+@pytest.mark.parametrize("seeds", [[], [-1, 2], [3, 3]])
+def test_bad_seeds_are_refused(seeds):
+    with pytest.raises(ValueError, match="distinct whole numbers >= 0"):
+        full_batch_inits.check_seeds(seeds)
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--full-batch-inits", "1,1"], "distinct whole numbers >= 0"),
+    (["--full-batch-inits", "one,two"], "whole numbers separated by commas"),
+    (["--full-batch-inits", "1,2", "--stored"], "give it without --stored"),
+])
+def test_the_command_refuses_bad_input_in_one_line(tmp_path, capsys, extra, message):
+    from realnets.cli import main
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / TWO_ENDS_FILE).write_text(json.dumps({"full_set": {"steps": 3}}))
+    assert main(["two-ends", str(tmp_path / "a"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err
+
+
+def test_the_command_needs_a_stored_record(tmp_path, capsys):
+    from realnets.cli import main
+
+    (tmp_path / "b").mkdir()
+    assert main(["two-ends", str(tmp_path / "b"), "--full-batch-inits", "1,2"]) == 2
+    assert "no two_ends.json" in capsys.readouterr().err
