@@ -85,8 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--no-progress", action="store_true")
 
     m = sub.add_parser("summary", help="the validation summary (summary.json) as a Markdown table")
-    m.add_argument("file", nargs="?", default="reports/validation/summary.json",
-                   help="summary file written by validate (default: %(default)s)")
+    _summary_file(m)
     m.add_argument("--rebuild", action="store_true",
                    help="first rewrite the file from the validation.json files beside it "
                         "(no measurement is rerun)")
@@ -95,8 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="do the predictions' error bars hold? each predictor over the "
                             "summary's real workloads: its shipped intervals' coverage and the "
                             "split-conformal factor the record calls for (runs nothing)")
-    k.add_argument("file", nargs="?", default="reports/validation/summary.json",
-                   help="summary file written by validate (default: %(default)s)")
+    _summary_file(k)
     k.add_argument("--format", choices=("table", "json"), default="table")
 
     b = sub.add_parser("import-batch-science",
@@ -329,3 +327,9 @@ def _add_branch_parser(sub) -> None:
     b.add_argument("--max-rows-per-device", type=int, default=4096)
     b.add_argument("--out", required=True, help="JSON file written (atomically)")
     b.add_argument("--no-progress", action="store_true")
+
+
+def _summary_file(parser) -> None:
+    """The optional positional summary file of `summary` and `track-record`."""
+    parser.add_argument("file", nargs="?", default="reports/validation/summary.json",
+                        help="summary file written by validate (default: %(default)s)")
