@@ -98,10 +98,12 @@ def path_display(doc: dict) -> pd.DataFrame | None:
 
 
 def track_record_note(summary: Path, predictor: str, value: float | None,
-                      workload: str | None = None) -> str | None:
+                      workload: str | None = None, lo: float | None = None,
+                      hi: float | None = None) -> str | None:
     """One Markdown line: the error bar the validated workloads' track record puts on a
     prediction (`realnets.validation.track_record.record_factor` at 68%, the summary's entries of
-    `workload` left out when it has any), or None without a summary or a value."""
+    `workload` left out when it has any), set against the prediction's own 16-84% interval
+    `lo` .. `hi` when given; None without a summary or a value."""
     from realnets.validation.summary import read_summary
     from realnets.validation.track_record import record_factor
 
@@ -111,7 +113,7 @@ def track_record_note(summary: Path, predictor: str, value: float | None,
         entries = read_summary(Path(summary))
         held = any(e["workload"] == workload for e in entries)
         factor, n = record_factor(entries, predictor, without=workload if held else None)
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         return f"No track record: {Path(summary).name} does not read ({err})."
     if n == 0:
         return None
@@ -122,9 +124,17 @@ def track_record_note(summary: Path, predictor: str, value: float | None,
     def g(x):
         return f"{x:.3g}"
 
+    low, high = value / factor, value * factor
+    if lo is None or hi is None:
+        own = "; its own 16-84% interval counts one source of error only"
+    elif low <= lo and hi <= high:
+        own = (f", wider than its 16-84% interval ({g(lo)} .. {g(hi)}), which counts one "
+               "source of error only")
+    else:
+        own = (f", beside its 16-84% interval ({g(lo)} .. {g(hi)}), which counts one source of "
+               "error only")
     return (f"Error bar from the track record of {predictor} ({whose}, `python -m realnets "
-            f"track-record`): {g(value / factor)} .. {g(value * factor)} (x{factor:.3g}, 68%), "
-            "wider than its 16-84% interval, which counts one source of error only.")
+            f"track-record`): {g(low)} .. {g(high)} (x{factor:.3g}, 68%){own}.")
 
 
 def rule_4_track_note(doc: dict, sides: dict | None, summary: Path) -> str | None:
@@ -132,7 +142,8 @@ def rule_4_track_note(doc: dict, sides: dict | None, summary: Path) -> str | Non
     from realnets.validation.summary import summary_entry
 
     rule_4 = summary_entry(doc, sides or {}).get("rule_4") or {}
-    return track_record_note(summary, "rule 4", rule_4.get("b_crit"), doc.get("workload"))
+    return track_record_note(summary, "rule 4", rule_4.get("b_crit"), doc.get("workload"),
+                             rule_4.get("lo"), rule_4.get("hi"))
 
 
 def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
@@ -144,8 +155,9 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
       sweep_dir: the sweep directory.
       steps_at: the sweep's steps to goal per batch size as shown now ({B: steps}).
       goal: the sweep's goal.
-      summary, workload: a validation summary.json and the sweep's workload: the estimate's
-        error bar from B_2pt''s track record follows (`track_record_note`), when both are given.
+      summary, workload: a validation summary.json and the sweep's workload: whenever a summary
+        is given, the estimate's error bar from B_2pt''s track record follows
+        (`track_record_note`), held out from the workload's own entries when it has any.
     A record made before the sweep changed (another goal, or other steps at its B_ref) or one
     that does not read is named as such instead of shown."""
     path = Path(sweep_dir) / TWO_POINT_FILE
@@ -165,7 +177,8 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
                 f"({cond['why']}).")
 
     g = two_point.number
-    note = None if summary is None else track_record_note(summary, "B_2pt'", value, workload)
+    note = (None if summary is None
+            else track_record_note(summary, "B_2pt'", value, workload, lo, hi))
     return (f"Two-point estimate of B_crit (`python -m realnets two-point`, no NQM, from "
             f"B_ref = {b_ref}): **{g(value)}** examples per step (16-84%: {g(lo)} .. {g(hi)}); "
             f"{two_point.verdict(cond)}." + ("" if note is None else f" {note}"))

@@ -477,8 +477,9 @@ def _full_batch_inits_line(directory: Path, got: dict) -> str:
 def summary_text(path: str, rebuild: bool = False) -> str:
     """`python -m realnets summary`: the summary file as the docs' Markdown table (rebuilt first
     from the validation documents beside it with `rebuild`)."""
-    from realnets.validation.summary import (read_summary, rebuild_summary, reruns_table,
-                                             rule_2_table, summary_table, two_ends_table)
+    from realnets.validation.summary import (median_end_table, read_summary, rebuild_summary,
+                                             reruns_table, rule_2_table, summary_table,
+                                             two_ends_table)
 
     file = Path(path)
     if rebuild:
@@ -492,7 +493,7 @@ def summary_text(path: str, rebuild: bool = False) -> str:
     if not entries:
         raise ValueError(f"summary file {path!r} holds no workloads")
     reruns, rule_2 = reruns_table(entries), rule_2_table(entries)
-    ends = two_ends_table(entries)
+    ends, median_end = two_ends_table(entries), median_end_table(entries)
     return (summary_table(entries)
             + (f"\n\nThe winners rerun under other seeds:\n\n{reruns}" if reruns else "")
             + (f"\n\nRule 2 and the two-point estimate (docs/prediction_rule.md), beside the "
@@ -500,7 +501,10 @@ def summary_text(path: str, rebuild: bool = False) -> str:
                if rule_2 else "")
             + (f"\n\nBoth ends on the whole training set (python -m realnets two-ends) and "
                f"where the headline's miss sits (python -m realnets miss-split):\n\n{ends}"
-               if ends else ""))
+               if ends else "")
+            + (f"\n\nThe full-batch end over initialisations (python -m realnets two-ends "
+               f"--full-batch-inits; docs/prediction_rule.md, session 41):\n\n{median_end}"
+               if median_end else ""))
 
 
 def track_record_text(path: str, fmt: str = "table") -> str:

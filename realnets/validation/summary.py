@@ -29,7 +29,11 @@ Each entry (`summary_entry`, from a validation document):
                                                 # without rule 2's full-batch steps)
    "two_ends": {"s_fb", "s_ref_reruns": {"16", "50", "84"},   # DIR/two_ends.json (null without
                 "b_2pt": {"b_crit", "lo", "hi", "ratio"},     # one made from this document):
-                "rule_3": {"b_crit", "lo", "hi", "ratio"}},   # B_2pt' and rule 3, session 32
+                "rule_3": {"b_crit", "lo", "hi", "ratio"},    # B_2pt' and rule 3, session 32
+                "b_2pt_med": {"b_crit", "lo", "hi", "ratio",  # B_2pt'(med), session 41: S_fb^N
+                              "s_fb_median"}},                # replaced by the median over
+                                                              # initialisations (null without
+                                                              # `--full-batch-inits`)
    "miss_split": {"factors": {"shape_nqm", "noise_free",      # DIR/miss_split.json (null
                               "reference", "shape_net"},      # likewise): the headline's
                   "intervals": {factor: {"16", "84"}},        # ratio split into four factors
@@ -51,7 +55,7 @@ from pathlib import Path
 
 from realnets import store
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
-from realnets.validation.reconciliation import two_point
+from realnets.validation.reconciliation import two_point, two_point_estimate
 from realnets.validation.settings import RULE_2
 
 SUMMARY_FILE = "summary.json"
@@ -160,8 +164,22 @@ def _two_ends_entry(record: dict | None, measured: float | None) -> dict | None:
 
     rule_3 = {q: v.get("b_crit") for q, v in ((record.get("rule_3") or {}).get("by")
                                                or {}).items()}
-    return {"s_fb": record["full_set"]["steps"], "s_ref_reruns": record["reruns"]["percentiles"],
-            "b_2pt": estimate(record["two_point"]), "rule_3": estimate(rule_3)}
+    reruns = record["reruns"]["percentiles"]
+    return {"s_fb": record["full_set"]["steps"], "s_ref_reruns": reruns,
+            "b_2pt": estimate(record["two_point"]), "rule_3": estimate(rule_3),
+            "b_2pt_med": _median_end_entry(record, reruns, estimate)}
+
+
+def _median_end_entry(record: dict, reruns: dict, estimate) -> dict | None:
+    """B_2pt'(med) (docs/prediction_rule.md, session 41): the two-point estimate at the reruns'
+    16th, 50th and 84th percentiles with the full-batch end's median over initialisations in
+    place of S_fb^N; None without a `full_batch_inits` diagnostic in the record."""
+    inits = record.get("full_batch_inits")
+    if not inits:
+        return None
+    median = inits["percentiles"]["50"]
+    by = {q: two_point_estimate(int(record["b_ref"]), median, reruns.get(q)) for q in reruns}
+    return {**estimate(by), "s_fb_median": median}
 
 
 def _miss_split_entry(record: dict | None) -> dict | None:
@@ -416,4 +434,28 @@ def two_ends_table(entries: list[dict]) -> str:
                      f"{_num((e.get('rule_4') or {}).get('ratio'), 3)} | "
                      f"{_num(simple / measured if simple is not None and measured else None, 3)}"
                      f" | {nf if split else '-'} | {split['largest'] if split else '-'} |")
+    return "\n".join(lines)
+
+
+def median_end_table(entries: list[dict]) -> str:
+    """The full-batch end over initialisations (docs/prediction_rule.md, session 41) as a
+    Markdown table ("" when no entry has one): S_fb^N, the median over initialisations and
+    their ratio, B_2pt''s ratio and B_2pt'(med) with its 16-84% range and ratio."""
+    rows = [e for e in entries if (e.get("two_ends") or {}).get("b_2pt_med")]
+    if not rows:
+        return ""
+    lines = ["| workload | optimizer | measured B_crit | S_fb^N | median over initialisations "
+             "| / S_fb^N | B_2pt' ratio | B_2pt'(med) (16-84%) | B_2pt'(med) ratio |",
+             "|---" * 9 + "|"]
+    label = dict(zip(map(entry_key, entries), workload_labels(entries)))
+    for e in rows:
+        ends = e["two_ends"]
+        med, s_fb = ends["b_2pt_med"]["s_fb_median"], ends["s_fb"]
+        over = med / s_fb if med is not None and s_fb else None
+        lines.append(f"| {label[entry_key(e)]} | {e['optimizer']} | "
+                     f"{_num(e['measured']['b_crit'])} | {_num(s_fb)} | "
+                     f"{'not at the target' if med is None else _num(med, 3)} | "
+                     f"{_num(over, 3)} | {_num(ends['b_2pt']['ratio'], 3)} | "
+                     f"{_b_crit_cell(ends['b_2pt_med'])} | "
+                     f"**{_num(ends['b_2pt_med']['ratio'], 3)}** |")
     return "\n".join(lines)

@@ -2,7 +2,8 @@
 what error bar does the record call for (docs/validation.md, "Do the error bars hold?").
 
 Read from the entries of reports/validation/summary.json (`realnets.validation.summary`); runs
-nothing. For each predictor (rule 4, rule 1, B_2pt', B_simple, B_noise):
+nothing. For each predictor (rule 4, rule 1, B_2pt', B_simple, B_noise, and the candidate
+B_2pt'(med) of docs/prediction_rule.md, session 41):
 
 - coverage of the interval as shipped: the measured B_crit inside the predictor's 16-84%
   interval (B_simple, B_noise: value +- one standard error), and the two intervals overlapping;
@@ -11,7 +12,8 @@ nothing. For each predictor (rule 4, rule 1, B_2pt', B_simple, B_noise):
   smallest, k = ceil((n + 1)(1 - alpha)), infinite when k > n; [prediction / F, prediction x F]
   then covers a new exchangeable workload's measured B_crit with probability >= 1 - alpha;
 - that factor held out by network: for each workload name, F from the other names' workloads
-  only, and the count of the name's workloads it covers.
+  only, and the count of the name's workloads it covers (and how many of those by an infinite
+  F, which covers anything with a number).
 
 A workload where a predictor gives no number scores +inf (a miss that no factor covers); the
 factor among the workloads where it gives one is printed beside (added after the first reading:
@@ -60,19 +62,25 @@ PREDICTORS: dict[str, Callable[[dict], Prediction]] = {
     "rule 4": lambda e: _from_range(e.get("rule_4")),
     "rule 1": lambda e: _from_range(rule_1_of(e)),
     "B_2pt'": lambda e: _from_range((e.get("two_ends") or {}).get("b_2pt")),
+    "B_2pt'(med)": lambda e: _from_range((e.get("two_ends") or {}).get("b_2pt_med")),
     "B_simple": lambda e: _from_se(e.get("b_simple")),
     "B_noise": lambda e: _from_se(e.get("b_noise")),
 }
 
 
-def conformal_factor(scores: Sequence[float], level: float) -> float:
-    """Split conformal factor: exp of the k-th smallest score, k = ceil((n + 1) level), for
-    scores |ln(predicted / measured)| (+inf allowed); +inf when k > n or n = 0."""
+def conformal_score(scores: Sequence[float], level: float) -> float:
+    """The k-th smallest of the scores |ln(predicted / measured)| (+inf allowed), k =
+    ceil((n + 1) level); +inf when k > n or n = 0."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     s = np.sort(np.asarray(scores, dtype=float))
     k = math.ceil((len(s) + 1) * level)
-    return math.inf if k > len(s) else float(np.exp(s[k - 1]))
+    return math.inf if k > len(s) else float(s[k - 1])
+
+
+def conformal_factor(scores: Sequence[float], level: float) -> float:
+    """Split conformal factor F = exp(`conformal_score`): [prediction / F, prediction x F]."""
+    return float(np.exp(conformal_score(scores, level)))
 
 
 def score(prediction: Prediction, measured: float) -> float:
@@ -82,16 +90,20 @@ def score(prediction: Prediction, measured: float) -> float:
     return abs(math.log(prediction.value / measured))
 
 
-def held_out_coverage(scores: Sequence[float], groups: Sequence[str], level: float) -> int:
+def held_out_coverage(scores: Sequence[float], groups: Sequence[str],
+                      level: float) -> tuple[int, int]:
     """How many workloads the conformal factor covers when it is computed without every
-    workload of their own group: sum over groups g of #{i in g : s_i <= ln F(scores not in g)}."""
+    workload of their own group, sum over groups g of #{i in g : s_i <= ln F(scores not in g)},
+    and how many of those a group's infinite F covers (an unbounded interval: no evidence)."""
     s, g = np.asarray(scores, dtype=float), np.asarray(groups)
-    covered = 0
+    covered = unbounded = 0
     for name in np.unique(g):
         mine = s[g == name]
-        f = conformal_factor(s[g != name], level)
-        covered += int(np.sum(np.isfinite(mine) & (mine <= math.log(f))))
-    return covered
+        bound = conformal_score(s[g != name], level)   # compared as scores: ties hold exactly
+        hit = int(np.sum(np.isfinite(mine) & (mine <= bound)))
+        covered += hit
+        unbounded += hit if bound == math.inf else 0
+    return covered, unbounded
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +119,7 @@ class TrackRecord:
     with_interval: int           # how many have a shipped interval
     factors: dict[float, float]  # level -> conformal factor over all n
     held_out: dict[float, int]   # level -> workloads covered, factor held out by workload name
+    unbounded: dict[float, int]  # level -> of those, covered by an infinite held-out factor
     given: dict[float, float]    # level -> conformal factor over the workloads with a number
 
     def to_dict(self) -> dict:
@@ -118,14 +131,41 @@ class TrackRecord:
         return {**dataclasses.asdict(self), "median_ratio": finite(self.median_ratio),
                 "factors": {f"{k:g}": finite(v) for k, v in self.factors.items()},
                 "held_out": {f"{k:g}": v for k, v in self.held_out.items()},
+                "unbounded": {f"{k:g}": v for k, v in self.unbounded.items()},
                 "given": {f"{k:g}": finite(v) for k, v in self.given.items()}}
 
 
 def workloads_of(entries: list[dict]) -> list[dict]:
     """The entries the record is taken over: every real workload (not the control) with a
-    positive measured B_crit."""
+    positive measured B_crit. ValueError, naming the entry, where an entry's measured B_crit
+    or a predictor's field is malformed (a summary edited by hand or by another tool)."""
+    for i, e in enumerate(entries):
+        _check_entry(i, e)
     return [e for e in entries if e["workload"] != CONTROL
             and (e["measured"].get("b_crit") or 0) > 0]
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _check_entry(i: int, e: dict) -> None:
+    where = f"summary entry {i} ({e.get('workload')!r})"
+    measured = e.get("measured")
+    if not isinstance(measured, dict):
+        raise ValueError(f"{where}: measured must be an object with b_crit, got {measured!r}")
+    b = measured.get("b_crit")
+    if b is not None and not _is_number(b):
+        raise ValueError(f"{where}: measured.b_crit must be a finite number or null, got {b!r}")
+    for name, of in PREDICTORS.items():
+        try:
+            p = of(e)
+        except (AttributeError, TypeError):
+            raise ValueError(f"{where}: the {name} field must be an object") from None
+        for field, x in (("value", p.value), ("lo", p.lo), ("hi", p.hi)):
+            if x is not None and not _is_number(x):
+                raise ValueError(f"{where}: {name}'s {field} must be a finite number or null, "
+                                 f"got {x!r}")
 
 
 def track_record(entries: list[dict], levels: Sequence[float] = LEVELS) -> list[TrackRecord]:
@@ -143,7 +183,9 @@ def track_record(entries: list[dict], levels: Sequence[float] = LEVELS) -> list[
         ratios = [p.value / m["b_crit"] for p, m in zip(preds, measured)
                   if p.value is not None and p.value > 0]
         shipped = [(p, m) for p, m in zip(preds, measured)
-                   if p.value is not None and p.lo is not None and p.hi is not None]
+                   if p.value is not None and p.value > 0 and p.lo is not None
+                   and p.hi is not None]
+        held = {lv: held_out_coverage(scores, groups, lv) for lv in levels}
         out.append(TrackRecord(
             predictor=name, n=len(chosen), missing=len(chosen) - len(ratios),
             median_ratio=float(np.median(ratios)) if ratios else math.nan,
@@ -153,7 +195,8 @@ def track_record(entries: list[dict], levels: Sequence[float] = LEVELS) -> list[
                         and p.lo <= m["hi"] and m["lo"] <= p.hi for p, m in shipped),
             with_interval=len(shipped),
             factors={lv: conformal_factor(scores, lv) for lv in levels},
-            held_out={lv: held_out_coverage(scores, groups, lv) for lv in levels},
+            held_out={lv: held[lv][0] for lv in levels},
+            unbounded={lv: held[lv][1] for lv in levels},
             given={lv: conformal_factor([s for s in scores if math.isfinite(s)], lv)
                    for lv in levels}))
     return out
@@ -185,7 +228,9 @@ def track_record_table(records: list[TrackRecord]) -> str:
             + ") |")
     lines = [head, "|---" * (7 + 2 * len(levels)) + "|"]
     for r in records:
-        cells = " | ".join(f"x{_num(r.factors[lv])} | {r.held_out[lv]} of {r.n}" for lv in levels)
+        cells = " | ".join(f"x{_num(r.factors[lv])} | {r.held_out[lv]} of {r.n}"
+                           + (f" ({r.unbounded[lv]} by F = inf)" if r.unbounded[lv] else "")
+                           for lv in levels)
         lines.append(f"| {r.predictor} | {r.n} ({r.missing}) | {_num(r.median_ratio)} | "
                      f"{r.within_2x} of {r.n} | {r.inside} of {r.with_interval} | "
                      f"{r.overlap} of {r.with_interval} | {cells} | "

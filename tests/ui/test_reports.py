@@ -113,6 +113,12 @@ def test_the_track_record_puts_its_error_bar_on_a_rule_4_prediction(tmp_path):
     factor, n = _held_out_factor(entries, rule_4, None)
     note = reports.track_record_note(summary, "rule 4", 100.0, "a workload of its own")
     assert f"the {n} validated entries" in note and f"(x{factor:.3g}, 68%)" in note
+    assert "own 16-84% interval counts one source" in note     # no interval given
+    # the bar is called wider than the shipped interval only when it holds it
+    narrow = reports.track_record_note(summary, "rule 4", 100.0, None, 99.0, 101.0)
+    assert "wider than its 16-84% interval (99 .. 101)" in narrow
+    broad = reports.track_record_note(summary, "rule 4", 100.0, None, 100.0 / (2 * factor), 101.0)
+    assert "wider" not in broad and "beside its 16-84% interval" in broad
     assert reports.track_record_note(tmp_path / "none.json", "rule 4", 100.0) is None
     assert reports.track_record_note(summary, "rule 4", None) is None
     one = tmp_path / "summary.json"
@@ -120,6 +126,8 @@ def test_the_track_record_puts_its_error_bar_on_a_rule_4_prediction(tmp_path):
     assert "too few" in reports.track_record_note(one, "rule 4", 100.0)
     one.write_text("[1]")
     assert "does not read" in reports.track_record_note(one, "rule 4", 100.0)
+    one.write_text(json.dumps([{"workload": "a", "measured": {"b_crit": 1.0}, "rule_4": 3}]))
+    assert "rule 4 field must be an object" in reports.track_record_note(one, "rule 4", 100.0)
 
 
 def test_the_two_point_line_carries_its_track_record(tmp_path):

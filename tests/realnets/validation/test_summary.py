@@ -13,7 +13,7 @@ from realnets.validation.files import (MISS_SPLIT_FILE, TWO_ENDS_FILE, read_vali
 from realnets.validation.summary import (SUMMARY_FILE, entry_key, read_summary,
                                          rebuild_summary, refresh_summary, reruns_table,
                                          rule_1_of, rule_2_table, summary_entry,
-                                         summary_table,
+                                         median_end_table, summary_table,
                                          two_ends_table, update_summary)
 
 REPORTS = Path(__file__).resolve().parents[3] / "reports" / "validation"
@@ -322,6 +322,39 @@ def test_the_two_ends_table_holds_each_records_numbers():
         noise_free = split["factors"]["noise_free"]    # None: S_q(B_ref) = n_q
         assert (f"| {noise_free:.3g} (" if noise_free is not None else "| - (") in row
     assert two_ends_table([{**e, "two_ends": None} for e in entries]) == ""
+
+
+def test_the_median_full_batch_end_enters_the_entry_as_b_2pt_med():
+    """B_2pt'(med) = B_ref (S~_ref,q / median - 1) at the reruns' 16th, 50th, 84th percentiles,
+    written out, against the record's own number from `over_inits`."""
+    entries = read_summary(REPORTS / SUMMARY_FILE)
+    checked = 0
+    for d in sorted(REPORTS.glob("*/two_ends.json")):
+        record = json.loads(d.read_text())
+        inits = record.get("full_batch_inits")
+        doc = read_validation(d.parent)
+        entry = next(e for e in entries if entry_key(e) == (
+            doc.workload, doc.sweep_config["optimizer"], float(doc.sweep_config["goal"])))
+        med = entry["two_ends"]["b_2pt_med"]
+        if not inits:
+            assert med is None
+            continue
+        median, s_ref = inits["percentiles"]["50"], record["reruns"]["percentiles"]
+        assert med["s_fb_median"] == median
+        for field, q in (("b_crit", "50"), ("lo", "16"), ("hi", "84")):
+            want = (None if median is None or s_ref[q] is None or s_ref[q] <= median
+                    else record["b_ref"] * (s_ref[q] / median - 1))
+            assert med[field] == (None if want is None else pytest.approx(want, rel=1e-12))
+        assert med["b_crit"] == (None if inits["two_point"] is None
+                                 else pytest.approx(inits["two_point"], rel=1e-12))
+        if med["b_crit"] is not None:
+            assert med["ratio"] == pytest.approx(med["b_crit"] / entry["measured"]["b_crit"])
+        checked += 1
+    assert checked >= 3       # the three digits networks with momentum at least
+    table = median_end_table(entries).splitlines()
+    assert len(table) == 2 + sum(bool(e["two_ends"] and e["two_ends"]["b_2pt_med"])
+                                 for e in entries)
+    assert median_end_table([{**e, "two_ends": None} for e in entries]) == ""
 
 
 def test_refresh_replaces_the_entry_when_a_summary_sits_beside(tmp_path):

@@ -51,9 +51,44 @@ def test_held_out_coverage_by_hand():
     groups = ["a", "a", "b", "b", "c", "c"]
     # level 0.5: a's factor from [0.3, 0.4, 2.0, inf] is the ceil(5 * 0.5) = 3rd: 2.0 -> a: 2
     # b's from [0.1, 0.2, 2.0, inf]: 3rd 2.0 -> b: 2; c's from [0.1 .. 0.4]: 3rd 0.3 -> c: 0
-    assert held_out_coverage(scores, groups, 0.5) == 4
-    # level 0.9: every factor infinite (k = 5 > 4): all covered but the missing number
-    assert held_out_coverage(scores, groups, 0.9) == 5
+    assert held_out_coverage(scores, groups, 0.5) == (4, 0)
+    # level 0.9: every factor infinite (k = 5 > 4): all covered but the missing number, all
+    # of them by an unbounded interval
+    assert held_out_coverage(scores, groups, 0.9) == (5, 5)
+
+
+def test_held_out_coverage_counts_a_tie_with_the_bound_as_covered():
+    # exp(0.3) does not take the log back to 0.3 exactly: the bound is compared as a score
+    scores = [0.1, 0.2, 0.3, 0.4, 0.3, math.inf]
+    groups = ["a", "a", "b", "b", "c", "c"]
+    # a's bound from [0.3, 0.3, 0.4, inf] is the 3rd: 0.4 -> 2; b's from [0.1, 0.2, 0.3, inf]:
+    # 0.3 -> b's 0.3 covered, 0.4 not; c's from [0.1 .. 0.4]: 0.3 -> c's 0.3 covered
+    assert held_out_coverage(scores, groups, 0.5) == (4, 0)
+
+
+def test_held_out_counts_on_the_shipped_summary_by_a_second_reading():
+    """Leave-one-name-out written out again from the stored ratios (not from the scores)."""
+    entries = [e for e in read_summary(SUMMARY) if e["workload"] != "nqm"]
+    rec = {r.predictor: r for r in track_record(read_summary(SUMMARY))}
+
+    def log_miss(e, field):
+        ratio = ((e.get(field) or {}).get("ratio") if field == "rule_4"
+                 else ((e.get("two_ends") or {}).get("b_2pt") or {}).get("ratio"))
+        return abs(math.log(ratio)) if ratio else math.inf
+
+    for predictor, field in (("rule 4", "rule_4"), ("B_2pt'", "b_2pt")):
+        for level in (0.68, 0.9):
+            covered = unbounded = 0
+            for name in {e["workload"] for e in entries}:
+                others = sorted(log_miss(e, field) for e in entries if e["workload"] != name)
+                k = math.ceil((len(others) + 1) * level)
+                bound = others[k - 1] if k <= len(others) else math.inf
+                mine = [log_miss(e, field) for e in entries if e["workload"] == name]
+                hits = sum(m < math.inf and m <= bound + 1e-12 for m in mine)
+                covered += hits
+                unbounded += hits if bound == math.inf else 0
+            assert rec[predictor].held_out[level] == covered, (predictor, level)
+            assert rec[predictor].unbounded[level] == unbounded, (predictor, level)
 
 
 def _entry(workload, measured, rule_4=None, b_simple=None, lo=None, hi=None):
@@ -76,14 +111,41 @@ def test_record_on_made_up_entries():
     assert (r4.n, r4.missing, r4.within_2x, r4.inside, r4.overlap, r4.with_interval) == (
         3, 1, 1, 1, 1, 2)
     assert r4.median_ratio == pytest.approx(2.25)
-    # scores ln 1.5, ln 3, inf: k = ceil(4 * 0.5) = 2 -> 3; among those with a number, k = 2 of 2
-    assert conformal_factor([math.log(1.5), math.log(3), math.inf], 0.5) == pytest.approx(3.0)
-    assert r4.given[0.68] == math.inf and r4.factors[0.68] == math.inf
+    # scores ln 1.5, ln 3, inf: k = ceil(4 * 0.5) = 2 -> 3; among those with a number, 2 of 2 -> 3
+    half = {r.predictor: r for r in track_record(entries, levels=(0.5,))}["rule 4"]
+    assert half.factors[0.5] == pytest.approx(3.0) and half.given[0.5] == pytest.approx(3.0)
+    # at 68% k = ceil(4 * 0.68) = 3: the workload without a number
+    assert r4.factors[0.68] == math.inf and r4.given[0.68] == math.inf
     bs = rec["B_simple"]
     assert (bs.missing, bs.within_2x, bs.inside) == (0, 3, 1)    # 100.5 +- 1 holds 100
     assert rec["B_noise"].missing == 3 and math.isnan(rec["B_noise"].median_ratio)
     assert rec["rule 1"].median_ratio == pytest.approx(2.0)
     assert "| rule 4 | 3 (1) | 2.25 | 1 of 3 |" in track_record_table(list(rec.values()))
+
+
+def test_overlapping_intervals_that_do_not_hold_the_measurement():
+    # measured 100 (90 .. 110); rule 4 150 (105 .. 200): they overlap, 100 is outside
+    rec = {r.predictor: r for r in track_record(
+        [_entry("a", 100.0, rule_4=150.0, b_simple=1.0, lo=105.0, hi=200.0)])}
+    assert (rec["rule 4"].inside, rec["rule 4"].overlap, rec["rule 4"].with_interval) == (0, 1, 1)
+    # a prediction of zero is no number: neither scored nor counted as shipped
+    rec = {r.predictor: r for r in track_record(
+        [_entry("a", 100.0, rule_4=0.0, b_simple=1.0, lo=0.0, hi=0.0)])}
+    assert (rec["rule 4"].missing, rec["rule 4"].with_interval) == (1, 0)
+
+
+@pytest.mark.parametrize("change, says", [
+    ({"measured": None}, "measured must be an object"),
+    ({"measured": {"b_crit": "12"}}, "measured.b_crit must be a finite number"),
+    ({"measured": {"b_crit": math.nan}}, "measured.b_crit must be a finite number"),
+    ({"rule_4": [1, 2]}, "the rule 4 field must be an object"),
+    ({"rule_4": {"b_crit": "big"}}, "rule 4's value must be a finite number"),
+    ({"b_simple": {"value": 3.0, "se": math.inf}}, "B_simple's lo must be a finite number"),
+])
+def test_a_malformed_entry_is_named(change, says):
+    entries = [_entry("a", 10.0, rule_4=12.0, b_simple=5.0), {**_entry("b", 10.0), **change}]
+    with pytest.raises(ValueError, match="summary entry 1 \\('b'\\): " + says):
+        track_record(entries)
 
 
 def test_record_factor_leaves_a_workload_out():
