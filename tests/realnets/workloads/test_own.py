@@ -247,3 +247,48 @@ def test_the_teacher_student_labels_follow_the_teachers_softmax(monkeypatch):
         assert abs(wrong.mean() - expected.mean()) < 5 * wrong.std() / np.sqrt(len(wrong))
         errors.append(expected.mean())
     assert 0.12 < errors[0] < 0.17 and 0.25 < errors[1] < 0.31
+
+
+def test_the_attention_example_is_the_stated_network(monkeypatch):
+    """examples/digits_attention.py (held out in docs/prediction_rule.md, session 41): its
+    logits written out in numpy from the parameters (row tokens, position embedding, a pre-norm
+    block of two-head softmax attention and a tanh-GELU MLP, mean over tokens), float64 against
+    the float32 network; the digits split's sizes."""
+    import jax
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/digits_attention.py:make_workload").build()
+    params = task.init_params(jax.random.key(1))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    x = np.asarray(task.val["x"], np.float64)[:16]                 # (16, 8, 8)
+    assert np.asarray(task.train["x"]).shape == (1618, 8, 8) and x.shape[1:] == (8, 8)
+
+    def dense(h, d):
+        return h @ d["kernel"] + d["bias"]
+
+    def norm(h, d):
+        mean, var = h.mean(-1, keepdims=True), h.var(-1, keepdims=True)
+        return (h - mean) / np.sqrt(var + 1e-6) * d["scale"] + d["bias"]
+
+    def gelu(u):
+        return 0.5 * u * (1 + np.tanh(np.sqrt(2 / np.pi) * (u + 0.044715 * u ** 3)))
+
+    att = p["MultiHeadDotProductAttention_0"]
+    h = dense(x, p["Dense_0"]) + p["position"]
+    a = norm(h, p["LayerNorm_0"])
+    q, k, v = (np.einsum("btd,dhe->bthe", a, att[n]["kernel"]) + att[n]["bias"]
+               for n in ("query", "key", "value"))
+    w = np.einsum("bqhe,bkhe->bhqk", q, k) / np.sqrt(q.shape[-1])
+    w = np.exp(w - w.max(-1, keepdims=True))
+    w /= w.sum(-1, keepdims=True)
+    mixed = np.einsum("bhqk,bkhe->bqhe", w, v)
+    h = h + np.einsum("bqhe,hed->bqd", mixed, att["out"]["kernel"]) + att["out"]["bias"]
+    h = h + dense(gelu(dense(norm(h, p["LayerNorm_1"]), p["Dense_1"])), p["Dense_2"])
+    want = dense(norm(h, p["LayerNorm_2"]).mean(axis=1), p["Dense_3"])
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("digits_attention",
+                                                  ROOT / "examples" / "digits_attention.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    got = np.asarray(mod.RowAttention().apply(params, np.asarray(task.val["x"])[:16]))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
