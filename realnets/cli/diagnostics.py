@@ -443,7 +443,7 @@ def _goal_metric(directory: Path, args, say) -> dict:
 
 def _full_batch_inits(directory: Path, args, seeds, say) -> dict:
     """A stored two_ends record's `full_batch_inits` diagnostic, computed, written back into
-    DIR/two_ends.json, and returned."""
+    DIR/two_ends.json (the summary beside refreshed: its B_2pt'(med)), and returned."""
     from realnets import store, workloads
     from realnets.validation.files import TWO_ENDS_FILE, read_validation
     from realnets.validation.full_batch_inits import over_inits
@@ -457,7 +457,7 @@ def _full_batch_inits(directory: Path, args, seeds, say) -> dict:
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say(f"{directory}: the fastest whole-set descent from {len(seeds)} initialisations")
     got = over_inits(task, config, record, seeds, doc.settings.seed, doc.settings.chunk_rows)
-    store.write_json_atomic(directory / TWO_ENDS_FILE, {**record, "full_batch_inits": got})
+    _write_beside_report(directory, TWO_ENDS_FILE, {**record, "full_batch_inits": got})
     return got
 
 

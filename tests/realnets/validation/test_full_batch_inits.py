@@ -95,3 +95,38 @@ def test_the_command_needs_a_stored_record(tmp_path, capsys):
     (tmp_path / "b").mkdir()
     assert main(["two-ends", str(tmp_path / "b"), "--full-batch-inits", "1,2"]) == 2
     assert "no two_ends.json" in capsys.readouterr().err
+
+
+def test_the_command_writes_the_record_and_refreshes_the_summary_beside(tmp_path, monkeypatch,
+                                                                         capsys):
+    """On a copy of a shipped report (the small tabular one) with a summary beside it: the
+    record gains `full_batch_inits` for the seeds given, and the summary's entry its
+    B_2pt'(med) = B_ref (S~_ref / median - 1) from that record."""
+    import shutil
+    from pathlib import Path
+
+    from realnets.cli import main
+    from realnets.validation.summary import SUMMARY_FILE, read_summary
+
+    root = Path(__file__).resolve().parents[3]
+    monkeypatch.chdir(root)                       # the report names its sweep from the repo root
+    d = tmp_path / "breast_cancer_mlp"
+    d.mkdir()
+    for f in ("validation.json", TWO_ENDS_FILE, "miss_split.json"):
+        shutil.copy(root / "reports" / "validation" / "breast_cancer_mlp" / f, d / f)
+    stripped = json.loads((d / TWO_ENDS_FILE).read_text())
+    stripped.pop("full_batch_inits", None)
+    (d / TWO_ENDS_FILE).write_text(json.dumps(stripped))
+    (tmp_path / SUMMARY_FILE).write_text("[]")
+    assert main(["two-ends", str(d), "--full-batch-inits", "1,2,3", "--no-progress"]) == 0
+    assert "B_2pt' with the median" in capsys.readouterr().out
+    got = json.loads((d / TWO_ENDS_FILE).read_text())["full_batch_inits"]
+    assert got["seeds"] == [1, 2, 3] and len(got["steps"]) == 3
+    (entry,) = read_summary(tmp_path / SUMMARY_FILE)
+    med = entry["two_ends"]["b_2pt_med"]
+    assert med["s_fb_median"] == got["percentiles"]["50"] == float(np.median(
+        [s if s is not None else np.inf for s in got["steps"]]))
+    s_ref = stripped["reruns"]["percentiles"]["50"]
+    want = (None if s_ref <= med["s_fb_median"]
+            else stripped["b_ref"] * (s_ref / med["s_fb_median"] - 1))
+    assert med["b_crit"] == (None if want is None else pytest.approx(want))
