@@ -285,10 +285,47 @@ def test_the_attention_example_is_the_stated_network(monkeypatch):
     h = h + np.einsum("bqhe,hed->bqd", mixed, att["out"]["kernel"]) + att["out"]["bias"]
     h = h + dense(gelu(dense(norm(h, p["LayerNorm_1"]), p["Dense_1"])), p["Dense_2"])
     want = dense(norm(h, p["LayerNorm_2"]).mean(axis=1), p["Dense_3"])
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("digits_attention",
-                                                  ROOT / "examples" / "digits_attention.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    got = np.asarray(mod.RowAttention().apply(params, np.asarray(task.val["x"])[:16]))
+    got = np.asarray(_example_module("digits_attention").RowAttention().apply(
+        params, np.asarray(task.val["x"])[:16]))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_recurrent_example_is_the_stated_network(monkeypatch):
+    """examples/digits_gru.py (held out in docs/prediction_rule.md, session 40): its logits
+    written out in numpy (a GRU of Cho et al. 2014 from a zero state over the 8 rows: reset and
+    update gates, the candidate with the reset applied to the recurrent term, then a dense layer
+    on the last state), float64 against the float32 network."""
+    import jax
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/digits_gru.py:make_workload").build()
+    params = task.init_params(jax.random.key(2))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    cell = p["GRUCell_0"]
+    x = np.asarray(task.val["x"], np.float64)[:16]                 # (16, 8, 8)
+
+    def sigmoid(u):
+        return 1 / (1 + np.exp(-u))
+
+    h = np.zeros((len(x), cell["hr"]["kernel"].shape[0]))
+    for row in range(x.shape[1]):
+        xt = x[:, row]
+        r = sigmoid(xt @ cell["ir"]["kernel"] + cell["ir"]["bias"] + h @ cell["hr"]["kernel"])
+        z = sigmoid(xt @ cell["iz"]["kernel"] + cell["iz"]["bias"] + h @ cell["hz"]["kernel"])
+        n = np.tanh(xt @ cell["in"]["kernel"] + cell["in"]["bias"]
+                    + r * (h @ cell["hn"]["kernel"] + cell["hn"]["bias"]))
+        h = (1 - z) * n + z * h
+    want = h @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]
+    got = np.asarray(_example_module("digits_gru").RowGRU().apply(
+        params, np.asarray(task.val["x"])[:16]))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def _example_module(name: str):
+    """examples/NAME.py imported as a module (the examples are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
