@@ -233,6 +233,7 @@ def two_ends_command(args, argv) -> str:
 def _two_ends_of(directory: Path, sweep: str | None, argv, say) -> dict:
     """`two_ends.run_two_ends` on one report (the reference trial retrained to its goal), its
     record written to DIR/two_ends.json and returned."""
+    import sys
     import time
 
     from realnets import workloads
@@ -254,8 +255,22 @@ def _two_ends_of(directory: Path, sweep: str | None, argv, say) -> dict:
     record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
               "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
+    if "full_batch_inits" in _stored_or_empty(directory / TWO_ENDS_FILE):
+        print(f"{directory}: the new record has no full_batch_inits (B_2pt'(med)): rerun "
+              f"python -m realnets two-ends {directory} --full-batch-inits SEEDS",
+              file=sys.stderr)
     _write_beside_report(directory, TWO_ENDS_FILE, record)
     return record
+
+
+def _stored_or_empty(path: Path) -> dict:
+    """A record beside a report as stored, or {} when there is none or it does not read."""
+    from realnets import store
+
+    try:
+        return store.read_json(path, "record") if path.is_file() else {}
+    except ValueError:
+        return {}
 
 
 def _miss_split_of(directory: Path, argv, say) -> dict:

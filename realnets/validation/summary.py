@@ -31,7 +31,7 @@ Each entry (`summary_entry`, from a validation document):
                 "b_2pt": {"b_crit", "lo", "hi", "ratio"},     # one made from this document):
                 "rule_3": {"b_crit", "lo", "hi", "ratio"},    # B_2pt' and rule 3, session 32
                 "b_2pt_med": {"b_crit", "lo", "hi", "ratio",  # B_2pt'(med), session 41: S_fb^N
-                              "s_fb_median"}},                # replaced by the median over
+                              "s_fb_median", "inits"}},       # replaced by the median over
                                                               # initialisations (null without
                                                               # `--full-batch-inits`)
    "miss_split": {"factors": {"shape_nqm", "noise_free",      # DIR/miss_split.json (null
@@ -179,7 +179,7 @@ def _median_end_entry(record: dict, reruns: dict, estimate) -> dict | None:
         return None
     median = inits["percentiles"]["50"]
     by = {q: two_point_estimate(int(record["b_ref"]), median, reruns.get(q)) for q in reruns}
-    return {**estimate(by), "s_fb_median": median}
+    return {**estimate(by), "s_fb_median": median, "inits": len(inits["seeds"])}
 
 
 def _miss_split_entry(record: dict | None) -> dict | None:

@@ -37,16 +37,37 @@ LEVELS = (0.68, 0.90)
 @dataclasses.dataclass(frozen=True)
 class Prediction:
     """One predictor's number on one workload: value and 16-84% interval (None when the
-    predictor gives none), B_crit in examples per step."""
+    predictor gives none), B_crit in examples per step; `computed` False where the predictor's
+    diagnostic was not run on the workload (its record has none), as against run without a
+    number."""
     value: float | None
     lo: float | None = None
     hi: float | None = None
+    computed: bool = True
 
 
 def _from_range(x: dict | None) -> Prediction:
     if not x or x.get("b_crit") is None:
         return Prediction(None)
     return Prediction(x["b_crit"], x.get("lo"), x.get("hi"))
+
+
+def _from_rerun_range(x: dict | None) -> Prediction:
+    """A range over the reruns' 16th and 84th percentiles (rule 4, B_2pt', B_2pt'(med)): a
+    missing end is an unbounded one (that percentile had no bend above the full-batch end, so
+    the estimate is <= 0, or did not reach the goal, so it is infinite)."""
+    p = _from_range(x)
+    if p.value is None:
+        return p
+    return Prediction(p.value, 0.0 if p.lo is None else p.lo,
+                      math.inf if p.hi is None else p.hi)
+
+
+def _median_end(e: dict) -> Prediction:
+    ends = e.get("two_ends")
+    if ends and ends.get("b_2pt_med") is None:      # both ends measured, the diagnostic not run
+        return Prediction(None, computed=False)
+    return _from_rerun_range((ends or {}).get("b_2pt_med"))
 
 
 def _from_se(x: dict | None) -> Prediction:
@@ -59,10 +80,10 @@ def _from_se(x: dict | None) -> Prediction:
 
 # predictor name -> its prediction on a summary entry
 PREDICTORS: dict[str, Callable[[dict], Prediction]] = {
-    "rule 4": lambda e: _from_range(e.get("rule_4")),
+    "rule 4": lambda e: _from_rerun_range(e.get("rule_4")),
     "rule 1": lambda e: _from_range(rule_1_of(e)),
-    "B_2pt'": lambda e: _from_range((e.get("two_ends") or {}).get("b_2pt")),
-    "B_2pt'(med)": lambda e: _from_range((e.get("two_ends") or {}).get("b_2pt_med")),
+    "B_2pt'": lambda e: _from_rerun_range((e.get("two_ends") or {}).get("b_2pt")),
+    "B_2pt'(med)": _median_end,
     "B_simple": lambda e: _from_se(e.get("b_simple")),
     "B_noise": lambda e: _from_se(e.get("b_noise")),
 }
@@ -74,7 +95,7 @@ def conformal_score(scores: Sequence[float], level: float) -> float:
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be in (0, 1), got {level}")
     s = np.sort(np.asarray(scores, dtype=float))
-    k = math.ceil((len(s) + 1) * level)
+    k = math.ceil(round((len(s) + 1) * level, 9))     # 75 x 0.68 is 51.00000000000001
     return math.inf if k > len(s) else float(s[k - 1])
 
 
@@ -112,6 +133,7 @@ class TrackRecord:
     predictor: str
     n: int
     missing: int
+    not_computed: int            # of the missing, those whose diagnostic was not run
     median_ratio: float          # median of predicted / measured over those with a number
     within_2x: int
     inside: int                  # measured B_crit inside the shipped interval
@@ -154,16 +176,18 @@ def _check_entry(i: int, e: dict) -> None:
     measured = e.get("measured")
     if not isinstance(measured, dict):
         raise ValueError(f"{where}: measured must be an object with b_crit, got {measured!r}")
-    b = measured.get("b_crit")
-    if b is not None and not _is_number(b):
-        raise ValueError(f"{where}: measured.b_crit must be a finite number or null, got {b!r}")
+    for field in ("b_crit", "lo", "hi"):
+        x = measured.get(field)
+        if x is not None and not _is_number(x):
+            raise ValueError(f"{where}: measured.{field} must be a finite number or null, "
+                             f"got {x!r}")
     for name, of in PREDICTORS.items():
         try:
             p = of(e)
-        except (AttributeError, TypeError):
-            raise ValueError(f"{where}: the {name} field must be an object") from None
+        except (AttributeError, TypeError, KeyError):
+            raise ValueError(f"{where}: the {name} field is missing or not an object") from None
         for field, x in (("value", p.value), ("lo", p.lo), ("hi", p.hi)):
-            if x is not None and not _is_number(x):
+            if x is not None and not _is_number(x) and not (field == "hi" and x == math.inf):
                 raise ValueError(f"{where}: {name}'s {field} must be a finite number or null, "
                                  f"got {x!r}")
 
@@ -188,6 +212,7 @@ def track_record(entries: list[dict], levels: Sequence[float] = LEVELS) -> list[
         held = {lv: held_out_coverage(scores, groups, lv) for lv in levels}
         out.append(TrackRecord(
             predictor=name, n=len(chosen), missing=len(chosen) - len(ratios),
+            not_computed=sum(not p.computed for p in preds),
             median_ratio=float(np.median(ratios)) if ratios else math.nan,
             within_2x=sum(s <= math.log(2.0) for s in scores),
             inside=sum(p.lo <= m["b_crit"] <= p.hi for p, m in shipped),
@@ -231,7 +256,8 @@ def track_record_table(records: list[TrackRecord]) -> str:
         cells = " | ".join(f"x{_num(r.factors[lv])} | {r.held_out[lv]} of {r.n}"
                            + (f" ({r.unbounded[lv]} by F = inf)" if r.unbounded[lv] else "")
                            for lv in levels)
-        lines.append(f"| {r.predictor} | {r.n} ({r.missing}) | {_num(r.median_ratio)} | "
+        missing = f"{r.missing}" + (f"; {r.not_computed} not computed" if r.not_computed else "")
+        lines.append(f"| {r.predictor} | {r.n} ({missing}) | {_num(r.median_ratio)} | "
                      f"{r.within_2x} of {r.n} | {r.inside} of {r.with_interval} | "
                      f"{r.overlap} of {r.with_interval} | {cells} | "
                      + ", ".join(f"x{_num(r.given[lv])}" for lv in levels) + " |")

@@ -127,7 +127,8 @@ def test_the_track_record_puts_its_error_bar_on_a_rule_4_prediction(tmp_path):
     one.write_text("[1]")
     assert "does not read" in reports.track_record_note(one, "rule 4", 100.0)
     one.write_text(json.dumps([{"workload": "a", "measured": {"b_crit": 1.0}, "rule_4": 3}]))
-    assert "rule 4 field must be an object" in reports.track_record_note(one, "rule 4", 100.0)
+    assert "rule 4 field is missing or not an object" in reports.track_record_note(one, "rule 4",
+                                                                                100.0)
 
 
 def test_the_two_point_line_carries_its_track_record(tmp_path):

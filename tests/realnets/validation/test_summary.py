@@ -326,7 +326,7 @@ def test_the_two_ends_table_holds_each_records_numbers():
 
 def test_the_median_full_batch_end_enters_the_entry_as_b_2pt_med():
     """B_2pt'(med) = B_ref (S~_ref,q / median - 1) at the reruns' 16th, 50th, 84th percentiles,
-    written out, against the record's own number from `over_inits`."""
+    written out; present exactly where the report has a whole-set descent."""
     entries = read_summary(REPORTS / SUMMARY_FILE)
     checked = 0
     for d in sorted(REPORTS.glob("*/two_ends.json")):
@@ -336,21 +336,21 @@ def test_the_median_full_batch_end_enters_the_entry_as_b_2pt_med():
         entry = next(e for e in entries if entry_key(e) == (
             doc.workload, doc.sweep_config["optimizer"], float(doc.sweep_config["goal"])))
         med = entry["two_ends"]["b_2pt_med"]
+        # every shipped report with a whole-set descent carries the diagnostic, over 16 seeds
+        assert bool(inits) == (record["full_set"].get("steps") is not None), d
         if not inits:
             assert med is None
             continue
         median, s_ref = inits["percentiles"]["50"], record["reruns"]["percentiles"]
-        assert med["s_fb_median"] == median
+        assert med["s_fb_median"] == median and med["inits"] == len(inits["seeds"]) == 16
         for field, q in (("b_crit", "50"), ("lo", "16"), ("hi", "84")):
             want = (None if median is None or s_ref[q] is None or s_ref[q] <= median
                     else record["b_ref"] * (s_ref[q] / median - 1))
             assert med[field] == (None if want is None else pytest.approx(want, rel=1e-12))
-        assert med["b_crit"] == (None if inits["two_point"] is None
-                                 else pytest.approx(inits["two_point"], rel=1e-12))
         if med["b_crit"] is not None:
             assert med["ratio"] == pytest.approx(med["b_crit"] / entry["measured"]["b_crit"])
         checked += 1
-    assert checked >= 3       # the three digits networks with momentum at least
+    assert checked >= 29
     table = median_end_table(entries).splitlines()
     assert len(table) == 2 + sum(bool(e["two_ends"] and e["two_ends"]["b_2pt_med"])
                                  for e in entries)

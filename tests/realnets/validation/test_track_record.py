@@ -11,8 +11,9 @@ import pytest
 
 from realnets.cli import main
 from realnets.validation.summary import read_summary
-from realnets.validation.track_record import (PREDICTORS, conformal_factor, held_out_coverage,
-                                              record_factor, track_record, track_record_table)
+from realnets.validation.track_record import (PREDICTORS, conformal_factor, conformal_score,
+                                              held_out_coverage, record_factor, track_record,
+                                              track_record_table)
 
 SUMMARY = Path(__file__).resolve().parents[3] / "reports" / "validation" / "summary.json"
 
@@ -58,12 +59,21 @@ def test_held_out_coverage_by_hand():
 
 
 def test_held_out_coverage_counts_a_tie_with_the_bound_as_covered():
-    # exp(0.3) does not take the log back to 0.3 exactly: the bound is compared as a score
-    scores = [0.1, 0.2, 0.3, 0.4, 0.3, math.inf]
+    # log(exp(0.25)) < 0.25 in floating point: a bound taken through the factor would leave the
+    # tied scores out (2); compared as a score, they are covered
+    assert math.log(math.exp(0.25)) < 0.25
+    scores = [0.1, 0.2, 0.25, 0.4, 0.25, math.inf]
     groups = ["a", "a", "b", "b", "c", "c"]
-    # a's bound from [0.3, 0.3, 0.4, inf] is the 3rd: 0.4 -> 2; b's from [0.1, 0.2, 0.3, inf]:
-    # 0.3 -> b's 0.3 covered, 0.4 not; c's from [0.1 .. 0.4]: 0.3 -> c's 0.3 covered
+    # a's bound from [0.25, 0.25, 0.4, inf] is the 3rd: 0.4 -> 2; b's from [0.1, 0.2, 0.25,
+    # inf]: 0.25 -> b's 0.25 covered, 0.4 not; c's from [0.1 .. 0.4]: 0.25 -> c's 0.25 covered
     assert held_out_coverage(scores, groups, 0.5) == (4, 0)
+
+
+@pytest.mark.parametrize("n, level, k", [(74, 0.68, 51), (149, 0.68, 102), (29, 0.9, 27),
+                                         (30, 0.68, 22)])
+def test_the_order_statistic_is_exact_where_n_plus_1_times_the_level_is_whole(n, level, k):
+    # (n + 1) level is a whole number here but not in floating point (75 x 0.68 = 51.000...01)
+    assert conformal_score(np.arange(1.0, n + 1), level) == k
 
 
 def test_held_out_counts_on_the_shipped_summary_by_a_second_reading():
@@ -73,10 +83,11 @@ def test_held_out_counts_on_the_shipped_summary_by_a_second_reading():
 
     def log_miss(e, field):
         ratio = ((e.get(field) or {}).get("ratio") if field == "rule_4"
-                 else ((e.get("two_ends") or {}).get("b_2pt") or {}).get("ratio"))
+                 else ((e.get("two_ends") or {}).get(field) or {}).get("ratio"))
         return abs(math.log(ratio)) if ratio else math.inf
 
-    for predictor, field in (("rule 4", "rule_4"), ("B_2pt'", "b_2pt")):
+    for predictor, field in (("rule 4", "rule_4"), ("B_2pt'", "b_2pt"),
+                             ("B_2pt'(med)", "b_2pt_med")):
         for level in (0.68, 0.9):
             covered = unbounded = 0
             for name in {e["workload"] for e in entries}:
@@ -84,7 +95,7 @@ def test_held_out_counts_on_the_shipped_summary_by_a_second_reading():
                 k = math.ceil((len(others) + 1) * level)
                 bound = others[k - 1] if k <= len(others) else math.inf
                 mine = [log_miss(e, field) for e in entries if e["workload"] == name]
-                hits = sum(m < math.inf and m <= bound + 1e-12 for m in mine)
+                hits = sum(m < math.inf and m <= bound + 1e-12 for m in mine)   # ratios: rounded
                 covered += hits
                 unbounded += hits if bound == math.inf else 0
             assert rec[predictor].held_out[level] == covered, (predictor, level)
@@ -123,6 +134,19 @@ def test_record_on_made_up_entries():
     assert "| rule 4 | 3 (1) | 2.25 | 1 of 3 |" in track_record_table(list(rec.values()))
 
 
+def test_a_rerun_range_with_a_missing_end_is_unbounded_and_a_diagnostic_not_run_is_named():
+    # rule 4 120 with no 84th-percentile end: [90, inf) holds the measured 150
+    entries = [_entry("a", 150.0, rule_4=120.0, b_simple=1.0, lo=90.0, hi=None),
+               {**_entry("b", 44.0, rule_4=40.0, b_simple=1.0, lo=None, hi=45.0),
+                "two_ends": {"b_2pt": {"b_crit": 60.0, "lo": 50.0, "hi": 70.0},
+                             "b_2pt_med": None}}]
+    rec = {r.predictor: r for r in track_record(entries)}
+    assert (rec["rule 4"].inside, rec["rule 4"].with_interval) == (2, 2)   # [0, 45] holds 44
+    med = rec["B_2pt'(med)"]
+    assert (med.missing, med.not_computed) == (2, 1)      # a: no two ends; b: not run
+    assert "| B_2pt'(med) | 2 (2; 1 not computed) |" in track_record_table(list(rec.values()))
+
+
 def test_overlapping_intervals_that_do_not_hold_the_measurement():
     # measured 100 (90 .. 110); rule 4 150 (105 .. 200): they overlap, 100 is outside
     rec = {r.predictor: r for r in track_record(
@@ -138,9 +162,11 @@ def test_overlapping_intervals_that_do_not_hold_the_measurement():
     ({"measured": None}, "measured must be an object"),
     ({"measured": {"b_crit": "12"}}, "measured.b_crit must be a finite number"),
     ({"measured": {"b_crit": math.nan}}, "measured.b_crit must be a finite number"),
-    ({"rule_4": [1, 2]}, "the rule 4 field must be an object"),
+    ({"rule_4": [1, 2]}, "the rule 4 field is missing or not an object"),
     ({"rule_4": {"b_crit": "big"}}, "rule 4's value must be a finite number"),
     ({"b_simple": {"value": 3.0, "se": math.inf}}, "B_simple's lo must be a finite number"),
+    ({"measured": {"b_crit": 10.0, "lo": "9"}}, "measured.lo must be a finite number"),
+    ({"rule_1": None, "predicted": None}, "the rule 1 field is missing or not an object"),
 ])
 def test_a_malformed_entry_is_named(change, says):
     entries = [_entry("a", 10.0, rule_4=12.0, b_simple=5.0), {**_entry("b", 10.0), **change}]
