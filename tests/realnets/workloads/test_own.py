@@ -252,8 +252,8 @@ def test_the_teacher_student_labels_follow_the_teachers_softmax(monkeypatch):
 def test_the_attention_example_is_the_stated_network(monkeypatch):
     """examples/digits_attention.py (held out in docs/prediction_rule.md, session 41): its
     logits written out in numpy from the parameters (row tokens, position embedding, a pre-norm
-    block of two-head softmax attention and a tanh-GELU MLP, mean over tokens), float64 against
-    the float32 network; the digits split's sizes."""
+    block of two-head softmax attention and a tanh-GELU MLP, mean over tokens), float64, and
+    from them the workload's loss and error; its stated sizes; the digits split's sizes."""
     import jax
 
     monkeypatch.chdir(ROOT)
@@ -285,9 +285,10 @@ def test_the_attention_example_is_the_stated_network(monkeypatch):
     h = h + np.einsum("bqhe,hed->bqd", mixed, att["out"]["kernel"]) + att["out"]["bias"]
     h = h + dense(gelu(dense(norm(h, p["LayerNorm_1"]), p["Dense_1"])), p["Dense_2"])
     want = dense(norm(h, p["LayerNorm_2"]).mean(axis=1), p["Dense_3"])
-    got = np.asarray(_example_module("digits_attention").RowAttention().apply(
-        params, np.asarray(task.val["x"])[:16]))
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # the stated sizes: width 32, two heads of 16, an MLP of 64; 9,482 parameters
+    assert att["query"]["kernel"].shape == (32, 2, 16) and p["Dense_1"]["kernel"].shape == (32, 64)
+    assert sum(np.size(a) for a in jax.tree_util.tree_leaves(params)) == 9482
+    _check_task_against(task, params, want, 16)
 
 
 def test_the_recurrent_example_is_the_stated_network(monkeypatch):
@@ -316,9 +317,57 @@ def test_the_recurrent_example_is_the_stated_network(monkeypatch):
                     + r * (h @ cell["hn"]["kernel"] + cell["hn"]["bias"]))
         h = (1 - z) * n + z * h
     want = h @ p["Dense_0"]["kernel"] + p["Dense_0"]["bias"]
-    got = np.asarray(_example_module("digits_gru").RowGRU().apply(
-        params, np.asarray(task.val["x"])[:16]))
-    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+    # the stated size: 32 units on 8 pixels a step; 3 (8 + 32) 32 + 4 x 32 + 33 x 10 = 4,298 parameters
+    assert cell["hz"]["kernel"].shape == (32, 32) and cell["iz"]["kernel"].shape == (8, 32)
+    assert sum(np.size(a) for a in jax.tree_util.tree_leaves(params)) == 4298
+    _check_task_against(task, params, want, 16)
+
+
+def test_the_residual_example_is_the_stated_network(monkeypatch):
+    """examples/digits_resmlp.py (held out in docs/prediction_rule.md, session 41): its logits
+    written out in numpy (the flattened pixels projected to 64, three pre-norm residual blocks
+    h + W2 relu(W1 LayerNorm(h)), a final layer norm, dense 10), float64, and from them the
+    workload's loss and error; its stated sizes; Nesterov momentum."""
+    import jax
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/digits_resmlp.py:make_workload").build()
+    params = task.init_params(jax.random.key(3))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    x = np.asarray(task.val["x"], np.float64)[:16].reshape(16, 64)
+
+    def dense(h, name):
+        return h @ p[name]["kernel"] + p[name]["bias"]
+
+    def norm(h, name):
+        mean, var = h.mean(-1, keepdims=True), h.var(-1, keepdims=True)
+        return (h - mean) / np.sqrt(var + 1e-6) * p[name]["scale"] + p[name]["bias"]
+
+    h = dense(x, "Dense_0")
+    for block in range(3):       # flax numbers the outer layer first: it is built first
+        inner, outer = f"Dense_{2 + 2 * block}", f"Dense_{1 + 2 * block}"
+        assert p[inner]["kernel"].shape == (64, 128) and p[outer]["kernel"].shape == (128, 64)
+        h = h + dense(np.maximum(dense(norm(h, f"LayerNorm_{block}"), inner), 0.0), outer)
+    want = dense(norm(h, "LayerNorm_3"), "Dense_7")
+    assert sum(np.size(a) for a in jax.tree_util.tree_leaves(params)) == 55050
+    _check_task_against(task, params, want, 16)
+    assert _example_module("digits_resmlp").make_workload().optimizer == "nesterov"
+
+
+def _check_task_against(task, params, logits, n):
+    """The workload's training loss and validation error on its first `n` validation rows
+    against numpy's cross-entropy and argmax of `logits` (n, 10), float64."""
+    import jax.numpy as jnp
+
+    y = np.asarray(task.val["y"])[:n]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    nll = -(shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True)))[np.arange(n), y]
+    rows = {"x": jnp.asarray(np.asarray(task.val["x"])[:n]), "y": jnp.asarray(y)}
+    np.testing.assert_allclose(float(task.loss_fn(params, rows)), nll.mean(), rtol=1e-4)
+    out = task.eval_fn(params, {**rows, "mask": jnp.ones(n, jnp.float32)})
+    assert task.metric == "error" and float(out["count"]) == n
+    assert float(out["metric_sum"]) == np.sum(logits.argmax(axis=1) != y)
+    np.testing.assert_allclose(float(out["loss_sum"]), nll.sum(), rtol=1e-4)
 
 
 def _example_module(name: str):
