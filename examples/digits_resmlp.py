@@ -9,11 +9,9 @@ before any run of it.
 """
 
 import flax.linen as nn
-import jax.numpy as jnp
-import optax
 
 from realnets.workloads.datasets import load_digits
-from realnets.workloads.own import own_workload
+from realnets.workloads.own import classifier_workload
 from realnets.workloads.search_space import TrialSearchSpace
 
 WIDTH = 64
@@ -37,24 +35,8 @@ class ResidualMLP(nn.Module):
 
 
 def make_workload():
-    split = load_digits()
-    model = ResidualMLP()
-
-    def init_params(key):
-        return model.init(key, split.train_x[:1])
-
-    def loss(params, batch):                             # (B,) per-example cross-entropy
-        logits = model.apply(params, batch["x"])
-        return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"])
-
-    def error(params, batch):                            # (B,) 1.0 where wrong
-        logits = model.apply(params, batch["x"])
-        return (jnp.argmax(logits, axis=-1) != batch["y"]).astype(jnp.float32)
-
-    return own_workload(
-        "digits_resmlp", init_params=init_params, loss=loss, metric=error, metric_name="error",
-        train={"x": split.train_x, "y": split.train_y},
-        val={"x": split.val_x, "y": split.val_y}, optimizer="nesterov",
+    return classifier_workload(
+        "digits_resmlp", ResidualMLP(), load_digits(), optimizer="nesterov",
         search=TrialSearchSpace((1e-3, 3.0), (1e-2, 1.0)),
         batch_sizes=(8, 16, 32, 64, 128, 256, 512), max_steps=2000,
         data="scikit-learn's 8x8 digits (1,797 images; every 10th of each digit held out "

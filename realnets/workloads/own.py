@@ -126,6 +126,31 @@ def own_workload(name: str, *, init_params: Callable, loss: Callable, train: dic
         build=lambda **_: task)
 
 
+def classifier_workload(name: str, network, split, **kwargs) -> Workload:
+    """`own_workload` for a classifier: `network`, a flax module mapping a batch of
+    `split.train_x` rows to (B, classes) logits, on a labelled split
+    (`realnets.workloads.datasets.Split`: train_x, train_y, val_x, val_y, integer labels).
+    Loss: per-example softmax cross-entropy; metric: 'error', 1.0 where the logits' argmax is
+    not the label. `kwargs` go to `own_workload` (optimizer, search, batch_sizes, max_steps,
+    goal, and the data and model descriptions)."""
+    import optax
+
+    def init_params(key):
+        return network.init(key, split.train_x[:1])
+
+    def loss(params, batch):                             # (B,) per-example cross-entropy
+        logits = network.apply(params, batch["x"])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, batch["y"])
+
+    def error(params, batch):                            # (B,) 1.0 where wrong
+        logits = network.apply(params, batch["x"])
+        return (jnp.argmax(logits, axis=-1) != batch["y"]).astype(jnp.float32)
+
+    return own_workload(name, init_params=init_params, loss=loss, metric=error,
+                        metric_name="error", train={"x": split.train_x, "y": split.train_y},
+                        val={"x": split.val_x, "y": split.val_y}, **kwargs)
+
+
 def is_spec(value: str) -> bool:
     """True if `value` names an own workload ('file.py:function' or 'module:function')."""
     return isinstance(value, str) and ":" in value
