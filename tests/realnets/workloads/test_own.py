@@ -354,6 +354,34 @@ def test_the_residual_example_is_the_stated_network(monkeypatch):
     assert _example_module("digits_resmlp").make_workload().optimizer == "nesterov"
 
 
+def test_the_synthetic_example_is_the_stated_data_and_network(monkeypatch):
+    """examples/synthetic_clusters.py (held out in docs/prediction_rule.md, session 41): the
+    rows of scikit-learn's make_classification as stated, standardised on the 6,400 training
+    rows (numpy on a fresh draw); the MLP's logits written out in numpy, and from them the
+    workload's loss and error; plain SGD."""
+    import jax
+    from sklearn.datasets import make_classification
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/synthetic_clusters.py:make_workload").build()
+    x, y = make_classification(n_samples=8000, n_features=20, n_informative=8, n_redundant=4,
+                               n_classes=5, n_clusters_per_class=2, flip_y=0.05, class_sep=1.0,
+                               random_state=0)
+    z = (x - x[:6400].mean(axis=0)) / x[:6400].std(axis=0)
+    np.testing.assert_allclose(np.asarray(task.train["x"]), z[:6400], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(task.val["x"]), z[6400:], atol=1e-5)
+    assert list(np.asarray(task.val["y"])) == list(y[6400:])
+    params = task.init_params(jax.random.key(4))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    h = z[6400:6416]
+    for name in ("Dense_0", "Dense_1"):
+        h = np.maximum(h @ p[name]["kernel"] + p[name]["bias"], 0.0)
+    want = h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"]
+    assert p["Dense_1"]["kernel"].shape == (128, 128) and want.shape == (16, 5)
+    _check_task_against(task, params, want, 16)
+    assert _example_module("synthetic_clusters").make_workload().optimizer == "sgd"
+
+
 def _check_task_against(task, params, logits, n):
     """The workload's training loss and validation error on its first `n` validation rows
     against numpy's cross-entropy and argmax of `logits` (n, 10), float64."""
