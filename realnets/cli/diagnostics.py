@@ -337,12 +337,20 @@ def two_point_command(args, argv) -> str:
 
     start = time.perf_counter()
     directory = Path(args.dir)
+    seeds = None
+    if args.full_batch_inits is not None:
+        from realnets.validation.full_batch_inits import check_seeds
+
+        seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
     config, records = load_sweep(directory)
     repeats = read_repeats(directory)
     two_point.check_inputs(config, records, repeats, args.batch_size)
     task = workloads.get(config.workload).build(text_file=config.text_file)
-    record = two_point.estimate(task, config, records, repeats, args.batch_size,
-                                log=_progress(args.no_progress))
+    say = _progress(args.no_progress)
+    record = two_point.estimate(task, config, records, repeats, args.batch_size, log=say)
+    if seeds is not None and record["full_set"].get("steps") is not None:
+        say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
+        record = two_point.with_median_end(task, config, record, seeds)
     record = {**record, "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
     store.write_json_atomic(directory / TWO_POINT_FILE, record)

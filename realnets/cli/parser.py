@@ -251,6 +251,11 @@ def build_parser() -> argparse.ArgumentParser:
                                "realnets repeat); the result goes to DIR/two_point.json")
     p.add_argument("--batch-size", type=int,
                    help="B_ref (default: the smallest batch size that reached the goal)")
+    p.add_argument("--full-batch-inits", metavar="SEEDS",
+                   help="also descend the fastest full-batch configuration from the "
+                        "initialisations of these seeds, e.g. 1,2,...,16, for B_2pt'(med), the "
+                        "two-point estimate with their median full-batch end "
+                        "(docs/prediction_rule.md, session 41)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)

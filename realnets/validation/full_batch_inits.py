@@ -76,6 +76,13 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
             "seconds": time.perf_counter() - t0}
 
 
+def median_end(b_ref: int, reruns: dict, median: float | None) -> dict:
+    """B_2pt'(med) (docs/prediction_rule.md, session 41): B_ref (S~_ref,q / median - 1) at the
+    reruns' percentiles q ("16", "50", "84" of `reruns`, steps), the median full-batch end in
+    place of S_fb^N; each None where that percentile is missing or not above the median."""
+    return {q: two_point_estimate(int(b_ref), median, reruns.get(q)) for q in ("16", "50", "84")}
+
+
 def check_seeds(seeds: Sequence[int]) -> list[int]:
     """The seeds as a list; ValueError unless they are distinct whole numbers >= 0, at least
     one."""

@@ -55,7 +55,7 @@ from pathlib import Path
 
 from realnets import store
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
-from realnets.validation.reconciliation import two_point, two_point_estimate
+from realnets.validation.reconciliation import two_point
 from realnets.validation.settings import RULE_2
 
 SUMMARY_FILE = "summary.json"
@@ -177,8 +177,10 @@ def _median_end_entry(record: dict, reruns: dict, estimate) -> dict | None:
     inits = record.get("full_batch_inits")
     if not inits:
         return None
+    from realnets.validation.full_batch_inits import median_end
+
     median = inits["percentiles"]["50"]
-    by = {q: two_point_estimate(int(record["b_ref"]), median, reruns.get(q)) for q in reruns}
+    by = median_end(record["b_ref"], reruns, median)
     return {**estimate(by), "s_fb_median": median, "inits": len(inits["seeds"])}
 
 

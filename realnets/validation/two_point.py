@@ -173,6 +173,26 @@ def number(x: float | None) -> str:
     return "?" if x is None else f"{x:.4g}"
 
 
+def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[int],
+                    seed: int = 0, chunk_rows: int | None = None, devices=None) -> dict:
+    """The record with B_2pt'(med) (docs/prediction_rule.md, session 41): its fastest
+    full-batch configuration descended again from the initialisations of `seeds` on the same
+    whole set (`full_batch_inits.over_inits`, rows drawn with `seed` as in `estimate`), as
+    "full_batch_inits", and "b_2pt_med" {"value", "lo", "hi"}: the two-point estimate at the
+    reruns' median, 16th and 84th percentiles with their median full-batch end."""
+    from realnets.validation.full_batch_inits import median_end, over_inits
+
+    inits = over_inits(task, config, record, seeds, seed, chunk_rows, devices)
+    by = median_end(record["b_ref"], record["reruns"]["percentiles"], inits["percentiles"]["50"])
+    # their cost: steps x rows (a descent not at the target ran to the step limit)
+    extra = int(record["full_set"]["sample_rows"]) * sum(
+        inits["step_limit"] if s is None else s for s in inits["steps"])
+    ex = record["examples"]
+    return {**record, "full_batch_inits": inits,
+            "b_2pt_med": {"value": by["50"], "lo": by["16"], "hi": by["84"]},
+            "examples": {**ex, "full_batch_inits": extra, "estimate": ex["estimate"] + extra}}
+
+
 def verdict(cond: dict) -> str:
     """The condition's verdict in words, the same in the terminal and the app."""
     return (f"the condition S_fb^N >= {cond['min_full_batch_steps']} "
@@ -197,12 +217,24 @@ def text(record: dict) -> str:
         f"(16-84%: {g(record['lo'])} .. {g(record['hi'])})",
         verdict(record["condition"]),
     ]
+    if record.get("b_2pt_med"):
+        med, inits = record["b_2pt_med"], record["full_batch_inits"]
+        lines.append(
+            f"with the median full-batch end over {len(inits['seeds'])} initialisations, "
+            f"{g(inits['percentiles']['50'])} steps ({g(inits['over_s_fb'])} x S_fb^N): "
+            f"B_2pt'(med) = {g(med['value'])} examples per step (16-84%: {g(med['lo'])} .. "
+            f"{g(med['hi'])}; the estimate of record from session 42, docs/prediction_rule.md)")
     ex = record["examples"]
+    inits = ("" if "full_batch_inits" not in ex
+             else f", from other initialisations {ex['full_batch_inits']:.3g}")
     lines.append(f"cost in training examples: {ex['estimate']:.3g} (trials at B_ref "
                  f"{ex['b_ref_trials']:.3g}, reruns {ex['reruns']:.3g}, full batch at most "
-                 f"{ex['full_batch']:.3g}); every trial and rerun in the sweep directory: "
-                 f"{ex['sweep']:.3g}")
+                 f"{ex['full_batch']:.3g}{inits}); every trial and rerun in the sweep "
+                 f"directory: {ex['sweep']:.3g}")
     if record["measured"]:
+        med = (record.get("b_2pt_med") or {}).get("value")
         lines.append(f"the sweep's own B_crit {g(record['measured'])}: B_2pt' / it = "
-                     f"{g(record['ratio'])}")
+                     f"{g(record['ratio'])}" + ("" if med is None else
+                                                f", B_2pt'(med) / it = "
+                                                f"{g(med / record['measured'])}"))
     return "\n".join(lines)

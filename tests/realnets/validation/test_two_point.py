@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from realnets.cli import main
@@ -76,6 +77,9 @@ def test_bad_input_is_one_line_before_any_training(tmp_path, monkeypatch, capsys
     assert main(["two-point", str(sweep), "--batch-size", "3"]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("error: batch-size must be one") and "\n" not in err
+    assert main(["two-point", str(sweep), "--full-batch-inits", "2,2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "full-batch-inits must be distinct" in err and "\n" not in err
     (sweep / "repeats.jsonl").unlink()
     assert main(["two-point", str(sweep)]) == 2
     err = capsys.readouterr().err.strip()
@@ -125,3 +129,33 @@ def test_validate_rule_4_without_reruns_is_one_line_before_any_work(tmp_path, ca
     out, err = capsys.readouterr()
     assert out == "" and len(err.strip().splitlines()) == 1 and "rule-4" in err
     assert not (tmp_path / "rep").exists()
+
+
+def test_the_median_full_batch_end_agrees_with_the_validation_path(tmp_path, monkeypatch,
+                                                                    capsys):
+    """`two-point --full-batch-inits 1,2,3` on sweeps/breast_cancer_mlp: the descents from seeds
+    1-3 take the steps that `validate` then `two-ends --full-batch-inits` recorded for the same
+    seeds (reports/validation/breast_cancer_mlp/two_ends.json, another path to the same
+    configuration and whole set), and B_2pt'(med) is B_ref (S~_ref,q / median - 1) written
+    out, None where a percentile is not above the median."""
+    monkeypatch.chdir(ROOT)
+    sweep = tmp_path / "bc"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    assert main(["two-point", str(sweep), "--full-batch-inits", "1,2,3", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    got = json.loads((sweep / "two_point.json").read_text())
+    ends = json.loads((ROOT / "reports/validation/breast_cancer_mlp/two_ends.json").read_text())
+    inits = got["full_batch_inits"]
+    assert inits["seeds"] == [1, 2, 3]
+    assert inits["steps"] == ends["full_batch_inits"]["steps"][:3]
+    median = float(np.median([np.inf if s is None else s for s in inits["steps"]]))
+    assert inits["percentiles"]["50"] == median
+    for field, q in (("value", "50"), ("lo", "16"), ("hi", "84")):
+        s_ref = got["reruns"]["percentiles"][q]
+        want = None if s_ref is None or s_ref <= median else 8 * (s_ref / median - 1)
+        assert got["b_2pt_med"][field] == (None if want is None else pytest.approx(want))
+    assert "B_2pt'(med) =" in out and "over 3 initialisations" in out
+    ex = got["examples"]       # the three descents' cost added: steps x the 455 rows
+    assert ex["full_batch_inits"] == 455 * sum(inits["steps"])
+    assert ex["estimate"] == (ex["b_ref_trials"] + ex["reruns"] + ex["full_batch"]
+                              + ex["full_batch_inits"])
