@@ -166,9 +166,12 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
     try:
         record = store.read_json(path, "two-point record")
         b_ref, value = int(record["b_ref"]), record["value"]
+        med = record.get("b_2pt_med")      # with --full-batch-inits: (inits, value, lo, hi)
+        med = None if med is None else (len(record["full_batch_inits"]["seeds"]),
+                                         med["value"], med.get("lo"), med.get("hi"))
         cond, lo, hi = record["condition"], record["lo"], record["hi"]
         why = two_point.stale(record, goal, steps_at)
-    except (ValueError, KeyError, TypeError) as err:
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         return f"{TWO_POINT_FILE} does not read ({err}): rerun `python -m realnets two-point`."
     if why:
         return why + "."
@@ -179,7 +182,13 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
     g = two_point.number
     note = (None if summary is None
             else track_record_note(summary, "B_2pt'", value, workload, lo, hi))
+    median = (None if med is None else
+              f" With the median full-batch end over {med[0]} initialisations "
+              f"(`--full-batch-inits`), B_2pt'(med) = **{g(med[1])}** (16-84%: {g(med[2])} .. "
+              f"{g(med[3])}): the estimate of record from session 42 "
+              "(docs/prediction_rule.md, session 41).")
     return (f"Two-point estimate of B_crit (`python -m realnets two-point`, no NQM, from "
             f"B_ref = {b_ref}): **{g(value)}** examples per step (16-84%: {g(lo)} .. {g(hi)}); "
-            f"{two_point.verdict(cond)}." + ("" if note is None else f" {note}"))
+            f"{two_point.verdict(cond)}." + ("" if median is None else median)
+            + ("" if note is None else f" {note}"))
 

@@ -78,6 +78,15 @@ def test_the_two_point_line_shows_a_record_made_from_the_sweep_and_names_a_stale
     (tmp_path / "two_point.json").write_text("{not json")
     assert "does not read" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
     assert reports.two_point_summary(tmp_path / "none", {16: 330.0}, 0.34) is None
+    # with --full-batch-inits: B_2pt'(med) beside, its interval and how many initialisations
+    med = {**record, "b_2pt_med": {"value": 301.2, "lo": 250.0, "hi": None},
+           "full_batch_inits": {"seeds": list(range(1, 17))}}
+    (tmp_path / "two_point.json").write_text(json.dumps(med))
+    line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
+    assert "**389.7**" in line and "over 16 initialisations" in line
+    assert "B_2pt'(med) = **301.2** (16-84%: 250 .. ?)" in line
+    (tmp_path / "two_point.json").write_text(json.dumps({**med, "full_batch_inits": None}))
+    assert "does not read" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
 
 
 def _held_out_factor(entries, ratio_of, without):
