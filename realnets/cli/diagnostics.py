@@ -198,6 +198,8 @@ def two_ends_command(args, argv) -> str:
         from realnets.validation.full_batch_inits import check_seeds
 
         seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
+        for d in directories:        # every directory checked before any descent
+            _check_inits_input(d, args, seeds)
         got = [_full_batch_inits(d, args, seeds, say) for d in directories]
         if args.format == "json":
             return json.dumps(got, indent=1)
@@ -343,12 +345,14 @@ def two_point_command(args, argv) -> str:
 
         seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
     config, records = load_sweep(directory)
+    if seeds is not None:
+        seeds = check_seeds(seeds, config.seed)
     repeats = read_repeats(directory)
     two_point.check_inputs(config, records, repeats, args.batch_size)
     task = workloads.get(config.workload).build(text_file=config.text_file)
     say = _progress(args.no_progress)
     record = two_point.estimate(task, config, records, repeats, args.batch_size, log=say)
-    if seeds is not None and record["full_set"].get("steps") is not None:
+    if seeds is not None:
         say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
         record = two_point.with_median_end(task, config, record, seeds)
     record = {**record, "command": _command_line(argv),
@@ -464,6 +468,23 @@ def _goal_metric(directory: Path, args, say) -> dict:
     return record
 
 
+def _check_inits_input(directory: Path, args, seeds) -> None:
+    """ValueError (one line) unless `directory` holds a two_ends.json with a whole-set descent
+    at the target and its sweep's own seed is not among `seeds`."""
+    from realnets import store
+    from realnets.validation.files import TWO_ENDS_FILE, read_validation
+    from realnets.validation.full_batch_inits import check_seeds
+
+    if not (directory / TWO_ENDS_FILE).is_file():
+        raise ValueError(f"dir {directory}: no {TWO_ENDS_FILE} (python -m realnets two-ends "
+                         f"{directory} first)")
+    if (store.read_json(directory / TWO_ENDS_FILE, "two-ends record").get("full_set") or {}
+            ).get("steps") is None:
+        raise ValueError(f"dir {directory}: no whole-set descent of its {TWO_ENDS_FILE} reached "
+                         "the target, so there is no configuration to descend again")
+    check_seeds(seeds, _report_sweep(read_validation(directory), args.sweep, directory)[1].seed)
+
+
 def _full_batch_inits(directory: Path, args, seeds, say) -> dict:
     """A stored two_ends record's `full_batch_inits` diagnostic, computed, written back into
     DIR/two_ends.json (the summary beside refreshed: its B_2pt'(med)), and returned."""
@@ -471,9 +492,6 @@ def _full_batch_inits(directory: Path, args, seeds, say) -> dict:
     from realnets.validation.files import TWO_ENDS_FILE, read_validation
     from realnets.validation.full_batch_inits import over_inits
 
-    if not (directory / TWO_ENDS_FILE).is_file():
-        raise ValueError(f"dir {directory}: no {TWO_ENDS_FILE} (python -m realnets two-ends "
-                         f"{directory} first)")
     record = store.read_json(directory / TWO_ENDS_FILE, "two-ends record")
     doc = read_validation(directory)
     _, config, _ = _report_sweep(doc, args.sweep, directory)

@@ -38,7 +38,8 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
       task, sweep_config: the workload's Task and its sweep (optimizer; trial ids' rule).
       record: a two_ends record ("b_ref", "reruns" percentiles, "full_set" with "steps",
         "trial_id", "learning_rate", "momentum", "target" in loss units, "step_limit").
-      seeds: the initialisations' seeds (positive integers, each once).
+      seeds: the initialisations' seeds (whole numbers, each once, not the sweep's own seed:
+        under it the trials' initialisations are those S_fb^N already descended from).
       rows_seed: the whole set's draw (the validation's seed, as `two_ends.both_ends`).
       chunk_rows, devices: how the whole set's loss is computed.
 
@@ -47,7 +48,7 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
     not at the target the slowest), "s_fb", "over_s_fb" (median / S_fb^N), "two_point"
     (B_2pt' with the median: examples per step, or None), "reading", "seconds"}.
     """
-    seeds = check_seeds(seeds)
+    seeds = check_seeds(seeds, sweep_config.seed)
     fb = record["full_set"]
     if fb.get("steps") is None:
         raise ValueError("no whole-set descent reached the target: nothing to repeat")
@@ -83,13 +84,18 @@ def median_end(b_ref: int, reruns: dict, median: float | None) -> dict:
     return {q: two_point_estimate(int(b_ref), median, reruns.get(q)) for q in ("16", "50", "84")}
 
 
-def check_seeds(seeds: Sequence[int]) -> list[int]:
+def check_seeds(seeds: Sequence[int], sweep_seed: int | None = None) -> list[int]:
     """The seeds as a list; ValueError unless they are distinct whole numbers >= 0, at least
-    one."""
+    one, and none is `sweep_seed` (the sweep's own: its initialisations are the trials' own,
+    from which S_fb^N was already measured, and would pull the median toward that best case)."""
     seeds = [int(s) for s in seeds]
     if not seeds or min(seeds) < 0 or len(set(seeds)) != len(seeds):
         raise ValueError(f"full-batch-inits must be distinct whole numbers >= 0, got "
                          f"{','.join(map(str, seeds))!r}")
+    if sweep_seed is not None and int(sweep_seed) in seeds:
+        raise ValueError(f"full-batch-inits: seed {int(sweep_seed)} is the sweep's own (its "
+                         "initialisations are those S_fb^N was measured from); give others, "
+                         "e.g. 1,2,...,16")
     return seeds
 
 

@@ -125,7 +125,7 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
     value = ends["two_point"]["50"]
     measured = measured_b_crit(records, config)
     return {"workload": config.workload, "optimizer": config.optimizer, "goal": config.goal,
-            "trial_id": trial.trial_id, **ends, "value": value,
+            "trial_id": trial.trial_id, "rows_seed": int(seed), **ends, "value": value,
             "lo": ends["two_point"]["16"], "hi": ends["two_point"]["84"],
             "condition": condition(ends["full_set"]["steps"], value),
             "measured": measured,
@@ -174,15 +174,23 @@ def number(x: float | None) -> str:
 
 
 def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[int],
-                    seed: int = 0, chunk_rows: int | None = None, devices=None) -> dict:
+                    chunk_rows: int | None = None, devices=None) -> dict:
     """The record with B_2pt'(med) (docs/prediction_rule.md, session 41): its fastest
     full-batch configuration descended again from the initialisations of `seeds` on the same
-    whole set (`full_batch_inits.over_inits`, rows drawn with `seed` as in `estimate`), as
-    "full_batch_inits", and "b_2pt_med" {"value", "lo", "hi"}: the two-point estimate at the
-    reruns' median, 16th and 84th percentiles with their median full-batch end."""
+    whole set (`full_batch_inits.over_inits`, the rows the record's "rows_seed" drew in
+    `estimate`), as "full_batch_inits", and "b_2pt_med" {"value", "lo", "hi"}: the two-point
+    estimate at the reruns' median, 16th and 84th percentiles with their median full-batch end.
+    A record whose whole-set descents all missed the target gets "b_2pt_med" with value None
+    and its "why", and no descents."""
     from realnets.validation.full_batch_inits import median_end, over_inits
 
-    inits = over_inits(task, config, record, seeds, seed, chunk_rows, devices)
+    if record["full_set"].get("steps") is None:
+        return {**record, "b_2pt_med": {
+            "value": None, "lo": None, "hi": None,
+            "why": "not computed: no full-batch descent of the sweep's trials at B_ref reached "
+                   "the target, so there is no fastest configuration to descend again"}}
+    inits = over_inits(task, config, record, seeds, int(record.get("rows_seed", 0)),
+                       chunk_rows, devices)
     by = median_end(record["b_ref"], record["reruns"]["percentiles"], inits["percentiles"]["50"])
     # their cost: steps x rows (a descent not at the target ran to the step limit)
     extra = int(record["full_set"]["sample_rows"]) * sum(
@@ -217,13 +225,17 @@ def text(record: dict) -> str:
         f"(16-84%: {g(record['lo'])} .. {g(record['hi'])})",
         verdict(record["condition"]),
     ]
-    if record.get("b_2pt_med"):
-        med, inits = record["b_2pt_med"], record["full_batch_inits"]
+    med = record.get("b_2pt_med")
+    if med and "full_batch_inits" not in record:
+        lines.append(f"B_2pt'(med) {med.get('why', 'not computed')}")
+    elif med:
+        inits = record["full_batch_inits"]
         lines.append(
             f"with the median full-batch end over {len(inits['seeds'])} initialisations, "
             f"{g(inits['percentiles']['50'])} steps ({g(inits['over_s_fb'])} x S_fb^N): "
             f"B_2pt'(med) = {g(med['value'])} examples per step (16-84%: {g(med['lo'])} .. "
-            f"{g(med['hi'])}; the estimate of record from session 42, docs/prediction_rule.md)")
+            f"{g(med['hi'])})" + ("" if med["value"] is None else
+                                  "; the two-point estimate of record, docs/prediction_rule.md"))
     ex = record["examples"]
     inits = ("" if "full_batch_inits" not in ex
              else f", from other initialisations {ex['full_batch_inits']:.3g}")

@@ -39,7 +39,7 @@ def test_each_initialisation_descends_as_gradient_descent_written_out(monkeypatc
     sweep = SweepConfig(workload="nqm", batch_sizes=(4, 8), trials=4, max_steps=500, goal=0.1,
                         optimizer="sgd", search=TrialSearchSpace((0.01, 2.0)), seed=5)
     monkeypatch.setattr(two_ends, "UNLIMITED_ROWS", 4096)
-    target, rate, cap, seeds = 0.05, 0.9, 40, [1, 2, 3, 4, 5, 6, 7]
+    target, rate, cap, seeds = 0.05, 0.9, 40, [1, 2, 3, 4, 6, 7, 8]
     record = {"b_ref": 4, "reruns": {"percentiles": {"16": 30.0, "50": 44.0, "84": 50.0}},
               "full_set": {"steps": 9, "trial_id": 1, "learning_rate": rate, "momentum": None,
                            "target": target, "step_limit": cap}}
@@ -59,6 +59,8 @@ def test_each_initialisation_descends_as_gradient_descent_written_out(monkeypatc
     assert got["reading"] == "explains"
     with pytest.raises(ValueError, match="nothing to repeat"):
         full_batch_inits.over_inits(task, sweep, {**record, "full_set": {"steps": None}}, [1], 0)
+    with pytest.raises(ValueError, match="seed 5 is the sweep's own"):   # its trials' inits
+        full_batch_inits.over_inits(task, sweep, record, [4, 5], rows_seed=0, devices=CPU)
 
 
 def test_the_reading_by_its_fixed_thresholds():

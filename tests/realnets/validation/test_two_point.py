@@ -80,6 +80,11 @@ def test_bad_input_is_one_line_before_any_training(tmp_path, monkeypatch, capsys
     assert main(["two-point", str(sweep), "--full-batch-inits", "2,2"]) == 2
     err = capsys.readouterr().err.strip()
     assert "full-batch-inits must be distinct" in err and "\n" not in err
+    for bad, says in (("a,b", "full-batch-inits"), ("-1", "full-batch-inits"),
+                      ("0,1", "the sweep's own")):        # 0: the sweep's seed
+        assert main(["two-point", str(sweep), "--full-batch-inits", bad]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ") and says in err and "\n" not in err, (bad, err)
     (sweep / "repeats.jsonl").unlink()
     assert main(["two-point", str(sweep)]) == 2
     err = capsys.readouterr().err.strip()
@@ -159,3 +164,50 @@ def test_the_median_full_batch_end_agrees_with_the_validation_path(tmp_path, mon
     assert ex["full_batch_inits"] == 455 * sum(inits["steps"])
     assert ex["estimate"] == (ex["b_ref_trials"] + ex["reruns"] + ex["full_batch"]
                               + ex["full_batch_inits"])
+
+
+def _stored_record() -> dict:
+    """The shipped synthetic-clusters two_point.json without its median-end diagnostic."""
+    record = json.loads((ROOT / "sweeps/synthetic_clusters/two_point.json").read_text())
+    record.pop("b_2pt_med")
+    record.pop("full_batch_inits")
+    record["examples"].pop("full_batch_inits")
+    record["examples"]["estimate"] = sum(record["examples"][k] for k in
+                                         ("b_ref_trials", "reruns", "full_batch"))
+    return record
+
+
+def test_the_median_end_counts_a_missed_descent_at_its_cap_and_says_when_it_has_none(
+        monkeypatch):
+    """`with_median_end` with the descents replaced by stated steps: one descent that missed the
+    target costs its step limit; with two of three missing, the median is not at the target and
+    B_2pt'(med) has no value, which the text shows as '?' without calling it the estimate of
+    record; with no fastest configuration at all (every whole-set descent missed) nothing is
+    descended and the text says why."""
+    from realnets.validation import full_batch_inits
+
+    record = _stored_record()
+    rows, limit = int(record["full_set"]["sample_rows"]), int(record["full_set"]["step_limit"])
+    pct = record["reruns"]["percentiles"]
+    for steps, median in (([None, 30, 40], 40.0), ([None, None, 30], None)):
+        fake = {"seeds": [1, 2, 3], "steps": steps, "step_limit": limit,
+                "percentiles": {"16": None, "50": median, "84": None},
+                "over_s_fb": None if median is None else median / record["full_set"]["steps"]}
+        monkeypatch.setattr(full_batch_inits, "over_inits", lambda *a, _f=fake, **k: _f)
+        got = two_point.with_median_end(None, None, record, [1, 2, 3])
+        cost = rows * sum(limit if s is None else s for s in steps)
+        assert got["examples"]["full_batch_inits"] == cost
+        assert got["examples"]["estimate"] == record["examples"]["estimate"] + cost
+        med = got["b_2pt_med"]["value"]
+        if median is None:
+            assert med is None and "B_2pt'(med) = ? " in two_point.text(got)
+            assert "estimate of record" not in two_point.text(got)
+        else:
+            assert med == pytest.approx(record["b_ref"] * (pct["50"] / 40.0 - 1))
+            assert "the two-point estimate of record" in two_point.text(got)
+    missed = {**record, "full_set": {**record["full_set"], "steps": None}}
+    monkeypatch.setattr(full_batch_inits, "over_inits",
+                        lambda *a, **k: pytest.fail("descended without a configuration"))
+    got = two_point.with_median_end(None, None, missed, [1, 2])
+    assert got["b_2pt_med"]["value"] is None and "full_batch_inits" not in got
+    assert "B_2pt'(med) not computed: no full-batch descent" in two_point.text(got)
