@@ -327,7 +327,8 @@ def _two_point_curve(directories, goal_metric: bool, fmt: str) -> str:
 
 
 def two_point_command(args, argv) -> str:
-    """`python -m realnets two-point DIR`: `realnets.validation.two_point.estimate` on a sweep, its
+    """`python -m realnets two-point DIR`: `realnets.validation.two_point.estimate` on a sweep,
+    then `with_median_end` (B_2pt'(med), the estimate of record; not with --best-end-only), its
     record written to DIR/two_point.json. Inputs are checked before any training."""
     import json
     import time
@@ -339,14 +340,16 @@ def two_point_command(args, argv) -> str:
 
     start = time.perf_counter()
     directory = Path(args.dir)
+    from realnets.validation.full_batch_inits import check_seeds, default_seeds
+
     seeds = None
     if args.full_batch_inits is not None:
-        from realnets.validation.full_batch_inits import check_seeds
-
         seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
     config, records = load_sweep(directory)
     if seeds is not None:
         seeds = check_seeds(seeds, config.seed)
+    elif not args.best_end_only:        # B_2pt'(med), the estimate of record (session 42)
+        seeds = default_seeds(config.seed)
     repeats = read_repeats(directory)
     two_point.check_inputs(config, records, repeats, args.batch_size)
     task = workloads.get(config.workload).build(text_file=config.text_file)

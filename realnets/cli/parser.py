@@ -243,7 +243,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="validation report directories (holding validation.json)")
     t.add_argument("--format", choices=("table", "json"), default="table")
     p = sub.add_parser("two-point",
-                       help="a sweep: B_crit by the two-point estimate B_2pt' from its smallest "
+                       help="a sweep: B_crit by the two-point estimate B_2pt'(med) from its smallest "
                             "batch size alone (the reference trial's reruns and full-batch "
                             "descents on the whole training set; no NQM, no other batch size "
                             "needed: docs/own_workload.md)")
@@ -251,11 +251,16 @@ def build_parser() -> argparse.ArgumentParser:
                                "realnets repeat); the result goes to DIR/two_point.json")
     p.add_argument("--batch-size", type=int,
                    help="B_ref (default: the smallest batch size that reached the goal)")
-    p.add_argument("--full-batch-inits", metavar="SEEDS",
-                   help="also descend the fastest full-batch configuration from the "
-                        "initialisations of these seeds, e.g. 1,2,...,16, for B_2pt'(med), the "
-                        "two-point estimate with their median full-batch end "
-                        "(docs/prediction_rule.md, session 41)")
+    inits = p.add_mutually_exclusive_group()
+    inits.add_argument("--full-batch-inits", metavar="SEEDS",
+                       help="the seeds whose initialisations the fastest full-batch "
+                            "configuration descends from again for B_2pt'(med), the estimate "
+                            "of record (its median full-batch end; docs/prediction_rule.md, "
+                            "session 41); default: the first 16 whole numbers from 1 that are "
+                            "not the sweep's seed")
+    inits.add_argument("--best-end-only", action="store_true",
+                       help="skip those descents (about 30%% of the cost): B_2pt' alone, with "
+                            "the best full-batch end, a diagnostic")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)

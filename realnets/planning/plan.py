@@ -122,10 +122,10 @@ def steps_to_result(curve: ScalingCurve) -> list[tuple[int, float, str]]:
 class TwoPointCurve:
     """The two-point estimate's two measured ends, as the plan reads them.
 
-    b_ref: the reference batch size (examples); s_fb: S_fb^N, the fewest full-batch steps on the
-    whole training set; s_ref, s_ref_p16, s_ref_p84: the reference trial's reruns' steps to the
-    goal at B_ref, median, 16th and 84th percentiles (the last two None or infinite where
-    unknown); rows: the rows of the full-batch descents (the training-set size, or the fresh
+    b_ref: the reference batch size (examples); s_fb: the full-batch end S_min in steps on the
+    whole training set (B_2pt'(med)'s median over initialisations, or S_fb^N, the fewest);
+    s_ref, s_ref_p16, s_ref_p84: the reference trial's reruns' steps to the goal at B_ref,
+    median, 16th and 84th percentiles (the last two None or infinite where unknown); rows: the rows of the full-batch descents (the training-set size, or the fresh
     rows of a task with unlimited data); note: the estimate's condition in words."""
 
     b_ref: int

@@ -84,6 +84,14 @@ def median_end(b_ref: int, reruns: dict, median: float | None) -> dict:
     return {q: two_point_estimate(int(b_ref), median, reruns.get(q)) for q in ("16", "50", "84")}
 
 
+DEFAULT_COUNT = 16
+
+
+def default_seeds(sweep_seed: int, count: int = DEFAULT_COUNT) -> list[int]:
+    """The first `count` whole numbers from 1 that are not `sweep_seed` (`check_seeds`)."""
+    return [s for s in range(1, count + 2) if s != int(sweep_seed)][:count]
+
+
 def check_seeds(seeds: Sequence[int], sweep_seed: int | None = None) -> list[int]:
     """The seeds as a list; ValueError unless they are distinct whole numbers >= 0, at least
     one, and none is `sweep_seed` (the sweep's own: its initialisations are the trials' own,

@@ -1,5 +1,5 @@
 """The two-point estimate of the critical batch size from one batch size's trials: no NQM, no
-sweep over batch sizes (docs/prediction_rule.md, sessions 32 and 35; docs/own_workload.md).
+sweep over batch sizes (docs/prediction_rule.md, sessions 32, 35 and 41; docs/own_workload.md).
 
     B_2pt' = B_ref (S~_ref / S_fb^N - 1)    (examples per step)
 
@@ -9,6 +9,10 @@ steps on the whole training set from the sweep's trials at B_ref to the referenc
 its goal (`two_ends.both_ends`). Its interval takes the reruns' 16th and 84th percentiles in
 place of the median. It is the McCandlish form S(B) = S_min (1 + B_crit / B) through the
 reference point with S_min = S_fb^N.
+
+The estimate of record since session 42 is B_2pt'(med) (`with_median_end`): S_fb^N, a best
+case over the trials' initialisations, replaced by the median steps of the fastest full-batch
+configuration descending from 16 other initialisations; B_2pt' stays beside it.
 
 The condition of docs/prediction_rule.md (session 35) is reported beside it: trust the estimate
 only when the full-batch descent needs at least `TRUST_MIN_STEPS` steps (under fewer, one step
@@ -160,12 +164,33 @@ def plan_curve(record: dict, sweep: ScalingCurve) -> TwoPointCurve:
     # with the exact loss of unlimited data (the control) there is no training-set size: plan up
     # to twice the sweep's largest batch size, as a sweep's fit is extrapolated
     rows = (2 * max(sweep.batch_sizes) if fb.get("population") else int(fb["sample_rows"]))
+    s_fb, what = of_record(record)
     return TwoPointCurve(
-        b_ref=int(record["b_ref"]), s_fb=float(fb["steps"]), s_ref=float(pct["50"]),
+        b_ref=int(record["b_ref"]), s_fb=s_fb, s_ref=float(pct["50"]),
         s_ref_p16=pct.get("16"), s_ref_p84=pct.get("84"), rows=rows,
-        note=(f"steps from the two-point estimate B_2pt' = {number(record['value'])}: "
-              f"{verdict(record['condition'])}; how far its curve held in absolute steps: "
-              "docs/validation.md, 'The two-point curve in absolute steps'"))
+        note=(f"steps from {what}: {verdict(record['condition'])}; how far each curve held "
+              "in absolute steps: docs/validation.md, 'The two-point curve in absolute "
+              "steps'"))
+
+
+def of_record(record: dict) -> tuple[float, str]:
+    """(the full-batch end the estimate of record stands on, its name and value in words):
+    B_2pt'(med)'s median end over initialisations where the record has it with a value (the
+    estimate of record since session 42, docs/prediction_rule.md), else S_fb^N and B_2pt',
+    named as the diagnostic it is."""
+    med = record.get("b_2pt_med") or {}
+    inits = record.get("full_batch_inits") or {}
+    median = (inits.get("percentiles") or {}).get("50")
+    if med.get("value") is not None and median is not None:
+        return float(median), (
+            f"the two-point estimate of record B_2pt'(med) = {number(med['value'])} (the "
+            f"median full-batch end over {len(inits['seeds'])} initialisations, "
+            f"{number(median)} steps; B_2pt' = {number(record['value'])} with the best end)")
+    return float(record["full_set"]["steps"]), (
+        f"B_2pt' = {number(record['value'])}, the best full-batch end (B_2pt'(med), the "
+        "estimate of record, is not in this record"
+        + (f": {med['why']})" if med.get("why") else ": rerun `python -m realnets two-point` "
+           "without --best-end-only)"))
 
 
 def number(x: float | None) -> str:
@@ -210,7 +235,8 @@ def verdict(cond: dict) -> str:
 
 
 def text(record: dict) -> str:
-    """The record as a few lines for the terminal."""
+    """The record as a few lines for the terminal: the estimate of record (B_2pt'(med)) first
+    where the record has it, B_2pt' beside it."""
     g = number
     pct, fb = record["reruns"]["percentiles"], record["full_set"]
     lines = [
@@ -221,21 +247,27 @@ def text(record: dict) -> str:
         f"{record['reruns']['not_at_goal']} not at the goal)",
         f"noise-free end: S_fb^N = {g(fb['steps'])} full-batch steps on {fb['sample_rows']} "
         f"rows (the fastest of {len(fb['trials'])} trials; cap {fb['step_limit']})",
-        f"B_2pt' = B_ref (S~_ref / S_fb^N - 1) = {g(record['value'])} examples per step "
-        f"(16-84%: {g(record['lo'])} .. {g(record['hi'])})",
-        verdict(record["condition"]),
     ]
     med = record.get("b_2pt_med")
-    if med and "full_batch_inits" not in record:
-        lines.append(f"B_2pt'(med) {med.get('why', 'not computed')}")
-    elif med:
+    best = (f"B_2pt' = B_ref (S~_ref / S_fb^N - 1) = {g(record['value'])} examples per step "
+            f"(16-84%: {g(record['lo'])} .. {g(record['hi'])})")
+    if not med:
+        lines += [best, "B_2pt'(med), the estimate of record, is not in this record (`python -m "
+                        "realnets two-point` without --best-end-only computes it)"]
+    elif "full_batch_inits" not in record:
+        lines += [best, f"B_2pt'(med) {med.get('why', 'not computed')}"]
+    else:
         inits = record["full_batch_inits"]
-        lines.append(
-            f"with the median full-batch end over {len(inits['seeds'])} initialisations, "
-            f"{g(inits['percentiles']['50'])} steps ({g(inits['over_s_fb'])} x S_fb^N): "
-            f"B_2pt'(med) = {g(med['value'])} examples per step (16-84%: {g(med['lo'])} .. "
-            f"{g(med['hi'])})" + ("" if med["value"] is None else
-                                  "; the two-point estimate of record, docs/prediction_rule.md"))
+        lines += [
+            f"median noise-free end: {g(inits['percentiles']['50'])} steps from "
+            f"{len(inits['seeds'])} other initialisations of the fastest configuration "
+            f"({g(inits['over_s_fb'])} x S_fb^N)",
+            f"B_2pt'(med) = B_ref (S~_ref / median end - 1) = {g(med['value'])} examples per step "
+            f"(16-84%: {g(med['lo'])} .. {g(med['hi'])})"
+            + ("" if med["value"] is None else
+               ": the two-point estimate of record, docs/prediction_rule.md"),
+            f"with the best end, a diagnostic: {best}"]
+    lines.append(verdict(record["condition"]))
     ex = record["examples"]
     inits = ("" if "full_batch_inits" not in ex
              else f", from other initialisations {ex['full_batch_inits']:.3g}")
@@ -245,8 +277,8 @@ def text(record: dict) -> str:
                  f"directory: {ex['sweep']:.3g}")
     if record["measured"]:
         med = (record.get("b_2pt_med") or {}).get("value")
-        lines.append(f"the sweep's own B_crit {g(record['measured'])}: B_2pt' / it = "
-                     f"{g(record['ratio'])}" + ("" if med is None else
-                                                f", B_2pt'(med) / it = "
-                                                f"{g(med / record['measured'])}"))
+        lines.append(f"the sweep's own B_crit {g(record['measured'])}: "
+                     + ("" if med is None else f"B_2pt'(med) / it = "
+                                               f"{g(med / record['measured'])}, ")
+                     + f"B_2pt' / it = {g(record['ratio'])}")
     return "\n".join(lines)

@@ -6,7 +6,9 @@ batch size:
 
     S_2pt(B) = S_fb^N (1 + B_2pt' / B) = S_fb^N + (S~_ref - S_fb^N) B_ref / B     (steps)
 
-with S~_ref the reruns' median at B_ref (its 16th and 84th percentiles give the band). `steps` is
+with S~_ref the reruns' median at B_ref (its 16th and 84th percentiles give the band); the
+median-end curve ("two_point_med", B_2pt'(med)'s: docs/prediction_rule.md, session 42) has the
+median full-batch end over initialisations in place of S_fb^N. `steps` is
 that curve (the McCandlish form of `realnets.planning.plan.TwoPointCurve`, which `plan
 --steps-from two-point` uses); `check` compares it, and rule 1's tuned NQM curve,
 with a report's measured steps: the reruns' median at each batch size (what one run of the
@@ -30,7 +32,7 @@ from nqm.scaling import fit_mccandlish
 from realnets.planning.plan import TwoPointCurve
 from realnets.validation.reconciliation import headline
 
-CURVES = ("two_point", "rule_1")
+CURVES = ("two_point", "two_point_med", "rule_1")
 AGAINST = ("reruns", "sweep")
 
 
@@ -70,8 +72,10 @@ def _worst(rows: list[dict], curve: str, against: str) -> dict:
 
 def check(two_ends: dict, doc: dict, split: dict | None = None) -> dict:
     """The comparison for one report: `two_ends` its two_ends.json, `doc` its validation.json as a
-    dict. Returns {"workload", "optimizer", "b_ref", "s_fb", "rows": [{"batch_size", "sweep",
-    "reruns", "two_point", "two_point_lo", "two_point_hi", "rule_1", "<curve>_vs_<against>",
+    dict. Returns {"workload", "optimizer", "b_ref", "s_fb", "s_fb_median" (the median end over
+    initialisations, None without `full_batch_inits`), "rows": [{"batch_size", "sweep",
+    "reruns", "two_point", "two_point_lo", "two_point_hi", "two_point_med", "rule_1",
+    "<curve>_vs_<against>",
     "in_band"}], "worst": {"<curve>_vs_<against>": {"factor", "batch_size", "within_2x",
     "compared"}}, "in_band": [inside, compared], "note", "bend": `bend(two_ends, doc, split)`}.
     Steps are None where not reached
@@ -89,17 +93,21 @@ def check(two_ends: dict, doc: dict, split: dict | None = None) -> dict:
     nqm = {int(p["batch_size"]): p["steps"] for p in
            ((prediction.get("tuned") or {}).get("points") or []) if p.get("reached", True)}
 
-    def curve(q):
+    s_med = ((two_ends.get("full_batch_inits") or {}).get("percentiles") or {}).get("50")
+
+    def curve(q, floor=s_fb):
         s = pct.get(q)
-        if s_fb is None or s is None or not math.isfinite(s) or s <= s_fb:
+        if floor is None or s is None or not math.isfinite(s) or s <= floor:
             return [None] * len(batch_sizes)
-        return steps(b_ref, s_fb, s, batch_sizes)
+        return steps(b_ref, floor, s, batch_sizes)
 
     mid, lo, hi = curve("50"), curve("16"), curve("84")
+    med = curve("50", s_med)
     rows = []
     for i, b in enumerate(batch_sizes):
         row = {"batch_size": b, "sweep": sweep[i], "reruns": reruns[i], "two_point": mid[i],
-               "two_point_lo": lo[i], "two_point_hi": hi[i], "rule_1": nqm.get(b)}
+               "two_point_lo": lo[i], "two_point_hi": hi[i], "two_point_med": med[i],
+               "rule_1": nqm.get(b)}
         for c in CURVES:
             for a in AGAINST:
                 row[f"{c}_vs_{a}"] = factor(row[c], row[a])
@@ -111,7 +119,7 @@ def check(two_ends: dict, doc: dict, split: dict | None = None) -> dict:
             "no two-point curve: S_fb^N not measured, or S~_ref not above it")
     return {"workload": two_ends.get("workload", doc.get("workload")),
             "optimizer": two_ends.get("optimizer"), "b_ref": b_ref, "s_fb": s_fb,
-            "rows": rows,
+            "s_fb_median": s_med, "rows": rows,
             "worst": {f"{c}_vs_{a}": _worst(rows, c, a) for c in CURVES for a in AGAINST},
             "in_band": [sum(band), len(band)], "note": note, "bend": bend(two_ends, doc, split)}
 
@@ -180,6 +188,25 @@ def table(records: list[dict], labels: list[str]) -> str:
                      f"{cell(w['two_point_vs_reruns'])} | {cell(w['two_point_vs_sweep'])} | "
                      f"{cell(w['rule_1_vs_reruns'])} | {cell(w['rule_1_vs_sweep'])} | "
                      f"{r['in_band'][0]} of {r['in_band'][1]} |")
+    lines += ["", "The curve with the median full-batch end over initialisations (B_2pt'(med)'s; "
+              "docs/prediction_rule.md, session 42):", "",
+              "| workload | optimizer | S_fb^N | median end | best-end curve vs reruns' median "
+              "(worst, at) | median-end curve vs reruns' median | median-end curve vs sweep |",
+              "|---|---|---|---|---|---|---|"]
+    for label, r in zip(labels, records):
+        w = r["worst"]
+        lines.append(f"| {label} | {r['optimizer']} | {r['s_fb']} | {_g(r['s_fb_median'])} | "
+                     f"{cell(w['two_point_vs_reruns'])} | "
+                     f"{cell(w['two_point_med_vs_reruns'])} | "
+                     f"{cell(w['two_point_med_vs_sweep'])} |")
+    within = {c: [w["within_2x"] for w in (r["worst"][f"{c}_vs_reruns"] for r in records
+                                           if r["workload"] != "nqm")]
+              for c in ("two_point", "two_point_med")}
+    lines += ["", "Within 2x of the reruns' median at every batch size compared, real workloads: "
+              f"best-end curve {sum(x is True for x in within['two_point'])} of "
+              f"{sum(x is not None for x in within['two_point'])}, median-end curve "
+              f"{sum(x is True for x in within['two_point_med'])} of "
+              f"{sum(x is not None for x in within['two_point_med'])}."]
     lines += ["", "The two ends with the NQM's bend (S_4; docs/prediction_rule.md, session 36, "
               "later):", "",
               "| workload | optimizer | S_4's B_crit (16-84%) | / measured | B_2pt' | "

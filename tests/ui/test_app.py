@@ -387,6 +387,15 @@ def test_a_sweep_with_a_two_point_record_shows_its_estimate(tmp_path):
         (REPO / "reports" / "validation" / "summary.json").read_text()))
     assert f"track record of B_2pt' (the {others} other validated entries" in line
     assert any(i.value == line for i in at.info)
+    # with B_2pt'(med), the estimate of record since session 42: it leads, with its own record
+    med = {**record, "b_2pt_med": {"value": 12.0, "lo": 6.0, "hi": 30.0},
+           "full_batch_inits": {"seeds": [1, 2, 3]}}
+    (path / "two_point.json").write_text(json.dumps(med))
+    at = section_app("Measured curves", measured_source="a sweep directory",
+                     measured_path=str(path))
+    line = at.session_state["two_point"]
+    assert "B_2pt'(med) = **12**" in line and "B_2pt' = 20 (8 .. ?), a diagnostic" in line
+    assert "track record of B_2pt'(med) (the " in line
     (path / "two_point.json").unlink()
     at = section_app("Measured curves", measured_source="a sweep directory",
                      measured_path=str(path))

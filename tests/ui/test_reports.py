@@ -68,6 +68,7 @@ def test_the_two_point_line_shows_a_record_made_from_the_sweep_and_names_a_stale
     line = reports.two_point_summary(tmp_path, {16: 330.0, 32: 164.0}, 0.34)
     assert "**389.7**" in line and "315.4 .. 449.1" in line and "holds (S_fb^N = 14;" in line
     assert "stale" not in line and "made before" not in line
+    assert "B_2pt'(med), the estimate of record, is not in this record" in line
     assert "made before" in reports.two_point_summary(tmp_path, {16: 331.0}, 0.34)
     assert "made before" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.3)
     weak = {**record, "condition": {"min_full_batch_steps": 5, "holds": False,
@@ -83,10 +84,17 @@ def test_the_two_point_line_shows_a_record_made_from_the_sweep_and_names_a_stale
            "full_batch_inits": {"seeds": list(range(1, 17))}}
     (tmp_path / "two_point.json").write_text(json.dumps(med))
     line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
-    assert "**389.7**" in line and "over 16 initialisations" in line
-    assert "B_2pt'(med) = **301.2** (16-84%: 250 .. ?)" in line
+    assert "over 16 initialisations" in line and "B_2pt' = 389.7 (315.4 .. 449.1)" in line
+    assert "B_2pt'(med) = **301.2** examples per step (16-84%: 250 .. ?), the estimate of " \
+        "record" in line and "**389.7**" not in line       # B_2pt' beside, not in bold
     (tmp_path / "two_point.json").write_text(json.dumps({**med, "full_batch_inits": None}))
     assert "does not read" in reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
+    # the median end not computed (no full-batch descent at the target): B_2pt' and why
+    none = {**record, "b_2pt_med": {"value": None, "lo": None, "hi": None,
+                                    "why": "not computed: no full-batch descent"}}
+    (tmp_path / "two_point.json").write_text(json.dumps(none))
+    line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
+    assert "**389.7**" in line and "has no value here (not computed: no full-batch" in line
 
 
 def _held_out_factor(entries, ratio_of, without):

@@ -218,6 +218,32 @@ def test_a_plan_from_the_two_point_record():
         plan_curve(record, _curve({16: 900}))
     with pytest.raises(ValueError, match="no estimate"):
         plan_curve({**record, "value": None}, curve)
+    assert "B_2pt'(med), the estimate of record, is not in this record" in doc["steps_note"]
+
+
+def test_the_plan_stands_on_the_median_full_batch_end_when_the_record_has_it():
+    """With B_2pt'(med) in the record (`two-point` by default since session 42) the curve is the
+    hyperbola through the reruns' steps at B_ref whose floor is the median full-batch end over
+    initialisations (35 steps here), not the best end S_fb^N = 20; without a value (the median
+    not at the target) it falls back to S_fb^N and says why."""
+    from realnets.validation.two_point import plan_curve
+    curve = _curve({16: 1000})
+    med = {"value": 16 * (1000 / 35 - 1), "lo": None, "hi": None}
+    record = {**_two_point_record(), "b_2pt_med": med,
+              "full_batch_inits": {"seeds": list(range(1, 17)),
+                                   "percentiles": {"16": 25.0, "50": 35.0, "84": 60.0}}}
+    plan = make_plan(curve, _throughput(), train_size=256, two_point=plan_curve(record, curve))
+    for p in plan.points:
+        assert p.steps == pytest.approx(35 + 965 * 16 / p.batch_size)
+        assert p.steps_lo == pytest.approx(35 + 765 * 16 / p.batch_size)
+    note = plan.to_dict()["steps_note"]
+    assert "B_2pt'(med) = 441.1" in note and "16 initialisations, 35 steps" in note
+    missed = {**record, "b_2pt_med": {**med, "value": None, "why": "not computed: no descent"},
+              "full_batch_inits": {"seeds": [1], "percentiles": {"50": None}}}
+    plan = make_plan(curve, _throughput(), train_size=256, two_point=plan_curve(missed, curve))
+    at = {p.batch_size: p.steps for p in plan.points}
+    assert at[16] == pytest.approx(1000) and at[32] == pytest.approx(20 + 980 / 2)
+    assert "not in this record: not computed: no descent" in plan.to_dict()["steps_note"]
 
 
 def test_plan_steps_from_two_point_without_a_record_is_one_line(capsys):

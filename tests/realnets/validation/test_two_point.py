@@ -39,6 +39,11 @@ def test_the_command_reproduces_the_committed_two_ends_record(tmp_path, monkeypa
     assert "does not hold (S_fb^N = 1" in out
     got = json.loads((sweep / "two_point.json").read_text())
     ends = json.loads((ROOT / "reports/validation/breast_cancer_mlp/two_ends.json").read_text())
+    # by default (session 42) B_2pt'(med) too: the descents from seeds 1-16, the sweep's seed 0
+    # left out, take the steps `two-ends --full-batch-inits 1,...,16` recorded
+    assert got["full_batch_inits"]["seeds"] == list(range(1, 17))
+    assert got["full_batch_inits"]["steps"] == ends["full_batch_inits"]["steps"]
+    assert "the two-point estimate of record" in out or got["b_2pt_med"]["value"] is None
     doc = json.loads((ROOT / "reports/validation/breast_cancer_mlp/validation.json").read_text())
     assert got["b_ref"] == ends["b_ref"] and got["s_ref"] == ends["s_ref"]
     assert got["trial_id"] == doc["calibration_run"]["trial_id"]
@@ -65,7 +70,13 @@ def test_the_command_reproduces_the_committed_two_ends_record(tmp_path, monkeypa
     assert ex["reruns"] == sum(r["steps_run"] * 8 for r in mine)
     assert ex["full_batch"] == 455 * sum(t["steps_to_target"] or t["step_limit"]
                                          for t in got["full_set"]["trials"])
-    assert ex["estimate"] == ex["b_ref_trials"] + ex["reruns"] + ex["full_batch"]
+    assert ex["estimate"] == (ex["b_ref_trials"] + ex["reruns"] + ex["full_batch"]
+                              + ex["full_batch_inits"])
+    assert main(["two-point", str(sweep), "--best-end-only", "--no-progress"]) == 0
+    alone = json.loads((sweep / "two_point.json").read_text())
+    assert "b_2pt_med" not in alone and alone["value"] == got["value"]
+    assert "B_2pt'(med), the estimate of record, is not in this record" in \
+        capsys.readouterr().out
 
 
 def test_bad_input_is_one_line_before_any_training(tmp_path, monkeypatch, capsys):
@@ -159,7 +170,7 @@ def test_the_median_full_batch_end_agrees_with_the_validation_path(tmp_path, mon
         s_ref = got["reruns"]["percentiles"][q]
         want = None if s_ref is None or s_ref <= median else 8 * (s_ref / median - 1)
         assert got["b_2pt_med"][field] == (None if want is None else pytest.approx(want))
-    assert "B_2pt'(med) =" in out and "over 3 initialisations" in out
+    assert "B_2pt'(med) = B_ref" in out and "from 3 other initialisations" in out
     ex = got["examples"]       # the three descents' cost added: steps x the 455 rows
     assert ex["full_batch_inits"] == 455 * sum(inits["steps"])
     assert ex["estimate"] == (ex["b_ref_trials"] + ex["reruns"] + ex["full_batch"]
@@ -200,7 +211,7 @@ def test_the_median_end_counts_a_missed_descent_at_its_cap_and_says_when_it_has_
         assert got["examples"]["estimate"] == record["examples"]["estimate"] + cost
         med = got["b_2pt_med"]["value"]
         if median is None:
-            assert med is None and "B_2pt'(med) = ? " in two_point.text(got)
+            assert med is None and "median end - 1) = ? examples" in two_point.text(got)
             assert "estimate of record" not in two_point.text(got)
         else:
             assert med == pytest.approx(record["b_ref"] * (pct["50"] / 40.0 - 1))

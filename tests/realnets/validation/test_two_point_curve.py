@@ -61,6 +61,17 @@ def test_the_check_compares_at_every_batch_size_that_reached_the_goal():
     # lo curve: 10 + 80 * 16 / B; hi: 10 + 120 * 16 / B
     assert rec["rows"][3]["two_point_lo"] == pytest.approx(10 + 80 * 16 / 128)
     assert rec["in_band"] == [2, 3]                      # 100 and 21.25 inside, 165 above
+    assert rec["s_fb_median"] is None and rec["worst"]["two_point_med_vs_reruns"]["compared"] == 0
+    # with a median full-batch end over initialisations of 40 steps: 40 + 60 * 16 / B
+    med = {**ends, "full_batch_inits": {"percentiles": {"16": 20, "50": 40, "84": 70}}}
+    rec = two_point_curve.check(med, _doc(b, [90, None, 30, 20], reruns, [100, 50, 25, None]))
+    assert [r["two_point_med"] for r in rec["rows"]] == pytest.approx([100, 70, 55, 47.5])
+    w = rec["worst"]["two_point_med_vs_reruns"]      # 165 / 70 at B = 32 > 47.5 / 21.25 at 128
+    assert w["factor"] == pytest.approx(165 / 70) and w["batch_size"] == 32
+    assert rec["worst"]["two_point_vs_reruns"]["factor"] == pytest.approx(3)   # unchanged
+    high = {**ends, "full_batch_inits": {"percentiles": {"50": 100}}}         # not below S~
+    rec = two_point_curve.check(high, _doc(b, [90, None, 30, 20], reruns, [100, 50, 25, None]))
+    assert all(r["two_point_med"] is None for r in rec["rows"])
     no_fb = {**ends, "full_set": {"steps": None}}
     rec = two_point_curve.check(no_fb, _doc(b, [90, 45, 30, 20], reruns, [100, 50, 25, 20]))
     assert rec["worst"]["two_point_vs_sweep"]["factor"] is None and rec["note"]

@@ -288,6 +288,8 @@ def test_the_attention_example_is_the_stated_network(monkeypatch):
     # the stated sizes: width 32, two heads of 16, an MLP of 64; 9,482 parameters
     assert att["query"]["kernel"].shape == (32, 2, 16) and p["Dense_1"]["kernel"].shape == (32, 64)
     assert sum(np.size(a) for a in jax.tree_util.tree_leaves(params)) == 9482
+    _check_logits(_example_module("digits_attention").RowAttention(), params, task.val["x"][:16],
+                  want)
     _check_task_against(task, params, want, 16)
 
 
@@ -320,6 +322,7 @@ def test_the_recurrent_example_is_the_stated_network(monkeypatch):
     # the stated size: 32 units on 8 pixels a step; 3 (8 + 32) 32 + 4 x 32 + 33 x 10 = 4,298 parameters
     assert cell["hz"]["kernel"].shape == (32, 32) and cell["iz"]["kernel"].shape == (8, 32)
     assert sum(np.size(a) for a in jax.tree_util.tree_leaves(params)) == 4298
+    _check_logits(_example_module("digits_gru").RowGRU(), params, task.val["x"][:16], want)
     _check_task_against(task, params, want, 16)
 
 
@@ -350,15 +353,18 @@ def test_the_residual_example_is_the_stated_network(monkeypatch):
         h = h + dense(np.maximum(dense(norm(h, f"LayerNorm_{block}"), inner), 0.0), outer)
     want = dense(norm(h, "LayerNorm_3"), "Dense_7")
     assert sum(np.size(a) for a in jax.tree_util.tree_leaves(params)) == 55050
+    example = _example_module("digits_resmlp")
+    _check_logits(example.ResidualMLP(), params, task.val["x"][:16], want)
     _check_task_against(task, params, want, 16)
-    assert _example_module("digits_resmlp").make_workload().optimizer == "nesterov"
+    assert example.make_workload().optimizer == "nesterov"
 
 
 def test_the_synthetic_example_is_the_stated_data_and_network(monkeypatch):
     """examples/synthetic_clusters.py (held out in docs/prediction_rule.md, session 41): the
-    rows of scikit-learn's make_classification as stated, standardised on the 6,400 training
-    rows (numpy on a fresh draw); the MLP's logits written out in numpy, and from them the
-    workload's loss and error; plain SGD."""
+    rows and labels of scikit-learn's make_classification as stated, standardised on the 6,400
+    training rows (numpy on a fresh draw), so the training features have mean 0 and standard
+    deviation 1 and the five classes about 1,280 rows each; the MLP's logits written out in
+    numpy, and from them the workload's loss and error; plain SGD."""
     import jax
     from sklearn.datasets import make_classification
 
@@ -370,7 +376,20 @@ def test_the_synthetic_example_is_the_stated_data_and_network(monkeypatch):
     z = (x - x[:6400].mean(axis=0)) / x[:6400].std(axis=0)
     np.testing.assert_allclose(np.asarray(task.train["x"]), z[:6400], atol=1e-5)
     np.testing.assert_allclose(np.asarray(task.val["x"]), z[6400:], atol=1e-5)
+    assert list(np.asarray(task.train["y"])) == list(y[:6400])
     assert list(np.asarray(task.val["y"])) == list(y[6400:])
+    xt, yt = np.asarray(task.train["x"], np.float64), np.asarray(task.train["y"])
+    assert xt.shape == (6400, 20) and np.asarray(task.val["x"]).shape == (1600, 20)
+    # standardised on the training rows: each feature's training mean 0 and std 1 (float32)
+    np.testing.assert_allclose(xt.mean(axis=0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(xt.std(axis=0), 1.0, atol=1e-5)
+    # the validation rows, standardised with the training statistics, are not exactly so
+    assert np.abs(np.asarray(task.val["x"]).mean(axis=0)).max() > 1e-3
+    # make_classification draws 1,600 rows per class, and flip_y = 0.05 relabels about 5% of
+    # them uniformly: each class holds about 1,280 of the 6,400 training rows (binomial sd 32)
+    counts = np.bincount(yt)
+    assert yt.min() == 0 and len(counts) == 5 and np.all(np.abs(counts - 1280) < 100), counts
+    assert set(np.unique(np.asarray(task.val["y"]))) == set(range(5))
     params = task.init_params(jax.random.key(4))
     p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
     h = z[6400:6416]
@@ -378,13 +397,24 @@ def test_the_synthetic_example_is_the_stated_data_and_network(monkeypatch):
         h = np.maximum(h @ p[name]["kernel"] + p[name]["bias"], 0.0)
     want = h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"]
     assert p["Dense_1"]["kernel"].shape == (128, 128) and want.shape == (16, 5)
+    example = _example_module("synthetic_clusters")
+    _check_logits(example.MLP(), params, task.val["x"][:16], want)
     _check_task_against(task, params, want, 16)
-    assert _example_module("synthetic_clusters").make_workload().optimizer == "sgd"
+    assert example.make_workload().optimizer == "sgd"
+
+
+def _check_logits(module, params, x, want):
+    """The example's flax `module` applied to `x` (float32) with `params` gives the logits
+    `want` written out in numpy (float64), entry by entry: a mean loss, an error count or a
+    softmax would not see a constant added to a row."""
+    got = np.asarray(module.apply(params, jnp.asarray(np.asarray(x), jnp.float32)))
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
 def _check_task_against(task, params, logits, n):
     """The workload's training loss and validation error on its first `n` validation rows
-    against numpy's cross-entropy and argmax of `logits` (n, 10), float64."""
+    against numpy's cross-entropy and argmax of `logits` (n, number of classes), float64."""
     import jax.numpy as jnp
 
     y = np.asarray(task.val["y"])[:n]
