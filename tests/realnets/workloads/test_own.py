@@ -436,3 +436,51 @@ def _example_module(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def test_the_friedman_example_is_the_stated_function_and_network(monkeypatch):
+    """examples/friedman_regression.py (held out in docs/prediction_rule.md, session 42): its
+    inputs are make_friedman1's uniform draws, standardised on the 6,400 training rows; its
+    target, unstandardised, is Friedman's formula written out here plus noise whose training
+    mean is about 0 and standard deviation about 1 (the stated sd); the MLP's output written out
+    in numpy (SiLU: h sigmoid(h)), float64, against the module's, and the workload's training
+    loss and validation metric, half the squared error, from it; momentum."""
+    import jax
+    from sklearn.datasets import make_friedman1
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/friedman_regression.py:make_workload").build()
+    raw, _ = make_friedman1(n_samples=8000, n_features=10, noise=0.0, random_state=0)
+    assert raw.min() >= 0.0 and raw.max() <= 1.0            # uniform on [0, 1]^10
+    z = (raw - raw[:6400].mean(axis=0)) / raw[:6400].std(axis=0)
+    np.testing.assert_allclose(np.asarray(task.train["x"]), z[:6400], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(task.val["x"]), z[6400:], atol=1e-5)
+    assert np.asarray(task.train["x"]).shape == (6400, 10) and task.metric == "loss"
+    formula = (10 * np.sin(np.pi * raw[:, 0] * raw[:, 1]) + 20 * (raw[:, 2] - 0.5) ** 2
+               + 10 * raw[:, 3] + 5 * raw[:, 4])
+    # the target was standardised with the training rows' statistics: undo it with those of
+    # (formula + noise), which the noise-free formula fixes up to the noise's small share
+    y = np.concatenate([np.asarray(task.train["y"]), np.asarray(task.val["y"])]).astype(float)
+    assert abs(y[:6400].mean()) < 1e-5 and abs(y[:6400].std() - 1) < 1e-5
+    scale = np.sqrt(formula[:6400].var() + 1.0)            # sd of formula + noise of sd 1
+    noise = y[:6400] * scale + formula[:6400].mean() - formula[:6400]
+    assert abs(noise.mean()) < 0.1 and abs(noise.std() - 1.0) < 0.05, (noise.mean(), noise.std())
+    params = task.init_params(jax.random.key(5))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    h = z[6400:6432]
+    for name in ("Dense_0", "Dense_1"):
+        a = h @ p[name]["kernel"] + p[name]["bias"]
+        h = a / (1 + np.exp(-a))
+    want = (h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"])[:, 0]
+    assert p["Dense_1"]["kernel"].shape == (128, 128)
+    example = _example_module("friedman_regression")
+    _check_logits(example.RegressionMLP(), params, task.val["x"][:32], want)
+    y_val = np.asarray(task.val["y"], np.float64)[:32]
+    rows = {"x": jnp.asarray(np.asarray(task.val["x"])[:32]), "y": jnp.asarray(y_val, jnp.float32)}
+    np.testing.assert_allclose(float(task.loss_fn(params, rows)),
+                               np.mean(0.5 * (want - y_val) ** 2), rtol=1e-4)
+    out = task.eval_fn(params, {**rows, "mask": jnp.ones(32, jnp.float32)})
+    assert float(out["count"]) == 32
+    np.testing.assert_allclose(float(out["metric_sum"]), np.sum(0.5 * (want - y_val) ** 2),
+                               rtol=1e-4)
+    assert example.make_workload().optimizer == "momentum"
