@@ -303,9 +303,10 @@ def _rule_name(entry: dict) -> str:
 
 def _b_crit_cell(m: dict) -> str:
     cell = _num(m["b_crit"])
-    if m.get("lo") is not None:
-        hi = "?" if m.get("hi") is None else _num(m["hi"], 3)     # unbounded or unknown
-        cell += f" ({_num(m['lo'], 3)}-{hi})"
+    if m.get("lo") is not None or m.get("hi") is not None:     # a missing end: unbounded/unknown
+        lo = "?" if m.get("lo") is None else _num(m["lo"], 3)
+        hi = "?" if m.get("hi") is None else _num(m["hi"], 3)
+        cell += f" ({lo}-{hi})"
         if m.get("method") == "repeats":
             cell += "†"
     bound = m.get("bound")

@@ -369,3 +369,10 @@ def test_refresh_replaces_the_entry_when_a_summary_sits_beside(tmp_path):
     assert entry["two_ends"]["s_fb"] == json.loads((d / TWO_ENDS_FILE).read_text())[
         "full_set"]["steps"]
     assert entry["miss_split"] is None
+
+
+def test_a_range_with_a_missing_end_shows_the_end_as_unknown():
+    from realnets.validation.summary import _b_crit_cell
+    assert _b_crit_cell({"b_crit": 56.0, "lo": 27.2, "hi": None}) == "56 (27.2-?)"
+    assert _b_crit_cell({"b_crit": 6.0, "lo": None, "hi": 9.5}) == "6 (?-9.5)"
+    assert _b_crit_cell({"b_crit": 6.0, "lo": None, "hi": None}) == "6"
