@@ -1,6 +1,6 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, two-point, branch, throughput,
-plan}`.
+swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, rerender, two-point, branch,
+throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
 `realnets.sweeps.batch_science`, `realnets.validation` and its report);
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import sys
 
-from realnets.cli.diagnostics import (adam_basis_command, miss_split_command, summary_text,
-                                      swap_command, track_record_text, tuning_check_command,
-                                      two_ends_command, two_point_command)
+from realnets.cli.diagnostics import (adam_basis_command, miss_split_command, rerender_command,
+                                      summary_text, swap_command, track_record_text,
+                                      tuning_check_command, two_ends_command, two_point_command)
 from realnets.cli.parser import build_parser
 from realnets.cli.planning import plan_command, throughput_command
 from realnets.cli.sweeps import (branch_command, import_text, repeat_command, report_text,
@@ -49,6 +49,7 @@ COMMANDS = {
     "two-ends": two_ends_command,
     "miss-split": miss_split_command,
     "tuning-check": lambda args, argv: tuning_check_command(args),
+    "rerender": lambda args, argv: rerender_command(args),
     "two-point": two_point_command,
 }
 

@@ -172,8 +172,8 @@ def adam_basis_command(args, argv) -> str:
             f"{num(p['coordinates']):>6} {num(p['nqm_over_eigenvector']):>7} "
             f"{num(p.get('truncation')):>6}")
     lines += [record["reading"], f"written: {directory / ADAM_BASIS_FILE} "
-              f"({record['wall_seconds']:.0f} s); the report shows it once re-rendered "
-              "(python -m realnets validate ... --reuse, with the report's own command)"]
+              f"({record['wall_seconds']:.0f} s); the report shows it once written again "
+              f"(python -m realnets rerender {directory})"]
     return "\n".join(lines)
 
 
@@ -390,8 +390,8 @@ def _report_directories(dirs: list[str]) -> list[Path]:
 
 def _written_line(name: str) -> str:
     return (f"\nwritten: {name} in each directory (and its summary.json entry, where one sits "
-            "beside it); report.md shows it once re-rendered (python -m realnets validate ... "
-            "--reuse, with the report's own command)")
+            "beside it); report.md shows it once written again (python -m realnets rerender "
+            "DIR ...)")
 
 
 def miss_split_command(args, argv) -> str:
@@ -471,6 +471,19 @@ def _goal_metric(directory: Path, args, say) -> dict:
     return record
 
 
+def rerender_command(args) -> str:
+    """`python -m realnets rerender DIR ...`: `report.rerender` on each directory, after checking
+    that every one holds a validation.json (one line naming the first that does not)."""
+    from realnets.validation.files import VALIDATION_FILE
+    from realnets.validation.report import rerender
+
+    directories = _report_directories(args.dirs)
+    for d in directories:
+        if not (d / VALIDATION_FILE).is_file():
+            raise ValueError(f"dir {d}: no {VALIDATION_FILE} (not a validation report)")
+    return "\n".join(f"written: {rerender(d)}" for d in directories)
+
+
 def _check_inits_input(directory: Path, args, seeds) -> None:
     """ValueError (one line) unless `directory` holds a two_ends.json with a whole-set descent
     at the target and its sweep's own seed is not among `seeds`."""
@@ -488,20 +501,28 @@ def _check_inits_input(directory: Path, args, seeds) -> None:
     check_seeds(seeds, _report_sweep(read_validation(directory), args.sweep, directory)[1].seed)
 
 
-def _full_batch_inits(directory: Path, args, seeds, say) -> dict:
-    """A stored two_ends record's `full_batch_inits` diagnostic, computed, written back into
-    DIR/two_ends.json (the summary beside refreshed: its B_2pt'(med)), and returned."""
+def _full_batch_inits(directory: Path, args, seeds, say) -> dict | None:
+    """A stored two_ends record's `full_batch_inits` (B_2pt'(med), the two-point estimate of
+    record), computed from the initialisations of `seeds` (None: `default_seeds` of the sweep's
+    seed), written back into DIR/two_ends.json (the summary beside refreshed) with report.md
+    written again, and returned; None, said, where no whole-set descent reached the target."""
     from realnets import store, workloads
     from realnets.validation.files import TWO_ENDS_FILE, read_validation
-    from realnets.validation.full_batch_inits import over_inits
+    from realnets.validation.full_batch_inits import default_seeds, over_inits
+    from realnets.validation.report import rerender
 
     record = store.read_json(directory / TWO_ENDS_FILE, "two-ends record")
+    if record["full_set"].get("steps") is None:
+        say(f"{directory}: B_2pt'(med) not computed: no whole-set descent reached the target")
+        return None
     doc = read_validation(directory)
     _, config, _ = _report_sweep(doc, args.sweep, directory)
+    seeds = default_seeds(config.seed) if seeds is None else seeds
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say(f"{directory}: the fastest whole-set descent from {len(seeds)} initialisations")
     got = over_inits(task, config, record, seeds, doc.settings.seed, doc.settings.chunk_rows)
     _write_beside_report(directory, TWO_ENDS_FILE, {**record, "full_batch_inits": got})
+    rerender(directory)
     return got
 
 

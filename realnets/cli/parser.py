@@ -161,9 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="tune the NQM without the grid search's certificate, as reports made "
                         "before session 38 were")
     v.add_argument("--rule-4", action="store_true",
-                   help="then measure both ends on the network (two-ends) and split the "
-                        "headline's miss (miss-split), so that the report and summary.json "
-                        "carry rule 4, the rule of record (docs/prediction_rule.md, session 36); "
+                   help="then measure both ends on the network (two-ends, with the 16 "
+                        "descents of B_2pt'(med), the two-point estimate of record) and split "
+                        "the headline's miss (miss-split), so that the report and summary.json "
+                        "carry rule 4 (docs/prediction_rule.md, session 36) and B_2pt'(med); "
                         "needs the sweep's winners rerun (python -m realnets repeat)")
     v.add_argument("--no-progress", action="store_true")
     w = sub.add_parser("swap-optimizer",
@@ -235,6 +236,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "one is named, not an error)")
     m.add_argument("--format", choices=("table", "json"), default="table")
     m.add_argument("--no-progress", action="store_true")
+    r = sub.add_parser("rerender",
+                       help="reports: report.md written again from each DIR's stored records "
+                            "(validation.json, two_ends.json, miss_split.json, the charts there); "
+                            "runs nothing")
+    r.add_argument("dirs", nargs="+", metavar="DIR",
+                   help="validation report directories (holding validation.json)")
     t = sub.add_parser("tuning-check",
                        help="reports: the headline NQM's tuned curve against the engine's grid "
                             "search, batch size by batch size (writes nothing; "

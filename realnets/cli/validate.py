@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from realnets.cli.common import _command_line, _progress, _write_beside_report
-from realnets.cli.diagnostics import _miss_split_of, _two_ends_of
+from realnets.cli.diagnostics import _full_batch_inits, _miss_split_of, _two_ends_of
 
 
 def validation_config(args):
@@ -109,6 +109,8 @@ def validate_command(args, argv) -> str:
     if args.rule_4:
         say("rule 4: both ends on the network (two-ends), then the split (miss-split)")
         _two_ends_of(out, str(sweep_dir), argv, say)
+        # B_2pt'(med), the two-point estimate of record (session 42): its 16 descents
+        _full_batch_inits(out, args, None, say)
         _miss_split_of(out, argv, say)
     prov = doc.provenance or files.Provenance()
     as_dict = doc.to_dict()

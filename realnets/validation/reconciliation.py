@@ -54,6 +54,7 @@ NQM = "NQM prediction (tuned B_crit)"
 NQM_RULE_2 = "NQM prediction, rule 2 (noise-free match)"
 TWO_POINT = "two-point estimate B_ref (S_ref / S_fb - 1)"
 TWO_ENDS = "two-point estimate, both ends measured: B_ref (S~_ref / S_fb^N - 1)"
+TWO_ENDS_MED = "two-point estimate of record, B_2pt'(med) = B_ref (S~_ref / S_med - 1)"
 NQM_RULE_4 = "NQM prediction, rule 4 (the NQM's bend between the network's two ends)"
 COLUMNS = ("estimate", "step", "value", "se", "lo", "hi", "ratio", "ratio_lo", "ratio_hi",
            "lower_bound", "note")
@@ -202,6 +203,8 @@ def reconciliation(doc: dict, sides: dict | None = None) -> list[dict]:
                               f"(no NQM; docs/prediction_rule.md); {two['note']}"))
     ends = (sides or {}).get("two_ends")
     if ends is not None:
+        if ends.get("full_batch_inits"):
+            rows.append(_median_end_row(ends, b_crit))
         rows.append(_two_ends_row(ends, b_crit))
     split = (sides or {}).get("miss_split")
     if ends is not None and split is not None:
@@ -221,6 +224,24 @@ def _rule_4_row(ends: dict, doc: dict, split: dict, b_crit) -> dict:
                      f"NQM's noise penalty (S_q(B) - n_q) / (S_q(B_ref) - n_q), n_q "
                      f"{split['n_q']}; {b['over_b_2pt']:.3g} x B_2pt'; 16-84% with the reruns' "
                      "16th and 84th percentiles")
+
+
+def _median_end_row(ends: dict, b_crit) -> dict:
+    """The row of B_2pt'(med), the two-point estimate of record since session 42: the two_ends
+    record's reruns at B_ref over the median full-batch end of its `full_batch_inits`."""
+    from realnets.validation.full_batch_inits import median_end
+
+    inits, pct = ends["full_batch_inits"], ends["reruns"]["percentiles"]
+    median = inits["percentiles"]["50"]
+    by = median_end(ends["b_ref"], pct, median)
+    where = (f"S_med {median:.4g}, the median full-batch steps of the fastest configuration "
+             f"from {len(inits['seeds'])} other initialisations ({inits['over_s_fb']:.3g} x "
+             f"S_fb^N {ends['full_set']['steps']})" if median is not None else
+             f"the median full-batch end from {len(inits['seeds'])} initialisations did not "
+             "reach the target")
+    return _row(TWO_ENDS_MED, b_crit, value=by["50"], lo=by["16"], hi=by["84"],
+                note=f"{where}; S~_ref and its 16-84% as in the next row (docs/prediction_rule.md, "
+                     "sessions 41-42)")
 
 
 def _two_ends_row(ends: dict, b_crit) -> dict:

@@ -648,3 +648,21 @@ def write_report(out_dir: Path, doc: dict, charts: dict | None = None, notes: st
     store.write_text_atomic(path, render_markdown(doc, charts or {}, notes, command, wall_seconds,
                                                   record, side_records(out_dir, doc)))
     return path
+
+
+def rerender(out_dir: Path) -> Path:
+    """report.md of a validation directory written again from what it holds (validation.json,
+    its side records, the charts already exported there: a chart is a PNG with its SVG beside
+    it), with the provenance's command and wall time: after a side record changed (e.g.
+    `two-ends --full-batch-inits`), without running anything. Returns the report's path."""
+    from realnets.validation.files import read_validation
+
+    out_dir = Path(out_dir)
+    doc = read_validation(out_dir)
+    charts = {png.stem: {"png": png.name, "svg": png.with_suffix(".svg").name}
+              for png in sorted(out_dir.glob("*.png")) if png.with_suffix(".svg").is_file()}
+    prov = doc.provenance
+    return write_report(out_dir, doc.to_dict(), charts,
+                        command=None if prov is None else prov.command,
+                        wall_seconds=None if prov is None else prov.wall_seconds)
+

@@ -270,3 +270,31 @@ def test_rule_2_section_says_why_when_there_is_no_prediction():
     text = "\n".join(rule_2_markdown(doc))
     assert "reaches this target at none of the sweep's batch sizes" in text
     assert "two-point estimate B_ref (S_ref / S_fb - 1) (docs/prediction_rule.md): 32 " in text
+
+
+def test_the_estimate_of_record_stands_before_b_2pt_where_the_record_has_the_median_end():
+    """A two_ends record with `full_batch_inits` (B_ref 8, reruns' 16/50/84% = 60/90/150 steps,
+    S_fb^N 10, the median end over initialisations 15): B_2pt'(med) = 8 (90 / 15 - 1) = 40 with
+    8 (60 / 15 - 1) = 24 .. 8 (150 / 15 - 1) = 72, ratio 0.4 against B_crit 100, in the row just
+    before B_2pt' = 8 (90 / 10 - 1) = 64; without the diagnostic there is no such row, and a
+    median end not at the target leaves it without a value."""
+    ends = {"b_ref": 8, "reruns": {"count": 32, "not_at_goal": 0,
+                                   "percentiles": {"16": 60.0, "50": 90.0, "84": 150.0}},
+            "full_set": {"steps": 10, "sample_rows": 1000},
+            "two_point": {"16": 40.0, "50": 64.0, "84": 112.0},
+            "full_batch_inits": {"seeds": list(range(1, 17)), "over_s_fb": 1.5,
+                                 "percentiles": {"16": 12.0, "50": 15.0, "84": 30.0}}}
+    rows = rec.reconciliation(synthetic(), {"two_ends": ends})
+    names = [r["estimate"] for r in rows]
+    med = rows[names.index(rec.TWO_ENDS_MED)]
+    assert names.index(rec.TWO_ENDS_MED) + 1 == names.index(rec.TWO_ENDS)
+    assert (med["value"], med["lo"], med["hi"]) == pytest.approx((40.0, 24.0, 72.0))
+    assert med["ratio"] == pytest.approx(0.4) and "S_med 15" in med["note"]
+    assert _by_name(rows)[rec.TWO_ENDS]["value"] == 64.0
+    bare = {k: v for k, v in ends.items() if k != "full_batch_inits"}
+    assert rec.TWO_ENDS_MED not in [r["estimate"] for r in rec.reconciliation(synthetic(),
+                                                                              {"two_ends": bare})]
+    missed = {**ends, "full_batch_inits": {**ends["full_batch_inits"], "over_s_fb": None,
+                                           "percentiles": {"16": None, "50": None, "84": None}}}
+    row = _by_name(rec.reconciliation(synthetic(), {"two_ends": missed}))[rec.TWO_ENDS_MED]
+    assert row["value"] is None and "did not reach the target" in row["note"]

@@ -68,3 +68,51 @@ def test_the_report_shows_the_records_made_from_its_document_and_no_other(tmp_pa
         (tmp_path / name).write_text(json.dumps({**record, "workload": "other"}))
     text = write_report(tmp_path, doc).read_text()
     assert "both ends measured" not in text and "miss sits" not in text
+
+
+def test_every_shipped_report_is_what_its_stored_records_render(tmp_path):
+    """report.md in each shipped validation directory equals `report.rerender` of a copy of the
+    directory (validation.json, its side records and charts): the committed reports are in step
+    with their records and with the renderer, e.g. B_2pt'(med)'s row wherever two_ends.json has
+    its `full_batch_inits`."""
+    import shutil
+    from pathlib import Path
+
+    from realnets.validation.report import rerender
+
+    root = Path(__file__).resolve().parents[3] / "reports" / "validation"
+    dirs = sorted(p.parent for p in root.glob("*/validation.json"))
+    assert len(dirs) >= 30
+    stale = []
+    for d in dirs:
+        copy = tmp_path / d.name
+        shutil.copytree(d, copy)
+        (copy / "report.md").unlink()
+        if rerender(copy).read_text() != (d / "report.md").read_text():
+            stale.append(d.name)
+    assert not stale, f"report.md out of step with its records: {stale}"
+    assert "two-point estimate of record, B_2pt'(med)" in (root / "friedman_regression" /
+                                                           "report.md").read_text()
+
+
+def test_the_rerender_command_checks_every_directory_first(tmp_path, capsys):
+    from realnets.cli import main
+
+    (tmp_path / "empty").mkdir()
+    assert main(["rerender", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no validation.json" in err
+    assert main(["rerender", str(tmp_path / "nowhere")]) == 2
+    assert "is not a directory" in capsys.readouterr().err
+    import shutil
+    from pathlib import Path
+
+    good = tmp_path / "good"
+    shutil.copytree(Path(__file__).resolve().parents[3] / "reports" / "validation" /
+                    "diabetes_mlp", good)
+    (good / "report.md").unlink()
+    assert main(["rerender", str(good), str(tmp_path / "empty")]) == 2
+    assert not (good / "report.md").exists()            # nothing written before the check
+    capsys.readouterr()
+    assert main(["rerender", str(good)]) == 0
+    assert capsys.readouterr().out.strip() == f"written: {good / 'report.md'}"

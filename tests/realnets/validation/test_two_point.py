@@ -133,6 +133,13 @@ def test_validate_rule_4_writes_both_records_and_the_reports_row(tmp_path, monke
     entry = json.loads((tmp_path / "summary.json").read_text())[0]
     assert entry["rule_4"]["b_crit"] is not None
     assert "| NQM prediction, rule 4" in (out / "report.md").read_text()
+    # and B_2pt'(med), the estimate of record: the descents from seeds 1-16 take the steps that
+    # `two-ends --full-batch-inits 1,...,16` recorded for the shipped report
+    got, want = (json.loads((d / "two_ends.json").read_text())["full_batch_inits"]
+                 for d in (out, shipped))
+    assert got["seeds"] == list(range(1, 17)) and got["steps"] == want["steps"]
+    assert entry["two_ends"]["b_2pt_med"]["b_crit"] is not None
+    assert "| two-point estimate of record, B_2pt'(med)" in (out / "report.md").read_text()
 
 
 def test_validate_rule_4_without_reruns_is_one_line_before_any_work(tmp_path, capsys):
