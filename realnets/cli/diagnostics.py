@@ -232,9 +232,12 @@ def two_ends_command(args, argv) -> str:
                _written_line(TWO_ENDS_FILE)))
 
 
-def _two_ends_of(directory: Path, sweep: str | None, argv, say) -> dict:
+def _two_ends_of(directory: Path, sweep: str | None, argv, say, inits_next: bool = False
+                 ) -> dict:
     """`two_ends.run_two_ends` on one report (the reference trial retrained to its goal), its
-    record written to DIR/two_ends.json and returned."""
+    record written to DIR/two_ends.json and returned; where the record it replaces had
+    `full_batch_inits`, a warning to compute them again (not when `inits_next`: the caller
+    does)."""
     import sys
     import time
 
@@ -257,7 +260,7 @@ def _two_ends_of(directory: Path, sweep: str | None, argv, say) -> dict:
     record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
               "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
-    if "full_batch_inits" in _stored_or_empty(directory / TWO_ENDS_FILE):
+    if not inits_next and "full_batch_inits" in _stored_or_empty(directory / TWO_ENDS_FILE):
         print(f"{directory}: the new record has no full_batch_inits (B_2pt'(med)): rerun "
               f"python -m realnets two-ends {directory} --full-batch-inits SEEDS",
               file=sys.stderr)

@@ -108,7 +108,7 @@ def validate_command(args, argv) -> str:
         files.write_validation(out, doc)
     if args.rule_4:
         say("rule 4: both ends on the network (two-ends), then the split (miss-split)")
-        _two_ends_of(out, str(sweep_dir), argv, say)
+        _two_ends_of(out, str(sweep_dir), argv, say, inits_next=True)
         # B_2pt'(med), the two-point estimate of record (session 42): its 16 descents
         _full_batch_inits(out, args, None, say)
         _miss_split_of(out, argv, say)

@@ -484,3 +484,50 @@ def test_the_friedman_example_is_the_stated_function_and_network(monkeypatch):
     np.testing.assert_allclose(float(out["metric_sum"]), np.sum(0.5 * (want - y_val) ** 2),
                                rtol=1e-4)
     assert example.make_workload().optimizer == "momentum"
+
+
+def test_the_multilabel_example_is_the_stated_data_and_network(monkeypatch):
+    """examples/multilabel_mlp.py (held out in docs/prediction_rule.md, session 42): the counts
+    and label sets of make_multilabel_classification as stated, the counts standardised on the
+    6,400 training rows; labels not exclusive (rows with several, about 2 per row); the MLP's
+    logits written out in numpy (GELU in its tanh form, flax's default), float64, and from them
+    the workload's loss and validation metric, the binary cross-entropy summed over the five
+    labels, log(1 + e^z) - y z; Adam."""
+    import jax
+    from sklearn.datasets import make_multilabel_classification
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/multilabel_mlp.py:make_workload").build()
+    x, y = make_multilabel_classification(n_samples=8000, n_features=20, n_classes=5,
+                                          n_labels=2, random_state=0)
+    assert np.all(x == np.round(x)) and x.min() >= 0          # word counts
+    z = (x - x[:6400].mean(axis=0)) / x[:6400].std(axis=0)
+    np.testing.assert_allclose(np.asarray(task.train["x"]), z[:6400], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(task.val["x"]), z[6400:], atol=1e-5)
+    labels = np.asarray(task.train["y"])
+    assert labels.shape == (6400, 5) and set(np.unique(labels)) == {0.0, 1.0}
+    assert np.array_equal(labels, y[:6400]) and np.array_equal(np.asarray(task.val["y"]),
+                                                               y[6400:])
+    per_row = labels.sum(axis=1)
+    assert 1.5 < per_row.mean() < 2.5 and (per_row >= 2).mean() > 0.3   # not exclusive
+    params = task.init_params(jax.random.key(6))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+
+    def gelu(a):
+        return 0.5 * a * (1 + np.tanh(np.sqrt(2 / np.pi) * (a + 0.044715 * a ** 3)))
+
+    h = z[6400:6432]
+    for name in ("Dense_0", "Dense_1"):
+        h = gelu(h @ p[name]["kernel"] + p[name]["bias"])
+    want = h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"]
+    assert want.shape == (32, 5)
+    example = _example_module("multilabel_mlp")
+    _check_logits(example.MultiLabelMLP(), params, task.val["x"][:32], want)
+    y_val = np.asarray(task.val["y"], np.float64)[:32]
+    bce = (np.log1p(np.exp(want)) - y_val * want).sum(axis=1)
+    rows = {"x": jnp.asarray(np.asarray(task.val["x"])[:32]), "y": jnp.asarray(task.val["y"][:32])}
+    np.testing.assert_allclose(float(task.loss_fn(params, rows)), bce.mean(), rtol=1e-4)
+    out = task.eval_fn(params, {**rows, "mask": jnp.ones(32, jnp.float32)})
+    assert task.metric == "loss" and float(out["count"]) == 32
+    np.testing.assert_allclose(float(out["metric_sum"]), bce.sum(), rtol=1e-4)
+    assert example.make_workload().optimizer == "adam"
