@@ -366,7 +366,24 @@ def two_point_command(args, argv) -> str:
     store.write_json_atomic(directory / TWO_POINT_FILE, record)
     if args.format == "json":
         return json.dumps(record, indent=1)
-    return two_point.text(record) + f"\nwritten: {directory / TWO_POINT_FILE}"
+    return (two_point.text(record) + "\n" + _error_bar_line(record, args.summary)
+            + f"\nwritten: {directory / TWO_POINT_FILE}")
+
+
+def _error_bar_line(record: dict, summary: str) -> str:
+    """The track record's error bar on a two-point record (`two_point.error_bar`), or why there
+    is none: no such summary, or one that does not read."""
+    from realnets.validation import two_point
+    from realnets.validation.summary import read_summary
+
+    if not Path(summary).is_file():
+        return (f"no error bar from the track record: {summary} not found (give --summary, "
+                "e.g. the repository's reports/validation/summary.json)")
+    try:
+        entries = read_summary(Path(summary))
+    except (ValueError, KeyError, TypeError) as err:
+        return f"no error bar from the track record: {summary} does not read ({err})"
+    return two_point.error_bar_line(two_point.error_bar(record, entries), summary)
 
 
 def _sweep_goal(doc: dict) -> float | None:

@@ -268,6 +268,10 @@ def build_parser() -> argparse.ArgumentParser:
     inits.add_argument("--best-end-only", action="store_true",
                        help="skip those descents (about 30%% of the cost): B_2pt' alone, with "
                             "the best full-batch end, a diagnostic")
+    p.add_argument("--summary", default="reports/validation/summary.json",
+                   help="the validated workloads' summary whose track record puts the error bar "
+                        "on the estimate (python -m realnets track-record; default: "
+                        "%(default)s; a missing file is said, not an error)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-progress", action="store_true")
     _add_branch_parser(sub)

@@ -234,6 +234,38 @@ def verdict(cond: dict) -> str:
                f"does not hold ({cond['why']}): do not lean on the estimate"))
 
 
+def error_bar(record: dict, entries: list[dict]) -> dict | None:
+    """The error bar the validated workloads' track record puts on the record's estimate of
+    record (B_2pt'(med), else B_2pt'): {"predictor", "value", "factor", "lo", "hi", "entries",
+    "held_out"}, the 68% split-conformal factor of `track_record.record_factor` over `entries`
+    (a summary's), without the record's own workload where the summary holds it; None without
+    a value."""
+    from realnets.validation.track_record import record_factor
+
+    med = (record.get("b_2pt_med") or {}).get("value")
+    predictor, value = ("B_2pt'(med)", med) if med is not None else ("B_2pt'", record["value"])
+    if value is None:
+        return None
+    held = any(e.get("workload") == record["workload"] for e in entries)
+    factor, n = record_factor(entries, predictor, without=record["workload"] if held else None)
+    return {"predictor": predictor, "value": value, "factor": factor, "lo": value / factor,
+            "hi": value * factor, "entries": n, "held_out": held}
+
+
+def error_bar_line(bar: dict | None, summary: str) -> str:
+    """`error_bar` in words for the terminal (`summary`: where the record was read)."""
+    if bar is None:
+        return f"no error bar from the track record ({summary}): no estimate"
+    whose = (f"{bar['entries']} other validated entries" if bar["held_out"]
+             else f"{bar['entries']} validated entries")
+    if not bar["factor"] < float("inf"):
+        return (f"error bar from the track record of {bar['predictor']} ({whose}, {summary}): "
+                "too few entries to bound it at 68%")
+    return (f"error bar from the track record of {bar['predictor']} ({whose}, {summary}; "
+            f"python -m realnets track-record): {number(bar['lo'])} .. {number(bar['hi'])} "
+            f"(x{bar['factor']:.3g}, 68%); the 16-84% above counts the reruns' spread only")
+
+
 def text(record: dict) -> str:
     """The record as a few lines for the terminal: the estimate of record (B_2pt'(med)) first
     where the record has it, B_2pt' beside it."""

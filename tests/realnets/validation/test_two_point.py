@@ -229,3 +229,43 @@ def test_the_median_end_counts_a_missed_descent_at_its_cap_and_says_when_it_has_
     got = two_point.with_median_end(None, None, missed, [1, 2])
     assert got["b_2pt_med"]["value"] is None and "full_batch_inits" not in got
     assert "B_2pt'(med) not computed: no full-batch descent" in two_point.text(got)
+
+
+def test_the_error_bar_is_the_track_records_factor_held_out_from_the_workload(tmp_path, capsys,
+                                                                           monkeypatch):
+    """On the shipped synthetic-clusters record: the 68% factor written out here (the k-th
+    smallest |ln(B_2pt'(med) / measured)| over the summary's other real entries, no number
+    scoring +inf, k = ceil((n + 1) 0.68)) around B_2pt'(med); the same for B_2pt' where the
+    record has no median end; and the command says where no summary is found."""
+    import math
+
+    from realnets.validation.summary import read_summary
+
+    record = json.loads((ROOT / "sweeps/synthetic_clusters/two_point.json").read_text())
+    entries = read_summary(ROOT / "reports/validation/summary.json")
+
+    def factor(key):
+        others = [e for e in entries
+                  if e["workload"] not in ("nqm", record["workload"])]
+        scores = sorted(math.inf if ((e.get("two_ends") or {}).get(key) or {}).get("b_crit")
+                        is None else abs(math.log(e["two_ends"][key]["b_crit"]
+                                                  / e["measured"]["b_crit"])) for e in others)
+        return math.exp(scores[math.ceil((len(scores) + 1) * 0.68) - 1]), len(others)
+
+    bar = two_point.error_bar(record, entries)
+    want, n = factor("b_2pt_med")
+    assert bar["predictor"] == "B_2pt'(med)" and bar["held_out"] and bar["entries"] == n
+    assert bar["factor"] == pytest.approx(want)
+    value = record["b_2pt_med"]["value"]
+    assert (bar["lo"], bar["hi"]) == pytest.approx((value / want, value * want))
+    best = {k: v for k, v in record.items() if k not in ("b_2pt_med", "full_batch_inits")}
+    bar = two_point.error_bar(best, entries)
+    assert bar["predictor"] == "B_2pt'" and bar["factor"] == pytest.approx(factor("b_2pt")[0])
+    line = two_point.error_bar_line(bar, "S")
+    assert f"{bar['lo']:.4g} .. {bar['hi']:.4g} (x{bar['factor']:.3g}, 68%)" in line
+    monkeypatch.chdir(ROOT)
+    sweep = tmp_path / "bc"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    assert main(["two-point", str(sweep), "--best-end-only", "--summary",
+                 str(tmp_path / "none.json"), "--no-progress"]) == 0
+    assert "no error bar from the track record: " in capsys.readouterr().out
