@@ -167,7 +167,7 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
         record = store.read_json(path, "two-point record")
         b_ref, value = int(record["b_ref"]), record["value"]
         med = record.get("b_2pt_med")      # (inits, value, lo, hi); value None: why
-        why_med = None if med is None else med.get("why", "the median end not at the target")
+        why_med = None if med is None else med.get("why", "no value in this record")
         med = None if med is None else (
             0 if med["value"] is None else len(record["full_batch_inits"]["seeds"]),
             med["value"], med.get("lo"), med.get("hi"))

@@ -359,7 +359,8 @@ def two_point_command(args, argv) -> str:
     say = _progress(args.no_progress)
     record = two_point.estimate(task, config, records, repeats, args.batch_size, log=say)
     if seeds is not None:
-        say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
+        if record["full_set"].get("steps") is not None:
+            say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
         record = two_point.with_median_end(task, config, record, seeds)
     record = {**record, "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
@@ -555,7 +556,7 @@ def _full_batch_inits_line(directory: Path, got: dict) -> str:
     return (f"{directory}: S_fb^N = {got['s_fb']} (trial {got['trial_id']}); from "
             f"{len(got['seeds'])} initialisations median {num(pct['50'])} (16-84%: "
             f"{num(pct['16'])} .. {num(pct['84'])}), {num(got['over_s_fb'])} x S_fb^N: "
-            f"{got['reading']}; B_2pt' with the median {num(got['two_point'])} "
+            f"{got['reading']}; B_2pt'(med) {num(got['two_point'])} "
             f"(written: {directory}/two_ends.json, full_batch_inits)")
 
 

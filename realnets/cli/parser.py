@@ -266,8 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "session 41); default: the first 16 whole numbers from 1 that are "
                             "not the sweep's seed")
     inits.add_argument("--best-end-only", action="store_true",
-                       help="skip those descents (about 30%% of the cost): B_2pt' alone, with "
-                            "the best full-batch end, a diagnostic")
+                       help="skip those descents (they add about 30%% to the training "
+                            "examples): B_2pt' alone, with the best full-batch end, a "
+                            "diagnostic")
     p.add_argument("--summary", default="reports/validation/summary.json",
                    help="the validated workloads' summary whose track record puts the error bar "
                         "on the estimate (python -m realnets track-record; default: "

@@ -7,7 +7,8 @@ up to `EXTRAPOLATE` times the largest, the same fit ('fit (extrapolated)'); neve
 the sweep ran that missed the goal. Or, without a sweep over batch sizes, from its two-point
 estimate (`python -m realnets two-point`, SWEEP_DIR/two_point.json, read into a `TwoPointCurve`
 by `realnets.validation.two_point.plan_curve`): the curve through its two measured ends,
-S_2pt(B) = S_fb^N (1 + B_2pt' / B), at the powers of two from B_ref to the training-set size
+S_2pt(B) = S_min (1 + B_2pt / B), S_min the median full-batch end of B_2pt'(med) (else S_fb^N,
+the best), at the powers of two from B_ref to the training-set size
 ('two-point'), with the curve at the reruns' 16th and 84th percentiles beside it (`steps_lo`,
 `steps_hi`). Seconds per step come
 from a throughput record (measured where that pair was measured, else its model). Then
@@ -137,8 +138,8 @@ class TwoPointCurve:
     note: str = ""
 
     def fit(self, s_ref: float) -> Fit:
-        """S(B) = S_fb^N (1 + B_crit / B) through (B_ref, s_ref): the McCandlish form with
-        S_min = S_fb^N and B_crit = B_ref (s_ref / S_fb^N - 1)."""
+        """S(B) = s_fb (1 + B_crit / B) through (B_ref, s_ref): the McCandlish form with
+        S_min = s_fb (the curve's full-batch end) and B_crit = B_ref (s_ref / s_fb - 1)."""
         return Fit(s_min=self.s_fb, b_crit=self.b_ref * (s_ref / self.s_fb - 1.0), r2=None,
                    points_used=2)
 

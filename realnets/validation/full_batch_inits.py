@@ -103,7 +103,7 @@ def check_seeds(seeds: Sequence[int], sweep_seed: int | None = None) -> list[int
     if sweep_seed is not None and int(sweep_seed) in seeds:
         raise ValueError(f"full-batch-inits: seed {int(sweep_seed)} is the sweep's own (its "
                          "initialisations are those S_fb^N was measured from); give others, "
-                         "e.g. 1,2,...,16")
+                         f"e.g. {','.join(map(str, default_seeds(sweep_seed)))}")
     return seeds
 
 

@@ -186,11 +186,11 @@ def of_record(record: dict) -> tuple[float, str]:
             f"the two-point estimate of record B_2pt'(med) = {number(med['value'])} (the "
             f"median full-batch end over {len(inits['seeds'])} initialisations, "
             f"{number(median)} steps; B_2pt' = {number(record['value'])} with the best end)")
+    why = (med.get("why") or "no value in this record") if med else (
+        "not in this record: rerun `python -m realnets two-point` without --best-end-only")
     return float(record["full_set"]["steps"]), (
         f"B_2pt' = {number(record['value'])}, the best full-batch end (B_2pt'(med), the "
-        "estimate of record, is not in this record"
-        + (f": {med['why']})" if med.get("why") else ": rerun `python -m realnets two-point` "
-           "without --best-end-only)"))
+        f"estimate of record: {why})")
 
 
 def number(x: float | None) -> str:
@@ -216,13 +216,19 @@ def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[i
                    "the target, so there is no fastest configuration to descend again"}}
     inits = over_inits(task, config, record, seeds, int(record.get("rows_seed", 0)),
                        chunk_rows, devices)
-    by = median_end(record["b_ref"], record["reruns"]["percentiles"], inits["percentiles"]["50"])
+    median = inits["percentiles"]["50"]
+    by = median_end(record["b_ref"], record["reruns"]["percentiles"], median)
     # their cost: steps x rows (a descent not at the target ran to the step limit)
     extra = int(record["full_set"]["sample_rows"]) * sum(
         inits["step_limit"] if s is None else s for s in inits["steps"])
     ex = record["examples"]
-    return {**record, "full_batch_inits": inits,
-            "b_2pt_med": {"value": by["50"], "lo": by["16"], "hi": by["84"]},
+    med = {"value": by["50"], "lo": by["16"], "hi": by["84"]}
+    if med["value"] is None:
+        med["why"] = (f"the median full-batch end over {len(seeds)} initialisations did not "
+                      "reach the target" if median is None else
+                      f"the median full-batch end, {number(median)} steps, is not below the "
+                      f"reruns' median S~_ref, {number(record['reruns']['percentiles']['50'])}")
+    return {**record, "full_batch_inits": inits, "b_2pt_med": med,
             "examples": {**ex, "full_batch_inits": extra, "estimate": ex["estimate"] + extra}}
 
 
@@ -296,7 +302,7 @@ def text(record: dict) -> str:
             f"({g(inits['over_s_fb'])} x S_fb^N)",
             f"B_2pt'(med) = B_ref (S~_ref / median end - 1) = {g(med['value'])} examples per step "
             f"(16-84%: {g(med['lo'])} .. {g(med['hi'])})"
-            + ("" if med["value"] is None else
+            + (f": {med.get('why', 'no value')}" if med["value"] is None else
                ": the two-point estimate of record, docs/prediction_rule.md"),
             f"with the best end, a diagnostic: {best}"]
     lines.append(verdict(record["condition"]))

@@ -218,7 +218,7 @@ def test_a_plan_from_the_two_point_record():
         plan_curve(record, _curve({16: 900}))
     with pytest.raises(ValueError, match="no estimate"):
         plan_curve({**record, "value": None}, curve)
-    assert "B_2pt'(med), the estimate of record, is not in this record" in doc["steps_note"]
+    assert "B_2pt'(med), the estimate of record: not in this record" in doc["steps_note"]
 
 
 def test_the_plan_stands_on_the_median_full_batch_end_when_the_record_has_it():
@@ -243,7 +243,18 @@ def test_the_plan_stands_on_the_median_full_batch_end_when_the_record_has_it():
     plan = make_plan(curve, _throughput(), train_size=256, two_point=plan_curve(missed, curve))
     at = {p.batch_size: p.steps for p in plan.points}
     assert at[16] == pytest.approx(1000) and at[32] == pytest.approx(20 + 980 / 2)
-    assert "not in this record: not computed: no descent" in plan.to_dict()["steps_note"]
+    assert "estimate of record: not computed: no descent" in plan.to_dict()["steps_note"]
+    # a record of an earlier version, its median end without a value and no why: the best end,
+    # and no advice to rerun without --best-end-only (the record was made without it)
+    old = {**missed, "b_2pt_med": {"value": None, "lo": None, "hi": None}}
+    note = make_plan(curve, _throughput(), train_size=256,
+                     two_point=plan_curve(old, curve)).to_dict()["steps_note"]
+    assert "no value in this record" in note and "--best-end-only" not in note
+    bare = {k: v for k, v in record.items() if k not in ("b_2pt_med", "full_batch_inits")}
+    note = make_plan(curve, _throughput(), train_size=256,
+                     two_point=plan_curve(bare, curve)).to_dict()["steps_note"]
+    assert "not in this record: rerun `python -m realnets two-point` without --best-end-only" \
+        in note
 
 
 def test_plan_steps_from_two_point_without_a_record_is_one_line(capsys):

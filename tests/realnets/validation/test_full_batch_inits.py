@@ -121,7 +121,7 @@ def test_the_command_writes_the_record_and_refreshes_the_summary_beside(tmp_path
     (d / TWO_ENDS_FILE).write_text(json.dumps(stripped))
     (tmp_path / SUMMARY_FILE).write_text("[]")
     assert main(["two-ends", str(d), "--full-batch-inits", "1,2,3", "--no-progress"]) == 0
-    assert "B_2pt' with the median" in capsys.readouterr().out
+    assert "B_2pt'(med) " in capsys.readouterr().out
     got = json.loads((d / TWO_ENDS_FILE).read_text())["full_batch_inits"]
     assert got["seeds"] == [1, 2, 3] and len(got["steps"]) == 3
     (entry,) = read_summary(tmp_path / SUMMARY_FILE)
@@ -132,3 +132,44 @@ def test_the_command_writes_the_record_and_refreshes_the_summary_beside(tmp_path
     want = (None if s_ref <= med["s_fb_median"]
             else stripped["b_ref"] * (s_ref / med["s_fb_median"] - 1))
     assert med["b_crit"] == (None if want is None else pytest.approx(want))
+
+
+def test_the_default_seeds_leave_out_the_sweeps_own_and_the_refusal_suggests_them():
+    assert full_batch_inits.default_seeds(0) == list(range(1, 17))
+    assert full_batch_inits.default_seeds(5) == [1, 2, 3, 4] + list(range(6, 18))
+    with pytest.raises(ValueError, match=r"seed 5 is the sweep's own.*e\.g\. 1,2,3,4,6,7"):
+        full_batch_inits.check_seeds([4, 5], sweep_seed=5)
+    assert full_batch_inits.check_seeds([4, 6], sweep_seed=5) == [4, 6]
+
+
+def test_two_ends_checks_every_directory_before_any_descent(tmp_path, monkeypatch, capsys):
+    """`two-ends A B --full-batch-inits ...` refuses the sweep's own seed (0 for the shipped
+    tabular sweep), and a directory whose whole-set descents all missed the target, in one line
+    before descending anywhere: A's record is left as it was."""
+    import shutil
+    from pathlib import Path
+
+    from realnets.cli import main
+
+    root = Path(__file__).resolve().parents[3]
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(full_batch_inits, "over_inits",
+                        lambda *a, **k: pytest.fail("descended before every input was checked"))
+    dirs = []
+    for name in ("a", "b"):
+        d = tmp_path / name
+        d.mkdir()
+        for f in ("validation.json", TWO_ENDS_FILE, "miss_split.json"):
+            shutil.copy(root / "reports" / "validation" / "breast_cancer_mlp" / f, d / f)
+        dirs.append(d)
+    before = (dirs[0] / TWO_ENDS_FILE).read_text()
+    assert main(["two-ends", *map(str, dirs), "--full-batch-inits", "0,1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "seed 0 is the sweep's own" in err and "e.g. 1,2,3" in err
+    missed = json.loads((dirs[1] / TWO_ENDS_FILE).read_text())
+    missed["full_set"]["steps"] = None
+    (dirs[1] / TWO_ENDS_FILE).write_text(json.dumps(missed))
+    assert main(["two-ends", *map(str, dirs), "--full-batch-inits", "1,2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no whole-set descent" in err and str(dirs[1]) in err
+    assert (dirs[0] / TWO_ENDS_FILE).read_text() == before
