@@ -380,11 +380,11 @@ def _error_bar_line(record: dict, summary: str) -> str:
     if not Path(summary).is_file():
         return (f"no error bar from the track record: {summary} not found (give --summary, "
                 "e.g. the repository's reports/validation/summary.json)")
-    try:
-        entries = read_summary(Path(summary))
-    except (ValueError, KeyError, TypeError) as err:
+    try:       # after the estimate is written: a bad summary costs the bar, not the result
+        bar = two_point.error_bar(record, read_summary(Path(summary)))
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
         return f"no error bar from the track record: {summary} does not read ({err})"
-    return two_point.error_bar_line(two_point.error_bar(record, entries), summary)
+    return two_point.error_bar_line(bar, summary)
 
 
 def _sweep_goal(doc: dict) -> float | None:

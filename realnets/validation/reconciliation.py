@@ -239,6 +239,8 @@ def _median_end_row(ends: dict, b_crit) -> dict:
              f"S_fb^N {ends['full_set']['steps']})" if median is not None else
              f"the median full-batch end from {len(inits['seeds'])} initialisations did not "
              "reach the target")
+    if median is not None and by["50"] is None:
+        where += f", not below the reruns' median S~_ref {pct['50']}: no estimate"
     return _row(TWO_ENDS_MED, b_crit, value=by["50"], lo=by["16"], hi=by["84"],
                 note=f"{where}; S~_ref and its 16-84% as in the next row (docs/prediction_rule.md, "
                      "sessions 41-42)")

@@ -28,6 +28,8 @@ RECONCILIATION_CHART = "reconciliation"
 STEPS_CHART = "steps"
 SPECTRUM_CHART = "spectrum_{}"
 PATH_CHART = "quadratic_path"
+# the heading of the section `validate --notes` adds (and `rerender` carries over)
+NOTES_HEADING = "Where the NQM's assumptions hold and break"
 
 
 def _fmt(x, digits: int = 4) -> str:
@@ -587,7 +589,7 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
         c = charts[STEPS_CHART]
         lines += [f"![steps to goal]({c['png']}) ([SVG]({c['svg']}))", ""]
     if notes:
-        lines += ["## Where the NQM's assumptions hold and break", "", notes.strip(), ""]
+        lines += [f"## {NOTES_HEADING}", "", notes.strip(), ""]
     lines += ["## The measured sweep", "",
               f"Sweep: workload {sc['workload']}, goal {sc['goal']}, optimizer {sc['optimizer']}, "
               f"{sc['trials']} trials per batch size, budget {sc['max_steps']} steps, seed "
@@ -659,10 +661,15 @@ def rerender(out_dir: Path) -> Path:
 
     out_dir = Path(out_dir)
     doc = read_validation(out_dir)
+    notes = None      # the --notes section of the report it replaces, carried over as written
+    old = out_dir / "report.md"
+    head = f"## {NOTES_HEADING}\n\n"
+    if old.is_file() and head in (text := old.read_text(encoding="utf-8")):
+        notes = text.split(head, 1)[1].split("\n## ", 1)[0].strip()
     charts = {png.stem: {"png": png.name, "svg": png.with_suffix(".svg").name}
               for png in sorted(out_dir.glob("*.png")) if png.with_suffix(".svg").is_file()}
     prov = doc.provenance
-    return write_report(out_dir, doc.to_dict(), charts,
+    return write_report(out_dir, doc.to_dict(), charts, notes,
                         command=None if prov is None else prov.command,
                         wall_seconds=None if prov is None else prov.wall_seconds)
 

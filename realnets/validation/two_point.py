@@ -266,7 +266,7 @@ def error_bar_line(bar: dict | None, summary: str) -> str:
              else f"{bar['entries']} validated entries")
     if not bar["factor"] < float("inf"):
         return (f"error bar from the track record of {bar['predictor']} ({whose}, {summary}): "
-                "too few entries to bound it at 68%")
+                "too few entries with a number to bound it at 68%")
     return (f"error bar from the track record of {bar['predictor']} ({whose}, {summary}; "
             f"python -m realnets track-record): {number(bar['lo'])} .. {number(bar['hi'])} "
             f"(x{bar['factor']:.3g}, 68%); the 16-84% above counts the reruns' spread only")

@@ -116,3 +116,22 @@ def test_the_rerender_command_checks_every_directory_first(tmp_path, capsys):
     capsys.readouterr()
     assert main(["rerender", str(good)]) == 0
     assert capsys.readouterr().out.strip() == f"written: {good / 'report.md'}"
+
+
+def test_rerender_carries_over_the_notes_of_the_report_it_replaces(tmp_path):
+    """A report made with `validate --notes` keeps its notes section, word for word, when
+    `rerender` writes it again (the notes are in no record)."""
+    import shutil
+    from pathlib import Path
+
+    from realnets.validation.files import read_validation
+    from realnets.validation.report import rerender, write_report
+
+    d = tmp_path / "r"
+    shutil.copytree(Path(__file__).resolve().parents[3] / "reports" / "validation" /
+                    "diabetes_mlp", d)
+    notes = "The regression's NQM needs a few steps only.\n\nA second paragraph."
+    write_report(d, read_validation(d).to_dict(), notes=notes)
+    first = (d / "report.md").read_text()
+    assert notes in first
+    assert rerender(d).read_text().count(notes) == 1

@@ -273,3 +273,18 @@ def test_the_error_bar_is_the_track_records_factor_held_out_from_the_workload(tm
     assert main(["two-point", str(sweep), "--best-end-only", "--summary",
                  str(tmp_path / "none.json"), "--no-progress"]) == 0
     assert "no error bar from the track record: " in capsys.readouterr().out
+
+
+def test_a_summary_that_does_not_read_costs_the_error_bar_not_the_estimate(tmp_path, capsys,
+                                                                           monkeypatch):
+    monkeypatch.chdir(ROOT)
+    sweep = tmp_path / "bc"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    bad = tmp_path / "summary.json"
+    bad.write_text(json.dumps([{"workload": "w"}]))         # an entry without its numbers
+    assert main(["two-point", str(sweep), "--best-end-only", "--summary", str(bad),
+                 "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "B_2pt' = B_ref" in out and f"no error bar from the track record: {bad} does " \
+        "not read" in out
+    assert (sweep / "two_point.json").is_file()
