@@ -288,3 +288,34 @@ def test_a_summary_that_does_not_read_costs_the_error_bar_not_the_estimate(tmp_p
     assert "B_2pt' = B_ref" in out and f"no error bar from the track record: {bad} does " \
         "not read" in out
     assert (sweep / "two_point.json").is_file()
+
+
+def test_the_error_bar_without_an_estimate_too_few_entries_or_a_new_workload():
+    """No value: no bar, said; a summary with too few entries with a number: an infinite factor,
+    said as such; a workload the summary does not hold: the factor over all its entries."""
+    import math
+
+    record = json.loads((ROOT / "sweeps/synthetic_clusters/two_point.json").read_text())
+    none = {**record, "value": None, "b_2pt_med": {"value": None, "why": "w"}}
+    assert two_point.error_bar(none, []) is None
+    assert "no estimate" in two_point.error_bar_line(None, "S")
+    import copy
+
+    from realnets.validation.summary import read_summary
+
+    real = next(e for e in read_summary(ROOT / "reports/validation/summary.json")
+                if (e.get("two_ends") or {}).get("b_2pt_med"))
+
+    def entry(name, measured, med):         # a shipped entry with its numbers replaced
+        e = copy.deepcopy(real)
+        e["workload"], e["measured"]["b_crit"] = name, measured
+        e["two_ends"]["b_2pt_med"].update(b_crit=med, lo=med / 2, hi=med * 2)
+        return e
+
+    one = [entry("other", 100.0, 150.0)]
+    bar = two_point.error_bar(record, one)          # k = ceil(2 x 0.68) = 2 > n = 1
+    assert bar["factor"] == math.inf and not bar["held_out"] and bar["entries"] == 1
+    assert "too few entries with a number" in two_point.error_bar_line(bar, "S")
+    three = one + [entry("w1", 120.0, 150.0), entry("w2", 300.0, 150.0)]
+    bar = two_point.error_bar(record, three)        # scores ln 1.5, ln 1.25, ln 2: k = 3
+    assert bar["factor"] == pytest.approx(2.0) and bar["entries"] == 3
