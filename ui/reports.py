@@ -112,7 +112,7 @@ def track_record_note(summary: Path, predictor: str, value: float | None,
     try:
         entries = read_summary(Path(summary))
         held = any(e["workload"] == workload for e in entries)
-        factor, n = record_factor(entries, predictor, without=workload if held else None)
+        factor, n = record_factor(entries, predictor, without=workload)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         return f"No track record: {Path(summary).name} does not read ({err})."
     if n == 0:

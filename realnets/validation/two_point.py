@@ -252,8 +252,8 @@ def error_bar(record: dict, entries: list[dict]) -> dict | None:
     predictor, value = ("B_2pt'(med)", med) if med is not None else ("B_2pt'", record["value"])
     if value is None:
         return None
-    held = any(e.get("workload") == record["workload"] for e in entries)
-    factor, n = record_factor(entries, predictor, without=record["workload"] if held else None)
+    held = any(e.get("workload") == record["workload"] for e in entries)     # for the wording
+    factor, n = record_factor(entries, predictor, without=record["workload"])
     return {"predictor": predictor, "value": value, "factor": factor, "lo": value / factor,
             "hi": value * factor, "entries": n, "held_out": held}
 
