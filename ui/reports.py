@@ -181,6 +181,9 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
         return (f"Two-point estimate (`python -m realnets two-point`): none at B_ref = {b_ref} "
                 f"({cond['why']}).")
 
+    withheld = summary is not None and not cond["holds"]
+    if withheld:        # the track record's bar was earned where the condition held
+        summary = None
     g = two_point.number
     head = (f"Two-point estimate of B_crit (`python -m realnets two-point`, no NQM, from "
             f"B_ref = {b_ref})")
@@ -193,12 +196,18 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
                    f"B_2pt'(med), the estimate of record, has no value here ({why_med})")
         return (f"{head}, with the best full-batch end: B_2pt' = **{g(value)}** examples per "
                 f"step (16-84%: {g(lo)} .. {g(hi)}); {two_point.verdict(cond)}. {missing}."
-                + ("" if note is None else f" {note}"))
+                + ("" if note is None else f" {note}") + _withheld(withheld))
     note = (None if summary is None
             else track_record_note(summary, "B_2pt'(med)", med[1], workload, med[2], med[3]))
     return (f"{head}, with the median full-batch end over {med[0]} initialisations: "
             f"B_2pt'(med) = **{g(med[1])}** examples per step (16-84%: {g(med[2])} .. "
             f"{g(med[3])}), the estimate of record (docs/prediction_rule.md, session 41); "
             f"with the best end B_2pt' = {g(value)} ({g(lo)} .. {g(hi)}), a diagnostic; "
-            f"{two_point.verdict(cond)}." + ("" if note is None else f" {note}"))
+            f"{two_point.verdict(cond)}." + ("" if note is None else f" {note}")
+            + _withheld(withheld))
+
+
+def _withheld(withheld: bool) -> str:
+    return (f" No error bar from the track record: it was earned where S_fb^N >= "
+            f"{two_point.TRUST_MIN_STEPS}." if withheld else "")
 

@@ -245,8 +245,9 @@ def error_bar(record: dict, entries: list[dict]) -> dict | None:
     record (B_2pt'(med), else B_2pt'): {"predictor", "value", "factor", "lo", "hi", "entries",
     "held_out"}, the 68% split-conformal factor of `track_record.record_factor` over `entries`
     (a summary's), without the record's own workload where the summary holds it; None without
-    a value."""
-    from realnets.validation.track_record import record_factor
+    a value. "condition_holds" is the record's own session-35 condition; the bar was earned
+    on the "entries_condition_held" of its entries whose S_fb^N met it."""
+    from realnets.validation.track_record import record_factor, workloads_of
 
     med = (record.get("b_2pt_med") or {}).get("value")
     predictor, value = ("B_2pt'(med)", med) if med is not None else ("B_2pt'", record["value"])
@@ -254,8 +255,13 @@ def error_bar(record: dict, entries: list[dict]) -> dict | None:
         return None
     held = any(e.get("workload") == record["workload"] for e in entries)     # for the wording
     factor, n = record_factor(entries, predictor, without=record["workload"])
+    chosen = [e for e in workloads_of(entries) if e["workload"] != record["workload"]]
+    held_cond = sum(((e.get("two_ends") or {}).get("s_fb") or 0) >= TRUST_MIN_STEPS
+                    for e in chosen)
     return {"predictor": predictor, "value": value, "factor": factor, "lo": value / factor,
-            "hi": value * factor, "entries": n, "held_out": held}
+            "hi": value * factor, "entries": n, "held_out": held,
+            "condition_holds": bool(record["condition"]["holds"]),
+            "entries_condition_held": held_cond}
 
 
 def error_bar_line(bar: dict | None, summary: str) -> str:
@@ -264,6 +270,11 @@ def error_bar_line(bar: dict | None, summary: str) -> str:
         return f"no error bar from the track record ({summary}): no estimate"
     whose = (f"{bar['entries']} other validated entries" if bar["held_out"]
              else f"{bar['entries']} validated entries")
+    if not bar.get("condition_holds", True):
+        return (f"no error bar from the track record of {bar['predictor']} ({whose}, {summary}):"
+                f" it was earned where S_fb^N >= {TRUST_MIN_STEPS} (on "
+                f"{bar['entries_condition_held']} of its {bar['entries']} entries), and here "
+                "that condition does not hold")
     if not bar["factor"] < float("inf"):
         return (f"error bar from the track record of {bar['predictor']} ({whose}, {summary}): "
                 "too few entries with a number to bound it at 68%")

@@ -158,3 +158,9 @@ def test_the_two_point_line_carries_its_track_record(tmp_path):
     others = sum(e["workload"] not in ("nqm", "mnist_mlp") for e in json.loads(summary.read_text()))
     assert "**389.7**" in line and f"track record of B_2pt' (the {others} other validated" in line
     assert "track record" not in reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
+    # where the record's own condition does not hold, the bar (earned where it held) is withheld
+    weak = {**record, "condition": {"min_full_batch_steps": 5, "holds": False, "why": "S_fb^N = 2"}}
+    (tmp_path / "two_point.json").write_text(json.dumps(weak))
+    line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34, summary, "mnist_mlp")
+    assert "do not lean" in line and "Error bar from the track record" not in line
+    assert "No error bar from the track record: it was earned where S_fb^N >= 5" in line

@@ -267,6 +267,16 @@ def test_the_error_bar_is_the_track_records_factor_held_out_from_the_workload(tm
     assert bar["predictor"] == "B_2pt'" and bar["factor"] == pytest.approx(factor("b_2pt")[0])
     line = two_point.error_bar_line(bar, "S")
     assert f"{bar['lo']:.4g} .. {bar['hi']:.4g} (x{bar['factor']:.3g}, 68%)" in line
+    # a record whose own condition fails gets no bar: the count of entries where it held
+    weak = {**best, "condition": {**best["condition"], "holds": False}}
+    bar = two_point.error_bar(weak, entries)
+    held = sum(e["two_ends"]["s_fb"] >= 5 for e in entries if e["workload"] not in
+               ("nqm", record["workload"]) and (e.get("two_ends") or {}).get("s_fb") is not None)
+    assert not bar["condition_holds"] and bar["entries_condition_held"] == held < n
+    line = two_point.error_bar_line(bar, "S")
+    assert f"no error bar from the track record of B_2pt' ({n} other validated entries, S): " \
+        f"it was earned where S_fb^N >= 5 (on {held} of its {n} entries)" in line
+    assert "68%" not in line
     monkeypatch.chdir(ROOT)
     sweep = tmp_path / "bc"
     shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
