@@ -166,11 +166,7 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
     try:
         record = store.read_json(path, "two-point record")
         b_ref, value = int(record["b_ref"]), record["value"]
-        med = record.get("b_2pt_med")      # (inits, value, lo, hi); value None: why
-        why_med = None if med is None else med.get("why", "no value in this record")
-        med = None if med is None else (
-            0 if med["value"] is None else len(record["full_batch_inits"]["seeds"]),
-            med["value"], med.get("lo"), med.get("hi"))
+        choice = two_point.chosen(record)
         cond, lo, hi = record["condition"], record["lo"], record["hi"]
         why = two_point.stale(record, goal, steps_at)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
@@ -187,24 +183,22 @@ def two_point_summary(sweep_dir: Path, steps_at: dict[int, float], goal: float,
     g = two_point.number
     head = (f"Two-point estimate of B_crit (`python -m realnets two-point`, no NQM, from "
             f"B_ref = {b_ref})")
-    if med is None or med[1] is None:      # the estimate of record missing: B_2pt' alone
-        note = (None if summary is None
-                else track_record_note(summary, "B_2pt'", value, workload, lo, hi))
+    note = (None if summary is None else track_record_note(
+        summary, choice["predictor"], choice["value"], workload, choice["lo"], choice["hi"]))
+    tail = ("" if note is None else f" {note}") + _withheld(withheld)
+    if choice["why"] is not None:      # the estimate of record missing: B_2pt' alone
         missing = ("B_2pt'(med), the estimate of record, is not in this record (made with "
                    "`--best-end-only` or before session 42): rerun `python -m realnets "
-                   "two-point`" if med is None else
-                   f"B_2pt'(med), the estimate of record, has no value here ({why_med})")
+                   "two-point`" if record.get("b_2pt_med") is None else
+                   f"B_2pt'(med), the estimate of record, has no value here ({choice['why']})")
         return (f"{head}, with the best full-batch end: B_2pt' = **{g(value)}** examples per "
                 f"step (16-84%: {g(lo)} .. {g(hi)}); {two_point.verdict(cond)}. {missing}."
-                + ("" if note is None else f" {note}") + _withheld(withheld))
-    note = (None if summary is None
-            else track_record_note(summary, "B_2pt'(med)", med[1], workload, med[2], med[3]))
-    return (f"{head}, with the median full-batch end over {med[0]} initialisations: "
-            f"B_2pt'(med) = **{g(med[1])}** examples per step (16-84%: {g(med[2])} .. "
-            f"{g(med[3])}), the estimate of record (docs/prediction_rule.md, session 41); "
-            f"with the best end B_2pt' = {g(value)} ({g(lo)} .. {g(hi)}), a diagnostic; "
-            f"{two_point.verdict(cond)}." + ("" if note is None else f" {note}")
-            + _withheld(withheld))
+                + tail)
+    return (f"{head}, with the median full-batch end over {choice['inits']} initialisations: "
+            f"B_2pt'(med) = **{g(choice['value'])}** examples per step (16-84%: "
+            f"{g(choice['lo'])} .. {g(choice['hi'])}), the estimate of record "
+            f"(docs/prediction_rule.md, session 41); with the best end B_2pt' = {g(value)} "
+            f"({g(lo)} .. {g(hi)}), a diagnostic; {two_point.verdict(cond)}." + tail)
 
 
 def _withheld(withheld: bool) -> str:

@@ -173,24 +173,40 @@ def plan_curve(record: dict, sweep: ScalingCurve) -> TwoPointCurve:
               "steps'"))
 
 
-def of_record(record: dict) -> tuple[float, str]:
-    """(the full-batch end the estimate of record stands on, its name and value in words):
-    B_2pt'(med)'s median end over initialisations where the record has it with a value (the
-    estimate of record since session 42, docs/prediction_rule.md), else S_fb^N and B_2pt',
-    named as the diagnostic it is."""
+def chosen(record: dict) -> dict:
+    """The one place that chooses which two-point estimate a record offers: B_2pt'(med) where
+    it has a value (the estimate of record since session 42, docs/prediction_rule.md), else
+    B_2pt', the diagnostic. {"predictor", "value", "lo", "hi" (examples per step; None where
+    unknown), "end" (the full-batch steps it stands on: the median over "inits"
+    initialisations, or S_fb^N with "inits" None), "why" (why not B_2pt'(med); None when
+    it is)}. KeyError or TypeError where a B_2pt'(med) value comes without its descents."""
     med = record.get("b_2pt_med") or {}
-    inits = record.get("full_batch_inits") or {}
-    median = (inits.get("percentiles") or {}).get("50")
-    if med.get("value") is not None and median is not None:
-        return float(median), (
-            f"the two-point estimate of record B_2pt'(med) = {number(med['value'])} (the "
-            f"median full-batch end over {len(inits['seeds'])} initialisations, "
-            f"{number(median)} steps; B_2pt' = {number(record['value'])} with the best end)")
+    if med.get("value") is not None:    # a value stands on its descents (KeyError without)
+        inits = record["full_batch_inits"]
+        return {"predictor": "B_2pt'(med)", "value": med["value"], "lo": med.get("lo"),
+                "hi": med.get("hi"), "end": float(inits["percentiles"]["50"]),
+                "inits": len(inits["seeds"]), "why": None}
     why = (med.get("why") or "no value in this record") if med else (
         "not in this record: rerun `python -m realnets two-point` without --best-end-only")
+    steps = (record.get("full_set") or {}).get("steps")
+    return {"predictor": "B_2pt'", "value": record["value"], "lo": record.get("lo"),
+            "hi": record.get("hi"), "end": None if steps is None else float(steps),
+            "inits": None, "why": why}
+
+
+def of_record(record: dict) -> tuple[float, str]:
+    """(the full-batch end the estimate of record stands on, its name and value in words), by
+    `chosen`: B_2pt'(med)'s median end, else S_fb^N and B_2pt', named as the diagnostic it
+    is."""
+    c = chosen(record)
+    if c["why"] is None:
+        return c["end"], (
+            f"the two-point estimate of record B_2pt'(med) = {number(c['value'])} (the "
+            f"median full-batch end over {c['inits']} initialisations, "
+            f"{number(c['end'])} steps; B_2pt' = {number(record['value'])} with the best end)")
     return float(record["full_set"]["steps"]), (
         f"B_2pt' = {number(record['value'])}, the best full-batch end (B_2pt'(med), the "
-        f"estimate of record: {why})")
+        f"estimate of record: {c['why']})")
 
 
 def number(x: float | None) -> str:
@@ -249,15 +265,15 @@ def error_bar(record: dict, entries: list[dict]) -> dict | None:
     on the "entries_condition_held" of its entries whose S_fb^N met it."""
     from realnets.validation.track_record import record_factor, workloads_of
 
-    med = (record.get("b_2pt_med") or {}).get("value")
-    predictor, value = ("B_2pt'(med)", med) if med is not None else ("B_2pt'", record["value"])
+    c = chosen(record)
+    predictor, value = c["predictor"], c["value"]
     if value is None:
         return None
     held = any(e.get("workload") == record["workload"] for e in entries)     # for the wording
     factor, n = record_factor(entries, predictor, without=record["workload"])
-    chosen = [e for e in workloads_of(entries) if e["workload"] != record["workload"]]
+    others = [e for e in workloads_of(entries) if e["workload"] != record["workload"]]
     held_cond = sum(((e.get("two_ends") or {}).get("s_fb") or 0) >= TRUST_MIN_STEPS
-                    for e in chosen)
+                    for e in others)
     return {"predictor": predictor, "value": value, "factor": factor, "lo": value / factor,
             "hi": value * factor, "entries": n, "held_out": held,
             "condition_holds": bool(record["condition"]["holds"]),

@@ -81,7 +81,8 @@ def test_the_two_point_line_shows_a_record_made_from_the_sweep_and_names_a_stale
     assert reports.two_point_summary(tmp_path / "none", {16: 330.0}, 0.34) is None
     # with --full-batch-inits: B_2pt'(med) beside, its interval and how many initialisations
     med = {**record, "b_2pt_med": {"value": 301.2, "lo": 250.0, "hi": None},
-           "full_batch_inits": {"seeds": list(range(1, 17))}}
+           "full_batch_inits": {"seeds": list(range(1, 17)),
+                                "percentiles": {"16": 14, "50": 16.5, "84": 19}}}
     (tmp_path / "two_point.json").write_text(json.dumps(med))
     line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34)
     assert "over 16 initialisations" in line and "B_2pt' = 389.7 (315.4 .. 449.1)" in line
