@@ -84,6 +84,19 @@ def median_end(b_ref: int, reruns: dict, median: float | None) -> dict:
     return {q: two_point_estimate(int(b_ref), median, reruns.get(q)) for q in ("16", "50", "84")}
 
 
+def why_no_value(inits: int, median: float | None, s_ref: float | None) -> str:
+    """Why B_2pt'(med) has no value (`median_end`'s "50" None), in the words every place that
+    shows it uses: the median full-batch end over `inits` initialisations (steps; None: not
+    at the target) not below the reruns' median S~_ref `s_ref` (steps)."""
+    if median is None:
+        return (f"the median full-batch end over {inits} initialisations did not reach the "
+                "target")
+    if s_ref is None:
+        return "the reruns at B_ref have no median at the goal"
+    return (f"the median full-batch end, {median:.4g} steps, is not below the reruns' median "
+            f"S~_ref, {s_ref:.4g}")
+
+
 DEFAULT_COUNT = 16
 
 

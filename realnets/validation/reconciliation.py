@@ -229,18 +229,17 @@ def _rule_4_row(ends: dict, doc: dict, split: dict, b_crit) -> dict:
 def _median_end_row(ends: dict, b_crit) -> dict:
     """The row of B_2pt'(med), the two-point estimate of record since session 42: the two_ends
     record's reruns at B_ref over the median full-batch end of its `full_batch_inits`."""
-    from realnets.validation.full_batch_inits import median_end
+    from realnets.validation.full_batch_inits import median_end, why_no_value
 
     inits, pct = ends["full_batch_inits"], ends["reruns"]["percentiles"]
     median = inits["percentiles"]["50"]
     by = median_end(ends["b_ref"], pct, median)
-    where = (f"S_med {median:.4g}, the median full-batch steps of the fastest configuration "
-             f"from {len(inits['seeds'])} other initialisations ({inits['over_s_fb']:.3g} x "
-             f"S_fb^N {ends['full_set']['steps']})" if median is not None else
-             f"the median full-batch end from {len(inits['seeds'])} initialisations did not "
-             "reach the target")
-    if median is not None and by["50"] is None:
-        where += f", not below the reruns' median S~_ref {pct['50']}: no estimate"
+    if by["50"] is None:
+        where = why_no_value(len(inits["seeds"]), median, pct["50"]) + ": no estimate"
+    else:
+        where = (f"S_med {median:.4g}, the median full-batch steps of the fastest configuration "
+                 f"from {len(inits['seeds'])} other initialisations ({inits['over_s_fb']:.3g} x "
+                 f"S_fb^N {ends['full_set']['steps']})")
     return _row(TWO_ENDS_MED, b_crit, value=by["50"], lo=by["16"], hi=by["84"],
                 note=f"{where}; S~_ref and its 16-84% as in the next row (docs/prediction_rule.md, "
                      "sessions 41-42)")

@@ -223,7 +223,7 @@ def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[i
     estimate at the reruns' median, 16th and 84th percentiles with their median full-batch end.
     A record whose whole-set descents all missed the target gets "b_2pt_med" with value None
     and its "why", and no descents."""
-    from realnets.validation.full_batch_inits import median_end, over_inits
+    from realnets.validation.full_batch_inits import median_end, over_inits, why_no_value
 
     if record["full_set"].get("steps") is None:
         return {**record, "b_2pt_med": {
@@ -240,10 +240,7 @@ def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[i
     ex = record["examples"]
     med = {"value": by["50"], "lo": by["16"], "hi": by["84"]}
     if med["value"] is None:
-        med["why"] = (f"the median full-batch end over {len(seeds)} initialisations did not "
-                      "reach the target" if median is None else
-                      f"the median full-batch end, {number(median)} steps, is not below the "
-                      f"reruns' median S~_ref, {number(record['reruns']['percentiles']['50'])}")
+        med["why"] = why_no_value(len(seeds), median, record["reruns"]["percentiles"]["50"])
     return {**record, "full_batch_inits": inits, "b_2pt_med": med,
             "examples": {**ex, "full_batch_inits": extra, "estimate": ex["estimate"] + extra}}
 

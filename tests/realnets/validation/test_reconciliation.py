@@ -298,3 +298,9 @@ def test_the_estimate_of_record_stands_before_b_2pt_where_the_record_has_the_med
                                            "percentiles": {"16": None, "50": None, "84": None}}}
     row = _by_name(rec.reconciliation(synthetic(), {"two_ends": missed}))[rec.TWO_ENDS_MED]
     assert row["value"] is None and "did not reach the target" in row["note"]
+    above = {**ends, "full_batch_inits": {**ends["full_batch_inits"], "over_s_fb": 9.5,
+                                          "percentiles": {"16": 80.0, "50": 95.0, "84": 99.0}}}
+    row = _by_name(rec.reconciliation(synthetic(), {"two_ends": above}))[rec.TWO_ENDS_MED]
+    assert row["value"] is None and row["note"].startswith(
+        "the median full-batch end, 95 steps, is not below the reruns' median S~_ref, 90: no "
+        "estimate")
