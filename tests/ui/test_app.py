@@ -367,7 +367,9 @@ def test_a_bad_sweep_directory_shows_an_error_not_an_exception(tmp_path):
 def test_a_sweep_with_a_two_point_record_shows_its_estimate(tmp_path):
     """A sweep directory holding the two_point.json of `python -m realnets two-point` (here the
     record that command wrote for the shipped breast-cancer sweep, its condition failing) shows
-    the estimate and the verdict in one line above the curve; a sweep without one shows none."""
+    the estimate and the verdict in one line above the curve, without the track record's error
+    bar, which was earned where the condition held; with the condition holding and B_2pt'(med)
+    in the record, that leads with its own bar; a sweep without a record shows none."""
     import shutil
 
     path = tmp_path / "bc"
@@ -383,19 +385,22 @@ def test_a_sweep_with_a_two_point_record_shows_its_estimate(tmp_path):
     assert not at.exception
     line = at.session_state["two_point"]
     assert "**20**" in line and "8 .. ?" in line and "does not hold" in line
-    others = sum(e["workload"] not in ("nqm", record["workload"]) for e in json.loads(
-        (REPO / "reports" / "validation" / "summary.json").read_text()))
-    assert f"track record of B_2pt' (the {others} other validated entries" in line
+    assert "track record of" not in line
+    assert "No error bar from the track record: it was earned where S_fb^N >= 5" in line
     assert any(i.value == line for i in at.info)
     # with B_2pt'(med), the estimate of record since session 42: it leads, with its own record
     med = {**record, "b_2pt_med": {"value": 12.0, "lo": 6.0, "hi": 30.0},
-           "full_batch_inits": {"seeds": [1, 2, 3]}}
+           "condition": {"min_full_batch_steps": 5, "holds": True, "why": "S_fb^N = 6"},
+           "full_batch_inits": {"seeds": [1, 2, 3],
+                                "percentiles": {"16": 6.0, "50": 7.0, "84": 9.0}}}
     (path / "two_point.json").write_text(json.dumps(med))
     at = section_app("Measured curves", measured_source="a sweep directory",
                      measured_path=str(path))
     line = at.session_state["two_point"]
     assert "B_2pt'(med) = **12**" in line and "B_2pt' = 20 (8 .. ?), a diagnostic" in line
-    assert "track record of B_2pt'(med) (the " in line
+    others = sum(e["workload"] not in ("nqm", record["workload"]) for e in json.loads(
+        (REPO / "reports" / "validation" / "summary.json").read_text()))
+    assert f"track record of B_2pt'(med) (the {others} other validated entries" in line
     (path / "two_point.json").unlink()
     at = section_app("Measured curves", measured_source="a sweep directory",
                      measured_path=str(path))
