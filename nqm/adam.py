@@ -224,12 +224,50 @@ class MeanFieldAdam:
         return self.lr_N[idx, None] * (1.0 - b1) / bias1 / (np.sqrt(vhat) + self.eps_N[idx, None])
 
     def advance(self, idx, n_steps, growth_only=False):
-        """Moves rows idx forward by n_steps (n,) >= 1 each, in place; returns the eta (n, d)
-        used over each row's segment (for evaluation inside it) and the start state.
+        """Moves rows idx forward by n_steps (n,) >= 1 each, in place; returns the steps taken
+        (n,), the eta (n, d) used over each row's segment (for evaluation inside it) and the
+        start state.
 
         A row takes one exact mean-field step instead when its segment would be unstable with
-        the frozen step size.
+        the frozen step size. Compiled (`nqm.adam_kernels.advance_rows`): the same operations
+        in the same order as `advance_reference`, the numpy form it replaces, with the
+        transcendental row constants still from numpy, so both give the same bits (the tests
+        hold them equal; `benchmarks/adam_advance.py` measures the gain).
         """
+        from nqm import adam_kernels
+
+        idx = np.asarray(idx)
+        idx = (np.flatnonzero(idx) if idx.dtype == bool else idx.astype(np.int64)).reshape(-1)
+        n = np.ascontiguousarray(np.broadcast_to(np.asarray(n_steps, dtype=np.int64), idx.shape))
+        b1, b2 = self.b1_N[idx, None], self.b2_N[idx, None]
+        t0 = self.t_N[idx]
+        s0 = (self.s11[idx], self.s12[idx], self.s22[idx])
+
+        # `_eta`'s row factors at step k, (rows,) each: a (1 - b1) / (1 - b1^k) and 1 - b2^k
+        def constants(rows, k):
+            kf = k.astype(np.float64)[:, None]
+            coef = self.lr_N[idx[rows], None] * (1.0 - b1[rows]) / _one_minus_power(b1[rows], kf)
+            return coef.reshape(-1), _one_minus_power(b2[rows], kf).reshape(-1)
+
+        coef_first, omp2_first = constants(slice(None), t0 + 1)
+        coef_last, omp2_last, qn, w = (np.zeros(idx.size) for _ in range(4))
+        m = np.flatnonzero(n > 1)   # the rows that may take a segment (`advance_reference`'s m)
+        if m.size:
+            coef_last[m], omp2_last[m] = constants(m, t0[m] + n[m])
+            nm = n[m][:, None]
+            qn[m] = (b2[m] ** nm).reshape(-1)
+            w[m] = _ema_weight(b2[m], nm).reshape(-1)
+        eta_used = np.empty((idx.size, self.h_D.size))
+        step = np.empty(idx.size, dtype=np.int64)
+        adam_kernels.advance_rows(self.s11, self.s12, self.s22, self.V, idx, self.h_D,
+                                  self.sigma2_ND, self.b1_N[idx], self.b2_N[idx],
+                                  self.eps_N[idx], coef_first, omp2_first, coef_last, omp2_last,
+                                  qn, w, n, eta_used, step)
+        self.t_N[idx] = t0 + step
+        return step, eta_used, s0
+
+    def advance_reference(self, idx, n_steps, growth_only=False):
+        """`advance` in numpy: the reference the compiled form is tested against."""
         h = self.h_D
         b1, b2 = self.b1_N[idx, None], self.b2_N[idx, None]
         sig = self.sigma2_ND[idx]

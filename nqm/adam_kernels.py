@@ -41,6 +41,60 @@ def _lucas(t, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q, log_l
     return mag
 
 
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _row_constants(bb):
+    """(sqrt b, b == 0, log sqrt b) of a row's momentum b, as `_segment_element` takes them."""
+    sqrt_b = math.sqrt(bb)
+    b_zero = bb == 0.0
+    log_sqrt_b = math.log(sqrt_b) if not b_zero else 0.0
+    return sqrt_b, b_zero, log_sqrt_b
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _segment_element(x11, x12, x22, e_, hh, sg, bb, sqrt_b, b_zero, log_sqrt_b, t):
+    """One direction's (S11, S12, S22) after t steps with frozen step size e_: S* + F^t (S_0 -
+    S*) F^tT (the formulas of `nqm.adam.closed_form_reference`, one element; the row's
+    constants from `_row_constants(bb)`)."""
+    eh = e_ * hh
+    # the stationary point S* of heavy-ball momentum with step size eta
+    uu = e_ * sg * (1.0 + bb) / (hh * (1.0 - bb) * (2.0 * (1.0 + bb) - eh))
+    st11 = uu
+    st12 = -uu * hh / (1.0 + bb)
+    st22 = 2.0 * uu * hh / ((1.0 + bb) * e_)
+    tau = 1.0 - eh + bb
+    if tau >= 0.0:
+        gap = (1.0 - sqrt_b) ** 2 - eh
+    else:
+        gap = eh - (1.0 + sqrt_b) ** 2
+    tau_abs = abs(tau)
+    negative = tau < 0.0
+    e = abs(gap) / (1.0 if b_zero else 2.0 * sqrt_b)
+    complex_ = gap < 0.0 and not b_zero
+    half = math.sqrt(e / 2.0)
+    w = 2.0 * math.asin(min(half, 1.0)) if complex_ else 0.0
+    u = 0.0 if (complex_ or b_zero) else 2.0 * math.asinh(half)
+    sin_w = math.sin(w)
+    log_l1 = math.log(tau_abs) if b_zero else log_sqrt_b + u
+    expm1_q = math.expm1(-2.0 * u)
+    p_n = _lucas(t, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q, log_l1,
+                 negative)
+    p_next = _lucas(t + 1, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q,
+                    log_l1, negative)
+    f11 = p_next - bb * p_n
+    f12 = -e_ * bb * p_n
+    f21 = hh * p_n
+    f22 = (eh - 1.0) * p_n + p_next
+    d11 = x11 - st11
+    d12 = x12 - st12
+    d22 = x22 - st22
+    a11 = f11 * d11 + f12 * d12
+    a12 = f11 * d12 + f12 * d22
+    a21 = f21 * d11 + f22 * d12
+    a22 = f21 * d12 + f22 * d22
+    return (st11 + a11 * f11 + a12 * f12, st12 + a11 * f21 + a12 * f22,
+            st22 + a21 * f21 + a22 * f22)
+
+
 @numba.njit(cache=True, error_model="numpy")
 def _segments(s11, s12, s22, eta, h2, b, sig2, n):
     """The loop of `segment_moments`; h2 and sig2 are (1, d) or (k, d)."""
@@ -51,55 +105,96 @@ def _segments(s11, s12, s22, eta, h2, b, sig2, n):
     for r in range(rows):
         bb = b[r]
         t = n[r]
-        sqrt_b = math.sqrt(bb)
-        b_zero = bb == 0.0
-        log_sqrt_b = math.log(sqrt_b) if not b_zero else 0.0
+        sqrt_b, b_zero, log_sqrt_b = _row_constants(bb)
         hr = 0 if h2.shape[0] == 1 else r
         sr = 0 if sig2.shape[0] == 1 else r
         for i in range(dim):
-            e_ = eta[r, i]
-            hh = h2[hr, i]
-            sg = sig2[sr, i]
-            eh = e_ * hh
-            # the stationary point S* of heavy-ball momentum with step size eta
-            uu = e_ * sg * (1.0 + bb) / (hh * (1.0 - bb) * (2.0 * (1.0 + bb) - eh))
-            st11 = uu
-            st12 = -uu * hh / (1.0 + bb)
-            st22 = 2.0 * uu * hh / ((1.0 + bb) * e_)
-            tau = 1.0 - eh + bb
-            if tau >= 0.0:
-                gap = (1.0 - sqrt_b) ** 2 - eh
-            else:
-                gap = eh - (1.0 + sqrt_b) ** 2
-            tau_abs = abs(tau)
-            negative = tau < 0.0
-            e = abs(gap) / (1.0 if b_zero else 2.0 * sqrt_b)
-            complex_ = gap < 0.0 and not b_zero
-            half = math.sqrt(e / 2.0)
-            w = 2.0 * math.asin(min(half, 1.0)) if complex_ else 0.0
-            u = 0.0 if (complex_ or b_zero) else 2.0 * math.asinh(half)
-            sin_w = math.sin(w)
-            log_l1 = math.log(tau_abs) if b_zero else log_sqrt_b + u
-            expm1_q = math.expm1(-2.0 * u)
-            p_n = _lucas(t, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q, log_l1,
-                         negative)
-            p_next = _lucas(t + 1, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q,
-                            log_l1, negative)
-            f11 = p_next - bb * p_n
-            f12 = -e_ * bb * p_n
-            f21 = hh * p_n
-            f22 = (eh - 1.0) * p_n + p_next
-            d11 = s11[r, i] - st11
-            d12 = s12[r, i] - st12
-            d22 = s22[r, i] - st22
-            a11 = f11 * d11 + f12 * d12
-            a12 = f11 * d12 + f12 * d22
-            a21 = f21 * d11 + f22 * d12
-            a22 = f21 * d12 + f22 * d22
-            out11[r, i] = st11 + a11 * f11 + a12 * f12
-            out12[r, i] = st12 + a11 * f21 + a12 * f22
-            out22[r, i] = st22 + a21 * f21 + a22 * f22
+            out11[r, i], out12[r, i], out22[r, i] = _segment_element(
+                s11[r, i], s12[r, i], s22[r, i], eta[r, i], h2[hr, i], sig2[sr, i], bb, sqrt_b,
+                b_zero, log_sqrt_b, t)
     return out11, out12, out22
+
+
+@numba.njit(cache=True, error_model="numpy")
+def advance_rows(s11, s12, s22, V, idx, h, sig2, b1, b2, eps, coef_first, omp2_first,
+                 coef_last, omp2_last, qn, w, n, eta_out, step_out):
+    """`nqm.adam.MeanFieldAdam.advance_reference`'s arithmetic, row by row, in place.
+
+    State s11, s12, s22, V, sig2: (N, d), of which rows idx (k,) move. Per moving row r (k,):
+    b1, b2, eps; coef_first = a (1 - b1) / (1 - b1^k) and omp2_first = 1 - b2^k at the
+    segment's first step k = t + 1, coef_last and omp2_last at its last, k = t + n[r]; qn =
+    b2^n and w = `nqm.adam._ema_weight(b2, n)` (those of rows with n > 1 are used). The
+    transcendental row constants come in from numpy, so every element takes the reference's
+    operations in its order. Writes the step size used (k, d) into eta_out and the steps taken
+    (n[r], or 1 where the row takes one exact step) into step_out.
+    """
+    dim = h.shape[0]
+    x0 = np.empty(dim)
+    v1 = np.empty(dim)
+    e1 = np.empty(dim)
+    em = np.empty(dim)
+    for r in range(idx.shape[0]):
+        row = idx[r]
+        bb, q, e0 = b1[r], b2[r], eps[r]
+        edge = 2.0 * (1.0 + bb)
+        # the first step's EMA V_1 and step size eta_first, and whether its segment is stable
+        stable = True
+        for i in range(dim):
+            hh = h[i]
+            x = hh * hh * s11[row, i] + sig2[row, i]
+            x0[i] = x
+            v = q * V[row, i] + (1.0 - q) * x
+            v1[i] = v
+            e = coef_first[r] / (math.sqrt(v / omp2_first[r]) + e0)
+            e1[i] = e
+            if not e * hh < edge:
+                stable = False
+        nr = n[r]
+        ok = nr > 1 and stable
+        sqrt_b, b_zero, log_sqrt_b = _row_constants(bb)
+        qq, ww = qn[r], w[r]
+        if ok:
+            # predictor: the segment at eta_first gives V at its end, hence eta_last; the
+            # corrector runs at their mean, where that is stable and the prediction finite
+            for i in range(dim):
+                hh = h[i]
+                sg = sig2[row, i]
+                p11, _, _ = _segment_element(s11[row, i], s12[row, i], s22[row, i], e1[i], hh,
+                                             sg, bb, sqrt_b, b_zero, log_sqrt_b, nr)
+                xn = hh * hh * p11 + sg
+                v_end = qq * V[row, i] + (1.0 - qq) * (x0[i] + ww * (xn - x0[i]))
+                e_last = coef_last[r] / (math.sqrt(v_end / omp2_last[r]) + e0)
+                e_mid = 0.5 * (e1[i] + e_last)
+                em[i] = e_mid
+                if not (e_mid * hh < edge and math.isfinite(p11)):
+                    ok = False
+                    break
+        if ok:
+            for i in range(dim):
+                hh = h[i]
+                sg = sig2[row, i]
+                c11, c12, c22 = _segment_element(s11[row, i], s12[row, i], s22[row, i], em[i],
+                                                 hh, sg, bb, sqrt_b, b_zero, log_sqrt_b, nr)
+                xn = hh * hh * c11 + sg
+                V[row, i] = qq * V[row, i] + (1.0 - qq) * (x0[i] + ww * (xn - x0[i]))
+                s11[row, i], s12[row, i], s22[row, i] = c11, c12, c22
+                eta_out[r, i] = em[i]
+            step_out[r] = nr
+        else:
+            # one exact step at eta_first (`nqm.adam.one_step`)
+            for i in range(dim):
+                hh = h[i]
+                sg = sig2[row, i]
+                e = e1[i]
+                x11, x12, x22 = s11[row, i], s12[row, i], s22[row, i]
+                f11 = 1.0 - e * hh
+                f12 = -e * bb
+                s11[row, i] = f11 * f11 * x11 + 2.0 * f11 * f12 * x12 + f12 * f12 * x22 + e * e * sg
+                s12[row, i] = f11 * hh * x11 + (f11 * bb + f12 * hh) * x12 + f12 * bb * x22 - e * sg
+                s22[row, i] = hh * hh * x11 + 2.0 * hh * bb * x12 + bb * bb * x22 + sg
+                V[row, i] = v1[i]
+                eta_out[r, i] = e
+            step_out[r] = 1
 
 
 def segment_moments(s11, s12, s22, eta, h, b, sigma2, n):

@@ -86,6 +86,51 @@ def test_compiled_segment_equals_repeated_single_steps():
             np.testing.assert_allclose(g[r], w, rtol=1e-6, atol=1e-12)   # rounding over 60 steps: 4e-8
 
 
+def test_compiled_advance_equals_the_numpy_advance():
+    """MeanFieldAdam.advance (`nqm.adam_kernels.advance_rows`) against `advance_reference`, the
+    numpy form it replaced: the same bits in every state array, step size and step count along
+    a march over a changing subset of rows, with rows that take segments, rows that fall back
+    to one exact step (a frozen step size unstable at large rates), b1 = 0, b2 = 0, epsilon > 0
+    and a batch size equal to the finite training set (no noise)."""
+    problem = NQMConfig(dim=40, target=0.01, train_size=4096).problem()
+    rng = np.random.default_rng(3)
+    n = 32
+    args = (problem, rng.choice([4.0, 64.0, 4096.0], n), 10 ** rng.uniform(-4, 0.5, n),
+            rng.choice([0.0, 0.5, 0.9, 0.99], n), rng.choice([0.0, 0.99, 0.999], n),
+            rng.choice([0.0, 1e-8], n))
+    new, ref = adam.MeanFieldAdam(*args), adam.MeanFieldAdam(*args)
+    fallbacks = segments = 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for _ in range(150):
+            idx = np.flatnonzero(rng.random(n) < 0.8)
+            lengths = new.segment_lengths(idx, np.full(idx.size, 5000), 0.1)
+            got, want = new.advance(idx, lengths), ref.advance_reference(idx, lengths)
+            for g, w in zip((got[0], got[1], *got[2]), (want[0], want[1], *want[2])):
+                np.testing.assert_array_equal(g, w)
+            for name in ("s11", "s12", "s22", "V", "t_N"):
+                np.testing.assert_array_equal(getattr(new, name), getattr(ref, name))
+            fallbacks += int(np.sum((lengths > 1) & (got[0] == 1)))
+            segments += int(np.sum(got[0] > 1))
+    assert fallbacks > 0 and segments > 0
+    assert np.isfinite(new.loss()).all() and new.t_N.min() > 100
+
+
+def test_tuned_curve_is_the_same_with_the_numpy_advance(problem):
+    """The tuner and its certificate (`tune_curve(certify=True)`, as the validation runs it) choose
+    the same steps, rates and b1 with the compiled advance as with the numpy one."""
+    from unittest import mock
+
+    spec = OptimizerSpec("adam", beta1=(0.5, 0.9))
+    space = default_space(spec)
+    config = NQMConfig(dim=16, target=0.05)
+    got = tune_curve(config, spec, [4, 64, 1024], space=space, certify=True)
+    with mock.patch.object(adam.MeanFieldAdam, "advance", adam.MeanFieldAdam.advance_reference):
+        want = tune_curve(config, spec, [4, 64, 1024], space=space, certify=True)
+    assert [(p.steps, p.learning_rate, p.momentum) for p in got.points] \
+        == [(p.steps, p.learning_rate, p.momentum) for p in want.points]
+    assert all(p.steps > 1 for p in got.points)
+
+
 def test_steps_to_target_is_the_first_crossing_of_the_recurrence():
     problem = NQMConfig(dim=16, target=0.05).problem()
     lrs = np.array([0.003, 0.01, 0.03])
