@@ -2,8 +2,8 @@
 against the numpy form it replaced (`MeanFieldAdam.advance_reference`), measured in the same run
 on the tuning `python -m realnets validate` does for an Adam sweep.
 
-Run: `python benchmarks/adam_advance.py` (about 3 minutes on the busy 2-core machine; `--quick`:
-the small case alone, a few seconds). For each case the calibrated NQM a shipped report stores
+Run: `python benchmarks/adam_advance.py` (495 s in the run docs/nqm_adam.md shows, on the busy
+2-core machine; `--quick`: the small case alone, a few seconds). For each case the calibrated NQM a shipped report stores
 (`reports/validation/<name>/validation.json`, its checkpoint's fitted NQM at the step-matched
 target) is tuned by `tune_curve(..., certify=True)` over the sweep's batch sizes and search space,
 as the validation tunes it: once with the compiled `advance` and once with

@@ -223,10 +223,11 @@ class MeanFieldAdam:
         bias1 = _one_minus_power(b1, kf)
         return self.lr_N[idx, None] * (1.0 - b1) / bias1 / (np.sqrt(vhat) + self.eps_N[idx, None])
 
-    def advance(self, idx, n_steps, growth_only=False):
-        """Moves rows idx forward by n_steps (n,) >= 1 each, in place; returns the steps taken
-        (n,), the eta (n, d) used over each row's segment (for evaluation inside it) and the
-        start state.
+    def advance(self, idx, n_steps):
+        """Moves rows idx (n,) forward by n_steps (n,) >= 1 each, in place; returns the steps
+        taken (n,), the eta (n, d) used over each row's segment (for evaluation inside it) and
+        the start state. The rows must be distinct (as every caller's are): a repeated row
+        would be moved twice and counted once.
 
         A row takes one exact mean-field step instead when its segment would be unstable with
         the frozen step size. Compiled (`nqm.adam_kernels.advance_rows`): the same operations
@@ -266,7 +267,7 @@ class MeanFieldAdam:
         self.t_N[idx] = t0 + step
         return step, eta_used, s0
 
-    def advance_reference(self, idx, n_steps, growth_only=False):
+    def advance_reference(self, idx, n_steps):
         """`advance` in numpy: the reference the compiled form is tested against."""
         h = self.h_D
         b1, b2 = self.b1_N[idx, None], self.b2_N[idx, None]

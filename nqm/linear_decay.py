@@ -183,7 +183,7 @@ def _rate(learning_rate, final_fraction, t, horizon):
 
 def _march(problem, optimizer, batch_size, lr, b, beta2, rate_at, steps, record=False):
     """Every row's run for `steps` steps, the rows' rates at step t being rate_at(t) (N,), by
-    the numpy step functions (`adam.one_step` for SGD and momentum, `MeanFieldAdam.advance`):
+    the step functions (`adam.one_step` for SGD and momentum, `MeanFieldAdam.advance`, compiled):
     E[L] (N,) after the last step, or with `record` float64 (steps + 1, N) after 0 .. steps."""
     if optimizer == "adam":
         model = adam.MeanFieldAdam(problem, batch_size, lr, b, beta2, 0.0)

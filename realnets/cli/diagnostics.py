@@ -372,19 +372,21 @@ def two_point_command(args, argv) -> str:
 
 
 def _error_bar_line(record: dict, summary: str) -> str:
-    """The track record's error bar on a two-point record (`two_point.error_bar`), or why there
-    is none: no such summary, or one that does not read."""
-    from realnets.validation import two_point
+    """The track record's error bar on a two-point record (`two_point_bar.error_bar`), or why
+    there is none: no such summary, or one that does not read."""
     from realnets.validation.summary import read_summary
+    from realnets.validation.two_point import chosen
+    from realnets.validation.two_point_bar import error_bar, error_bar_line
 
     if not Path(summary).is_file():
         return (f"no error bar from the track record: {summary} not found (give --summary, "
                 "e.g. the repository's reports/validation/summary.json)")
+    chosen(record)       # a fault of the record's own is not the summary's (ValueError)
     try:       # after the estimate is written: a bad summary costs the bar, not the result
-        bar = two_point.error_bar(record, read_summary(Path(summary)))
+        bar = error_bar(record, read_summary(Path(summary)))
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         return f"no error bar from the track record: {summary} does not read ({err})"
-    return two_point.error_bar_line(bar, summary)
+    return error_bar_line(bar, summary)
 
 
 def _sweep_goal(doc: dict) -> float | None:

@@ -23,6 +23,7 @@ moves it by a fifth or more, and the reference run's steps are few and lucky).
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from nqm.curve import ScalingCurve
 from nqm.scaling import fit_mccandlish
@@ -173,25 +174,42 @@ def plan_curve(record: dict, sweep: ScalingCurve) -> TwoPointCurve:
               "steps'"))
 
 
-def chosen(record: dict) -> dict:
-    """The one place that chooses which two-point estimate a record offers: B_2pt'(med) where
-    it has a value (the estimate of record since session 42, docs/prediction_rule.md), else
-    B_2pt', the diagnostic. {"predictor", "value", "lo", "hi" (examples per step; None where
-    unknown), "end" (the full-batch steps it stands on: the median over "inits"
-    initialisations, or S_fb^N with "inits" None), "why" (why not B_2pt'(med); None when
-    it is)}. KeyError or TypeError where a B_2pt'(med) value comes without its descents."""
+@dataclass(frozen=True)
+class Choice:
+    """The two-point estimate a record offers as of record (`chosen`): its name
+    ("B_2pt'(med)" or "B_2pt'"), value and 16-84% `lo` .. `hi` (examples per step; None where
+    unknown), the full-batch steps `end` it stands on (the median over `inits`
+    initialisations, or S_fb^N with `inits` None), and `why` it is not B_2pt'(med) (None when
+    it is)."""
+
+    predictor: str
+    value: float | None
+    lo: float | None
+    hi: float | None
+    end: float | None
+    inits: int | None
+    why: str | None
+
+
+def chosen(record: dict) -> Choice:
+    """The one place that chooses which estimate of a two-point record stands as of record
+    (for the plan's curve, the track record's error bar and the app's line): B_2pt'(med) where
+    it has a value (since session 42, docs/prediction_rule.md), else B_2pt', the diagnostic,
+    with why. ValueError where a B_2pt'(med) value comes without the descents it stands on."""
     med = record.get("b_2pt_med") or {}
-    if med.get("value") is not None:    # a value stands on its descents (KeyError without)
-        inits = record["full_batch_inits"]
-        return {"predictor": "B_2pt'(med)", "value": med["value"], "lo": med.get("lo"),
-                "hi": med.get("hi"), "end": float(inits["percentiles"]["50"]),
-                "inits": len(inits["seeds"]), "why": None}
+    if med.get("value") is not None:
+        median = ((record.get("full_batch_inits") or {}).get("percentiles") or {}).get("50")
+        if median is None:
+            raise ValueError("two-point record: B_2pt'(med) has a value but no median "
+                             "full-batch end (full_batch_inits); rerun `python -m realnets "
+                             "two-point`")
+        return Choice("B_2pt'(med)", med["value"], med.get("lo"), med.get("hi"), float(median),
+                      len(record["full_batch_inits"].get("seeds") or []), None)
     why = (med.get("why") or "no value in this record") if med else (
         "not in this record: rerun `python -m realnets two-point` without --best-end-only")
     steps = (record.get("full_set") or {}).get("steps")
-    return {"predictor": "B_2pt'", "value": record["value"], "lo": record.get("lo"),
-            "hi": record.get("hi"), "end": None if steps is None else float(steps),
-            "inits": None, "why": why}
+    return Choice("B_2pt'", record["value"], record.get("lo"), record.get("hi"),
+                  None if steps is None else float(steps), None, why)
 
 
 def of_record(record: dict) -> tuple[float, str]:
@@ -199,14 +217,14 @@ def of_record(record: dict) -> tuple[float, str]:
     `chosen`: B_2pt'(med)'s median end, else S_fb^N and B_2pt', named as the diagnostic it
     is."""
     c = chosen(record)
-    if c["why"] is None:
-        return c["end"], (
-            f"the two-point estimate of record B_2pt'(med) = {number(c['value'])} (the "
-            f"median full-batch end over {c['inits']} initialisations, "
-            f"{number(c['end'])} steps; B_2pt' = {number(record['value'])} with the best end)")
-    return float(record["full_set"]["steps"]), (
+    if c.why is None:
+        return c.end, (
+            f"the two-point estimate of record B_2pt'(med) = {number(c.value)} (the "
+            f"median full-batch end over {c.inits} initialisations, "
+            f"{number(c.end)} steps; B_2pt' = {number(record['value'])} with the best end)")
+    return c.end, (
         f"B_2pt' = {number(record['value'])}, the best full-batch end (B_2pt'(med), the "
-        f"estimate of record: {c['why']})")
+        f"estimate of record: {c.why})")
 
 
 def number(x: float | None) -> str:
@@ -251,49 +269,6 @@ def verdict(cond: dict) -> str:
             + (f"holds ({cond['why']}; its record: docs/prediction_rule.md, session 35)"
                if cond["holds"] else
                f"does not hold ({cond['why']}): do not lean on the estimate"))
-
-
-def error_bar(record: dict, entries: list[dict]) -> dict | None:
-    """The error bar the validated workloads' track record puts on the record's estimate of
-    record (B_2pt'(med), else B_2pt'): {"predictor", "value", "factor", "lo", "hi", "entries",
-    "held_out"}, the 68% split-conformal factor of `track_record.record_factor` over `entries`
-    (a summary's), without the record's own workload where the summary holds it; None without
-    a value. "condition_holds" is the record's own session-35 condition; the bar was earned
-    on the "entries_condition_held" of its entries whose S_fb^N met it."""
-    from realnets.validation.track_record import record_factor, workloads_of
-
-    c = chosen(record)
-    predictor, value = c["predictor"], c["value"]
-    if value is None:
-        return None
-    held = any(e.get("workload") == record["workload"] for e in entries)     # for the wording
-    factor, n = record_factor(entries, predictor, without=record["workload"])
-    others = [e for e in workloads_of(entries) if e["workload"] != record["workload"]]
-    held_cond = sum(((e.get("two_ends") or {}).get("s_fb") or 0) >= TRUST_MIN_STEPS
-                    for e in others)
-    return {"predictor": predictor, "value": value, "factor": factor, "lo": value / factor,
-            "hi": value * factor, "entries": n, "held_out": held,
-            "condition_holds": bool(record["condition"]["holds"]),
-            "entries_condition_held": held_cond}
-
-
-def error_bar_line(bar: dict | None, summary: str) -> str:
-    """`error_bar` in words for the terminal (`summary`: where the record was read)."""
-    if bar is None:
-        return f"no error bar from the track record ({summary}): no estimate"
-    whose = (f"{bar['entries']} other validated entries" if bar["held_out"]
-             else f"{bar['entries']} validated entries")
-    if not bar.get("condition_holds", True):
-        return (f"no error bar from the track record of {bar['predictor']} ({whose}, {summary}):"
-                f" it was earned where S_fb^N >= {TRUST_MIN_STEPS} (on "
-                f"{bar['entries_condition_held']} of its {bar['entries']} entries), and here "
-                "that condition does not hold")
-    if not bar["factor"] < float("inf"):
-        return (f"error bar from the track record of {bar['predictor']} ({whose}, {summary}): "
-                "too few entries with a number to bound it at 68%")
-    return (f"error bar from the track record of {bar['predictor']} ({whose}, {summary}; "
-            f"python -m realnets track-record): {number(bar['lo'])} .. {number(bar['hi'])} "
-            f"(x{bar['factor']:.3g}, 68%); the 16-84% above counts the reruns' spread only")
 
 
 def text(record: dict) -> str:

@@ -386,7 +386,8 @@ def test_a_sweep_with_a_two_point_record_shows_its_estimate(tmp_path):
     line = at.session_state["two_point"]
     assert "**20**" in line and "8 .. ?" in line and "does not hold" in line
     assert "track record of" not in line
-    assert "No error bar from the track record: it was earned where S_fb^N >= 5" in line
+    assert "No error bar from the track record: its entries are mostly ones where S_fb^N >= " \
+        "5, and here that condition does not hold." in line
     assert any(i.value == line for i in at.info)
     # with B_2pt'(med), the estimate of record since session 42: it leads, with its own record
     med = {**record, "b_2pt_med": {"value": 12.0, "lo": 6.0, "hi": 30.0},

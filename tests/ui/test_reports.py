@@ -164,4 +164,13 @@ def test_the_two_point_line_carries_its_track_record(tmp_path):
     (tmp_path / "two_point.json").write_text(json.dumps(weak))
     line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34, summary, "mnist_mlp")
     assert "do not lean" in line and "Error bar from the track record" not in line
-    assert "No error bar from the track record: it was earned where S_fb^N >= 5" in line
+    assert "No error bar from the track record: its entries are mostly ones where S_fb^N >= " \
+        "5, and here that condition does not hold." in line
+    # without a summary file there is no track record to withhold: nothing said of it
+    line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34, tmp_path / "none.json",
+                                     "mnist_mlp")
+    assert "do not lean" in line and "error bar" not in line.lower()
+    # a record holding an empty B_2pt'(med) says it is not in the record
+    (tmp_path / "two_point.json").write_text(json.dumps({**record, "b_2pt_med": {}}))
+    line = reports.two_point_summary(tmp_path, {16: 330.0}, 0.34, summary, "mnist_mlp")
+    assert "B_2pt'(med), the estimate of record, is not in this record" in line

@@ -1,0 +1,67 @@
+"""The error bar the validated workloads' track record puts on a two-point record's estimate
+of record (`python -m realnets two-point` prints it; docs/own_workload.md).
+
+The bar is the 68% split-conformal factor of `track_record.record_factor` over a summary's
+entries, without the record's own workload. It is withheld where the record's own condition
+S_fb^N >= `two_point.TRUST_MIN_STEPS` fails: the record's entries are mostly ones where it
+held, and one full-batch step moves such an estimate by a fifth or more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from realnets.validation.track_record import record_factor, workloads_of
+from realnets.validation.two_point import TRUST_MIN_STEPS, chosen, number
+
+
+@dataclass(frozen=True)
+class ErrorBar:
+    """`predictor` ("B_2pt'(med)" or "B_2pt'") and its `value` (examples per step), the 68%
+    `factor` (inf with too few entries) and `lo` = value / factor .. `hi` = value x factor;
+    `entries`: how many of the summary's entries the factor was taken over, `held_out`: whether
+    the record's own workload was among the summary's and left out; `condition_holds`: the
+    record's own S_fb^N condition; `entries_condition_held`: how many of the `entries` met it."""
+
+    predictor: str
+    value: float
+    factor: float
+    lo: float
+    hi: float
+    entries: int
+    held_out: bool
+    condition_holds: bool
+    entries_condition_held: int
+
+
+def error_bar(record: dict, entries: list[dict]) -> ErrorBar | None:
+    """The track record's error bar on the estimate `two_point.chosen` picks from `record` (a
+    two_point.json), over `entries` (a summary's); None where the record has no value."""
+    c = chosen(record)
+    if c.value is None:
+        return None
+    held = any(e.get("workload") == record["workload"] for e in entries)     # for the wording
+    factor, n = record_factor(entries, c.predictor, without=record["workload"])
+    others = [e for e in workloads_of(entries) if e["workload"] != record["workload"]]
+    met = sum(((e.get("two_ends") or {}).get("s_fb") or 0) >= TRUST_MIN_STEPS for e in others)
+    return ErrorBar(c.predictor, c.value, factor, c.value / factor, c.value * factor, n, held,
+                    bool(record["condition"]["holds"]), met)
+
+
+def error_bar_line(bar: ErrorBar | None, summary: str) -> str:
+    """`error_bar` in words for the terminal (`summary`: where the record was read)."""
+    if bar is None:
+        return f"no error bar from the track record ({summary}): no estimate"
+    whose = (f"{bar.entries} other validated entries" if bar.held_out
+             else f"{bar.entries} validated entries")
+    if not bar.condition_holds:
+        return (f"no error bar from the track record of {bar.predictor} ({whose}, {summary}): "
+                f"its entries are mostly ones where S_fb^N >= {TRUST_MIN_STEPS} "
+                f"({bar.entries_condition_held} of {bar.entries}), and here that condition "
+                "does not hold")
+    if not bar.factor < float("inf"):
+        return (f"error bar from the track record of {bar.predictor} ({whose}, {summary}): "
+                "too few entries with a number to bound it at 68%")
+    return (f"error bar from the track record of {bar.predictor} ({whose}, {summary}; "
+            f"python -m realnets track-record): {number(bar.lo)} .. {number(bar.hi)} "
+            f"(x{bar.factor:.3g}, 68%); the 16-84% above counts the reruns' spread only")
