@@ -226,8 +226,8 @@ class MeanFieldAdam:
     def advance(self, idx, n_steps):
         """Moves rows idx (n,) forward by n_steps (n,) >= 1 each, in place; returns the steps
         taken (n,), the eta (n, d) used over each row's segment (for evaluation inside it) and
-        the start state. The rows must be distinct (as every caller's are): a repeated row
-        would be moved twice and counted once.
+        the start state. The rows must be distinct (as every caller's are; a ValueError
+        otherwise): each row moves only its own state, and large calls move them on all cores.
 
         A row takes one exact mean-field step instead when its segment would be unstable with
         the frozen step size. Compiled (`nqm.adam_kernels.advance_rows`): the same operations

@@ -22,6 +22,11 @@ import math
 import numba
 import numpy as np
 
+# The thresholds of the engine's parallel kernels (importing nqm.kernels also sets libgomp's
+# GOMP_SPINCOUNT before the first parallel launch: docs/performance.md, 'OpenMP spinning on a
+# busy core').
+from nqm.kernels import PARALLEL_MIN_ROWS, PARALLEL_MIN_WORK
+
 
 @numba.njit(cache=True, error_model="numpy")
 def _lucas(t, tau_abs, b_zero, complex_, w, sin_w, log_sqrt_b, u, expm1_q, log_l1, negative):
@@ -116,6 +121,100 @@ def _segments(s11, s12, s22, eta, h2, b, sig2, n):
 
 
 @numba.njit(cache=True, error_model="numpy")
+def _advance_row(r, scratch, s11, s12, s22, V, idx, h, sig2, b1, b2, eps, coef_first,
+                 omp2_first, coef_last, omp2_last, qn, w, n, eta_out, step_out):
+    """Moves row idx[r] (`advance_rows`' arithmetic for one row, in place): it reads and writes
+    only state row idx[r], eta_out[r], step_out[r] and its scratch (4, d)."""
+    dim = h.shape[0]
+    x0 = scratch[0]
+    v1 = scratch[1]
+    e1 = scratch[2]
+    em = scratch[3]
+    row = idx[r]
+    bb, q, e0 = b1[r], b2[r], eps[r]
+    edge = 2.0 * (1.0 + bb)
+    # the first step's EMA V_1 and step size eta_first, and whether its segment is stable
+    stable = True
+    for i in range(dim):
+        hh = h[i]
+        x = hh * hh * s11[row, i] + sig2[row, i]
+        x0[i] = x
+        v = q * V[row, i] + (1.0 - q) * x
+        v1[i] = v
+        e = coef_first[r] / (math.sqrt(v / omp2_first[r]) + e0)
+        e1[i] = e
+        if not e * hh < edge:
+            stable = False
+    nr = n[r]
+    ok = nr > 1 and stable
+    sqrt_b, b_zero, log_sqrt_b = _row_constants(bb)
+    qq, ww = qn[r], w[r]
+    if ok:
+        # predictor: the segment at eta_first gives V at its end, hence eta_last; the
+        # corrector runs at their mean, where that is stable and the prediction finite
+        for i in range(dim):
+            hh = h[i]
+            sg = sig2[row, i]
+            p11, _, _ = _segment_element(s11[row, i], s12[row, i], s22[row, i], e1[i], hh,
+                                         sg, bb, sqrt_b, b_zero, log_sqrt_b, nr)
+            xn = hh * hh * p11 + sg
+            v_end = qq * V[row, i] + (1.0 - qq) * (x0[i] + ww * (xn - x0[i]))
+            e_last = coef_last[r] / (math.sqrt(v_end / omp2_last[r]) + e0)
+            e_mid = 0.5 * (e1[i] + e_last)
+            em[i] = e_mid
+            if not (e_mid * hh < edge and math.isfinite(p11)):
+                ok = False
+                break
+    if ok:
+        for i in range(dim):
+            hh = h[i]
+            sg = sig2[row, i]
+            c11, c12, c22 = _segment_element(s11[row, i], s12[row, i], s22[row, i], em[i],
+                                             hh, sg, bb, sqrt_b, b_zero, log_sqrt_b, nr)
+            xn = hh * hh * c11 + sg
+            V[row, i] = qq * V[row, i] + (1.0 - qq) * (x0[i] + ww * (xn - x0[i]))
+            s11[row, i], s12[row, i], s22[row, i] = c11, c12, c22
+            eta_out[r, i] = em[i]
+        step_out[r] = nr
+    else:
+        # one exact step at eta_first (`nqm.adam.one_step`)
+        for i in range(dim):
+            hh = h[i]
+            sg = sig2[row, i]
+            e = e1[i]
+            x11, x12, x22 = s11[row, i], s12[row, i], s22[row, i]
+            f11 = 1.0 - e * hh
+            f12 = -e * bb
+            s11[row, i] = f11 * f11 * x11 + 2.0 * f11 * f12 * x12 + f12 * f12 * x22 + e * e * sg
+            s12[row, i] = f11 * hh * x11 + (f11 * bb + f12 * hh) * x12 + f12 * bb * x22 - e * sg
+            s22[row, i] = hh * hh * x11 + 2.0 * hh * bb * x12 + bb * bb * x22 + sg
+            V[row, i] = v1[i]
+            eta_out[r, i] = e
+        step_out[r] = 1
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _advance_rows_serial(s11, s12, s22, V, idx, h, sig2, b1, b2, eps, coef_first, omp2_first,
+                         coef_last, omp2_last, qn, w, n, eta_out, step_out):
+    scratch = np.empty((4, h.shape[0]))
+    for r in range(idx.shape[0]):
+        _advance_row(r, scratch, s11, s12, s22, V, idx, h, sig2, b1, b2, eps, coef_first,
+                     omp2_first, coef_last, omp2_last, qn, w, n, eta_out, step_out)
+
+
+@numba.njit(parallel=True, cache=True, error_model="numpy")
+def _advance_rows_parallel(threads, s11, s12, s22, V, idx, h, sig2, b1, b2, eps, coef_first,
+                           omp2_first, coef_last, omp2_last, qn, w, n, eta_out, step_out):
+    # one piece per thread, piece j moving rows j, j + threads, ... with its own scratch
+    # (interleaved, as `nqm.kernels` splits directions: costly and cheap rows are shared)
+    scratch = np.empty((threads, 4, h.shape[0]))
+    for j in numba.prange(threads):
+        for r in range(j, idx.shape[0], threads):
+            _advance_row(r, scratch[j], s11, s12, s22, V, idx, h, sig2, b1, b2, eps,
+                         coef_first, omp2_first, coef_last, omp2_last, qn, w, n, eta_out,
+                         step_out)
+
+
 def advance_rows(s11, s12, s22, V, idx, h, sig2, b1, b2, eps, coef_first, omp2_first,
                  coef_last, omp2_last, qn, w, n, eta_out, step_out):
     """`nqm.adam.MeanFieldAdam.advance_reference`'s arithmetic, row by row, in place.
@@ -127,74 +226,22 @@ def advance_rows(s11, s12, s22, V, idx, h, sig2, b1, b2, eps, coef_first, omp2_f
     transcendental row constants come in from numpy, so every element takes the reference's
     operations in its order. Writes the step size used (k, d) into eta_out and the steps taken
     (n[r], or 1 where the row takes one exact step) into step_out.
+
+    The rows idx must be distinct (a ValueError otherwise): each moves only its own state row.
+    Like `nqm.kernels.loss_rows`, calls of at least `PARALLEL_MIN_ROWS` rows and
+    `PARALLEL_MIN_WORK` rows x directions run their rows on all cores, smaller ones serially;
+    a row takes the same operations on either path, so both give the same bits.
     """
-    dim = h.shape[0]
-    x0 = np.empty(dim)
-    v1 = np.empty(dim)
-    e1 = np.empty(dim)
-    em = np.empty(dim)
-    for r in range(idx.shape[0]):
-        row = idx[r]
-        bb, q, e0 = b1[r], b2[r], eps[r]
-        edge = 2.0 * (1.0 + bb)
-        # the first step's EMA V_1 and step size eta_first, and whether its segment is stable
-        stable = True
-        for i in range(dim):
-            hh = h[i]
-            x = hh * hh * s11[row, i] + sig2[row, i]
-            x0[i] = x
-            v = q * V[row, i] + (1.0 - q) * x
-            v1[i] = v
-            e = coef_first[r] / (math.sqrt(v / omp2_first[r]) + e0)
-            e1[i] = e
-            if not e * hh < edge:
-                stable = False
-        nr = n[r]
-        ok = nr > 1 and stable
-        sqrt_b, b_zero, log_sqrt_b = _row_constants(bb)
-        qq, ww = qn[r], w[r]
-        if ok:
-            # predictor: the segment at eta_first gives V at its end, hence eta_last; the
-            # corrector runs at their mean, where that is stable and the prediction finite
-            for i in range(dim):
-                hh = h[i]
-                sg = sig2[row, i]
-                p11, _, _ = _segment_element(s11[row, i], s12[row, i], s22[row, i], e1[i], hh,
-                                             sg, bb, sqrt_b, b_zero, log_sqrt_b, nr)
-                xn = hh * hh * p11 + sg
-                v_end = qq * V[row, i] + (1.0 - qq) * (x0[i] + ww * (xn - x0[i]))
-                e_last = coef_last[r] / (math.sqrt(v_end / omp2_last[r]) + e0)
-                e_mid = 0.5 * (e1[i] + e_last)
-                em[i] = e_mid
-                if not (e_mid * hh < edge and math.isfinite(p11)):
-                    ok = False
-                    break
-        if ok:
-            for i in range(dim):
-                hh = h[i]
-                sg = sig2[row, i]
-                c11, c12, c22 = _segment_element(s11[row, i], s12[row, i], s22[row, i], em[i],
-                                                 hh, sg, bb, sqrt_b, b_zero, log_sqrt_b, nr)
-                xn = hh * hh * c11 + sg
-                V[row, i] = qq * V[row, i] + (1.0 - qq) * (x0[i] + ww * (xn - x0[i]))
-                s11[row, i], s12[row, i], s22[row, i] = c11, c12, c22
-                eta_out[r, i] = em[i]
-            step_out[r] = nr
-        else:
-            # one exact step at eta_first (`nqm.adam.one_step`)
-            for i in range(dim):
-                hh = h[i]
-                sg = sig2[row, i]
-                e = e1[i]
-                x11, x12, x22 = s11[row, i], s12[row, i], s22[row, i]
-                f11 = 1.0 - e * hh
-                f12 = -e * bb
-                s11[row, i] = f11 * f11 * x11 + 2.0 * f11 * f12 * x12 + f12 * f12 * x22 + e * e * sg
-                s12[row, i] = f11 * hh * x11 + (f11 * bb + f12 * hh) * x12 + f12 * bb * x22 - e * sg
-                s22[row, i] = hh * hh * x11 + 2.0 * hh * bb * x12 + bb * bb * x22 + sg
-                V[row, i] = v1[i]
-                eta_out[r, i] = e
-            step_out[r] = 1
+    k = idx.shape[0]
+    if k > 1 and np.unique(idx).size != k:
+        raise ValueError("advance_rows: the rows idx must be distinct (a repeated row would be "
+                         "moved twice, and by two threads at once)")
+    args = (s11, s12, s22, V, idx, h, sig2, b1, b2, eps, coef_first, omp2_first, coef_last,
+            omp2_last, qn, w, n, eta_out, step_out)
+    if k >= PARALLEL_MIN_ROWS and k * h.shape[0] >= PARALLEL_MIN_WORK:
+        _advance_rows_parallel(min(numba.get_num_threads(), k), *args)
+    else:
+        _advance_rows_serial(*args)
 
 
 def segment_moments(s11, s12, s22, eta, h, b, sigma2, n):

@@ -86,23 +86,30 @@ def test_compiled_segment_equals_repeated_single_steps():
             np.testing.assert_allclose(g[r], w, rtol=1e-6, atol=1e-12)   # rounding over 60 steps: 4e-8
 
 
-def test_compiled_advance_equals_the_numpy_advance():
+@pytest.mark.parametrize("dim", [40, 160])
+def test_compiled_advance_equals_the_numpy_advance(dim):
     """MeanFieldAdam.advance (`nqm.adam_kernels.advance_rows`) against `advance_reference`, the
     numpy form it replaced: the same bits in every state array, step size and step count along
     a march over a changing subset of rows, with rows that take segments, rows that fall back
     to one exact step (a frozen step size unstable at large rates), b1 = 0, b2 = 0, epsilon > 0
-    and a batch size equal to the finite training set (no noise)."""
-    problem = NQMConfig(dim=40, target=0.01, train_size=4096).problem()
+    and a batch size equal to the finite training set (no noise). At dim 40 (160 mean-field
+    directions) every call runs its rows serially, at dim 160 on all cores (`PARALLEL_MIN_WORK`
+    rows x directions): both paths give the reference's bits."""
+    from nqm import adam_kernels
+
+    problem = NQMConfig(dim=dim, target=0.01, train_size=4096).problem()
     rng = np.random.default_rng(3)
     n = 32
     args = (problem, rng.choice([4.0, 64.0, 4096.0], n), 10 ** rng.uniform(-4, 0.5, n),
             rng.choice([0.0, 0.5, 0.9, 0.99], n), rng.choice([0.0, 0.99, 0.999], n),
             rng.choice([0.0, 1e-8], n))
     new, ref = adam.MeanFieldAdam(*args), adam.MeanFieldAdam(*args)
-    fallbacks = segments = 0
+    fallbacks = segments = parallel = 0
     with np.errstate(over="ignore", invalid="ignore"):
         for _ in range(150):
             idx = np.flatnonzero(rng.random(n) < 0.8)
+            parallel += (idx.size >= adam_kernels.PARALLEL_MIN_ROWS
+                         and idx.size * new.h_D.size >= adam_kernels.PARALLEL_MIN_WORK)
             lengths = new.segment_lengths(idx, np.full(idx.size, 5000), 0.1)
             got, want = new.advance(idx, lengths), ref.advance_reference(idx, lengths)
             for g, w in zip((got[0], got[1], *got[2]), (want[0], want[1], *want[2])):
@@ -112,7 +119,10 @@ def test_compiled_advance_equals_the_numpy_advance():
             fallbacks += int(np.sum((lengths > 1) & (got[0] == 1)))
             segments += int(np.sum(got[0] > 1))
     assert fallbacks > 0 and segments > 0
+    assert parallel == (0 if dim == 40 else 150)
     assert np.isfinite(new.loss()).all() and new.t_N.min() > 100
+    with pytest.raises(ValueError, match="distinct"):   # a repeated row would race
+        new.advance(np.array([0, 1, 0]), np.full(3, 10))
 
 
 def test_tuned_curve_is_the_same_with_the_numpy_advance(problem):
