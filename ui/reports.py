@@ -105,26 +105,25 @@ def track_record_note(summary: Path, predictor: str, value: float | None,
     `workload` left out when it has any), set against the prediction's own 16-84% interval
     `lo` .. `hi` when given; None without a summary or a value."""
     from realnets.validation.summary import read_summary
-    from realnets.validation.track_record import record_factor
+    from realnets.validation.track_record import error_bar
 
     if value is None or not Path(summary).is_file():
         return None
     try:
-        entries = read_summary(Path(summary))
-        held = any(e["workload"] == workload for e in entries)
-        factor, n = record_factor(entries, predictor, without=workload)
+        bar = error_bar(read_summary(Path(summary)), predictor, value, workload)
     except (ValueError, KeyError, TypeError, AttributeError) as err:
         return f"No track record: {Path(summary).name} does not read ({err})."
+    factor, n = bar.factor, bar.entries
     if n == 0:
         return None
-    whose = f"the {n} other validated entries" if held else f"the {n} validated entries"
+    whose = f"the {n} other validated entries" if bar.held_out else f"the {n} validated entries"
     if not factor < float("inf"):
         return (f"Track record ({whose}, `python -m realnets track-record`): too few to bound "
                 f"{predictor}'s error at 68%.")
     def g(x):
         return f"{x:.3g}"
 
-    low, high = value / factor, value * factor
+    low, high = bar.lo, bar.hi
     if lo is None or hi is None:
         own = "; its own 16-84% interval counts one source of error only"
     elif low <= lo and hi <= high:

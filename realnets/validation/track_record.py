@@ -239,6 +239,32 @@ def record_factor(entries: list[dict], predictor: str, level: float = LEVELS[0],
     return conformal_factor(scores, level), len(chosen)
 
 
+@dataclasses.dataclass(frozen=True)
+class ErrorBar:
+    """The error bar a track record puts on one prediction: `predictor` (a key of PREDICTORS)
+    and its `value`, the 68% `factor` (inf with too few entries) and `lo` = value / factor ..
+    `hi` = value x factor (the value's units); `entries`: how many of the summary's entries
+    the factor was taken over, `held_out`: whether the prediction's own workload was among
+    them and left out."""
+
+    predictor: str
+    value: float
+    factor: float
+    lo: float
+    hi: float
+    entries: int
+    held_out: bool
+
+
+def error_bar(entries: list[dict], predictor: str, value: float,
+              workload: str | None = None) -> ErrorBar:
+    """`record_factor` at 68% around `value`, without the entries of `workload` (a shipped
+    workload's own error bar is the one held out from it)."""
+    factor, n = record_factor(entries, predictor, without=workload)
+    held = workload is not None and any(e.get("workload") == workload for e in entries)
+    return ErrorBar(predictor, value, factor, value / factor, value * factor, n, held)
+
+
 def _num(x: float) -> str:
     return "inf" if x == math.inf else "-" if math.isnan(x) else f"{x:.3g}"
 

@@ -9,46 +9,38 @@ held, and one full-batch step moves such an estimate by a fifth or more.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
-from realnets.validation.track_record import record_factor, workloads_of
+from realnets.validation.track_record import ErrorBar, workloads_of
+from realnets.validation.track_record import error_bar as track_error_bar
 from realnets.validation.two_point import TRUST_MIN_STEPS, chosen, number
 
 
 @dataclass(frozen=True)
-class ErrorBar:
-    """`predictor` ("B_2pt'(med)" or "B_2pt'") and its `value` (examples per step), the 68%
-    `factor` (inf with too few entries) and `lo` = value / factor .. `hi` = value x factor;
-    `entries`: how many of the summary's entries the factor was taken over, `held_out`: whether
-    the record's own workload was among the summary's and left out; `condition_holds`: the
-    record's own S_fb^N condition; `entries_condition_held`: how many of the `entries` met it."""
+class TwoPointBar(ErrorBar):
+    """`track_record.ErrorBar` on a two-point record's estimate, with the record's own S_fb^N
+    condition (`condition_holds`) and how many of the `entries` met it."""
 
-    predictor: str
-    value: float
-    factor: float
-    lo: float
-    hi: float
-    entries: int
-    held_out: bool
     condition_holds: bool
     entries_condition_held: int
 
 
-def error_bar(record: dict, entries: list[dict]) -> ErrorBar | None:
+def error_bar(record: dict, entries: list[dict]) -> TwoPointBar | None:
     """The track record's error bar on the estimate `two_point.chosen` picks from `record` (a
     two_point.json), over `entries` (a summary's); None where the record has no value."""
     c = chosen(record)
     if c.value is None:
         return None
-    held = any(e.get("workload") == record["workload"] for e in entries)     # for the wording
-    factor, n = record_factor(entries, c.predictor, without=record["workload"])
+    bar = track_error_bar(entries, c.predictor, c.value, record["workload"])
     others = [e for e in workloads_of(entries) if e["workload"] != record["workload"]]
     met = sum(((e.get("two_ends") or {}).get("s_fb") or 0) >= TRUST_MIN_STEPS for e in others)
-    return ErrorBar(c.predictor, c.value, factor, c.value / factor, c.value * factor, n, held,
-                    bool(record["condition"]["holds"]), met)
+    return TwoPointBar(**dataclasses.asdict(bar),
+                       condition_holds=bool(record["condition"]["holds"]),
+                       entries_condition_held=met)
 
 
-def error_bar_line(bar: ErrorBar | None, summary: str) -> str:
+def error_bar_line(bar: TwoPointBar | None, summary: str) -> str:
     """`error_bar` in words for the terminal (`summary`: where the record was read)."""
     if bar is None:
         return f"no error bar from the track record ({summary}): no estimate"
