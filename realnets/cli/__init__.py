@@ -1,5 +1,5 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, rerender, two-point, branch,
+shortfall, swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, rerender, two-point, branch,
 throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
@@ -26,7 +26,7 @@ from realnets.cli.diagnostics import (adam_basis_command, miss_split_command, re
 from realnets.cli.parser import build_parser
 from realnets.cli.planning import plan_command, throughput_command
 from realnets.cli.sweeps import (branch_command, import_text, repeat_command, report_text,
-                                 run_sweep_command, sweep_config, workloads_text)
+                                 run_sweep_command, shortfall_text, sweep_config, workloads_text)
 from realnets.cli.validate import _refreshed_measured, validate_command
 
 __all__ = ["main", "build_parser", "sweep_config", "_refreshed_measured"]
@@ -38,6 +38,7 @@ COMMANDS = {
     "report": lambda args, argv: report_text(args.dir, args.format),
     "import-batch-science": lambda args, argv: import_text(args),
     "repeat": lambda args, argv: repeat_command(args),
+    "shortfall": lambda args, argv: shortfall_text(args.paths, args.first, args.write_steps),
     "branch": lambda args, argv: branch_command(args),
     "throughput": lambda args, argv: throughput_command(args),
     "plan": lambda args, argv: plan_command(args),

@@ -72,6 +72,17 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("dir")
     r.add_argument("--format", choices=("table", "json", "csv"), default="table")
 
+    f = sub.add_parser("shortfall",
+                       help="how far a larger search would likely move B_crit: each sweep's "
+                            "B_crit from its first K trials, extrapolated to 4K, and against "
+                            "all its trials where it has 4K (runs nothing)")
+    f.add_argument("paths", nargs="+", metavar="PATH",
+                   help="sweep directories (run with --full-trials) or steps CSVs")
+    f.add_argument("--first", type=int, default=32,
+                   help="trials per batch size the estimate starts from (K)")
+    f.add_argument("--write-steps", metavar="FILE",
+                   help="also write the sweeps' steps to the goal as one steps CSV")
+
     q = sub.add_parser("repeat", help="run each batch size's best trial again with other seeds: "
                                       "an interval of B_crit for a sweep whose trials stopped "
                                       "early")

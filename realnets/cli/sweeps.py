@@ -136,6 +136,20 @@ def report_text(path: str, fmt: str) -> str:
     return report.render(build_curve(records, config, read_repeats(Path(path))), fmt)
 
 
+def shortfall_text(paths: list[str], first: int, write_steps: str | None) -> str:
+    """`python -m realnets shortfall`: the search's shortfall on sweeps, and the check against
+    their own larger searches (`realnets.sweeps.shortfall_check`)."""
+    from realnets.sweeps.shortfall_check import check_row, read_sweeps, table, write_steps_csv
+
+    if first < 2:
+        raise ValueError(f"first must be >= 2, got {first}")
+    sweeps = read_sweeps([Path(p) for p in paths])
+    rows = [check_row(s, first) for s in sweeps]      # every sweep checked before any write
+    if write_steps:
+        write_steps_csv(Path(write_steps), sweeps)
+    return table(rows)
+
+
 def import_text(args) -> str:
     from realnets.sweeps import report
     from realnets import store

@@ -11,7 +11,7 @@ from nqm.curve import ScalingCurve, to_json
 from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.sweeps.records import CurveDocument
-from realnets.sweeps.robustness import FEW_STEPS, few_steps
+from realnets.sweeps.robustness import FEW_STEPS, SHORTFALL_CHECK, few_steps
 
 COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
            "reached", "not_reached", "infeasible", "b_simple", "edge")
@@ -100,6 +100,12 @@ def _robustness_lines(r: dict | None) -> list[str]:
             f"K={c['trials']}: {_fmt(c['b_crit'])}" for c in r["trial_count"])
             + ("  (censored: trials stopped at another's goal)"
                if any(c["censored"] for c in r["trial_count"]) else ""))
+        c = SHORTFALL_CHECK
+        lines.append(f"the interval over resampled trials does not count what a larger search "
+                     f"would find: on {c['checked']} sweeps checked, B_crit from {c['to_trials']} "
+                     f"trials lay outside the {c['trials']}-trial interval on {c['outside']}, "
+                     f"up to x{c['largest']:.2f} from the {c['trials']}-trial value "
+                     f"(docs/trainer.md, 'How many trials')")
     edges = r["edges"]
     lines.append("best trial on the search space's edge at B = " + ", ".join(
         f"{e['batch_size']} ({','.join(e['edge'])})" for e in edges) if edges

@@ -16,6 +16,11 @@ from nqm.scaling import fit_mccandlish
 from realnets.sweeps.records import trial_order
 
 TRIAL_COUNTS = (16, 32, 64, 128)
+# What a larger search did to the resampled-trials interval (docs/prediction_rule.md, session
+# 44; `python -m realnets shortfall` on the shipped 128-trial sweeps and steps CSV, recomputed by
+# tests/realnets/sweeps/test_shortfall.py): the 128-trial B_crit lay outside the interval from
+# the first 32 trials on OUTSIDE of CHECKED sweeps, at most a factor LARGEST from the 32-trial value.
+SHORTFALL_CHECK = {"trials": 32, "to_trials": 128, "outside": 8, "checked": 15, "largest": 1.49}
 # below this many steps at the smallest batch size one step is over a tenth of S(B): B_crit rests
 # on a step or two (the breast-cancer workload's pilot goal, sweeps/README.md)
 FEW_STEPS = 10

@@ -1,0 +1,157 @@
+"""The search's shortfall (realnets.sweeps.shortfall, shortfall_check): the best-of-k
+expectation against brute-force enumeration, the extrapolation against order statistics of a
+known distribution (Monte Carlo), and the check's reading and counting."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from nqm.scaling import fit_mccandlish
+from realnets.sweeps.shortfall import (best_of_k_weights, curve_of_steps, expected_log_best,
+                                       extrapolated_steps, first_trials, shortfall,
+                                       with_shortfall)
+from realnets.sweeps.shortfall_check import (CheckRow, check_row, read_steps_csv, read_sweeps,
+                                             table, write_steps_csv)
+
+
+def test_best_of_k_matches_every_subset():
+    rng = np.random.default_rng(1)
+    steps = rng.integers(5, 60, size=9).astype(float)     # ties included
+    for k in (1, 3, 4, 9):
+        brute = np.mean([np.log(min(c)) for c in itertools.combinations(steps, k)])
+        assert expected_log_best(steps, k) == pytest.approx(brute, rel=1e-12)
+    assert best_of_k_weights(9, 4).sum() == pytest.approx(1.0)
+    assert expected_log_best(steps, 9) == pytest.approx(np.log(steps.min()))
+    with pytest.raises(ValueError, match="k must be in 1..9"):
+        best_of_k_weights(9, 10)
+
+
+def test_extrapolation_on_an_exponential_lower_tail():
+    """ln S = c - beta E, E ~ Exp(1): E[min_k ln S] = c - beta H_k, so the extrapolation from
+    K = 32 expects c - beta (3 H_32 - 2 H_16), within 0.6% of beta H_128 of the truth."""
+    rng = np.random.default_rng(7)
+    c, beta, reps = math.log(1e4), 0.5, 4000
+    harmonic = lambda n: sum(1 / i for i in range(1, n + 1))      # noqa: E731
+    draws = np.exp(c - beta * rng.exponential(size=(reps, 32)))
+    got = np.mean([math.log(extrapolated_steps(list(d), max_steps=10 ** 6)) for d in draws])
+    expect = c - beta * (3 * harmonic(32) - 2 * harmonic(16))
+    se = np.std([math.log(extrapolated_steps(list(d), 10 ** 6)) for d in draws[:500]]) / math.sqrt(reps)
+    assert abs(got - expect) < 4 * se
+    assert abs(expect - (c - beta * harmonic(128))) < 0.006 * beta * harmonic(128)
+
+
+def test_unreached_trials_count_at_the_budget():
+    # best 10, the other trial not at the goal: Delta = (ln 10 + ln 100) / 2 - ln 10
+    s = extrapolated_steps([10, None], max_steps=100)
+    assert s == pytest.approx(math.exp(math.log(10) - 2 * (math.log(100) - math.log(10)) / 2))
+    assert extrapolated_steps([None, None], 100) is None
+    with pytest.raises(ValueError, match="at least 2 trials"):
+        extrapolated_steps([3], 100)
+
+
+def _rows(step_table):
+    return [{"batch_size": b, "trial_id": i, "steps_to_goal": s}
+            for b, steps in step_table.items() for i, s in enumerate(steps)]
+
+
+def test_equal_trials_leave_the_fit_unchanged_and_first_trials_cut():
+    """Where every trial of a batch size ties, there is no shortfall: B_ext = B_crit."""
+    sizes = [8, 16, 32, 64, 128]
+    truth = {b: round(1000 * (1 + 40 / b)) for b in sizes}
+    curve = curve_of_steps(_rows({b: [s] * 8 for b, s in truth.items()}))
+    out = shortfall(curve, max_steps=10 ** 5)
+    assert out["b_ext"] == pytest.approx(out["b_crit"])
+    assert out["b_crit"] == pytest.approx(
+        fit_mccandlish(np.array(sizes, float), np.array([truth[b] for b in sizes], float)).b_crit)
+    assert (out["trials"], out["to_trials"]) == (8, 32)
+    # the first 2 trials of each batch size: trial ids 0 and 1 in order
+    cut = first_trials(curve_of_steps(_rows({8: [50, 40, 10], 16: [30, 20, 5]})), 2)
+    assert [p.steps for p in cut.points] == [40, 20]
+    assert [len(p.trials) for p in cut.points] == [2, 2]
+
+
+def test_a_shortfall_growing_with_batch_size_raises_b_ext():
+    """The spread of the trials grows with B, so more trials gain more at large B: the
+    extrapolated curve bends later (B_ext > B_crit)."""
+    sizes = [8, 16, 32, 64, 128, 256]
+    spread = {b: [round(1000 * (1 + 40 / b) * (1 + 0.02 * math.log2(b) * j)) for j in range(8)]
+              for b in sizes}
+    out = shortfall(curve_of_steps(_rows(spread)), max_steps=10 ** 5)
+    assert out["b_ext"] > out["b_crit"]
+    assert with_shortfall(30.0, 50.0, out["b_ext"]) == (30.0, max(50.0, out["b_ext"]))
+    assert with_shortfall(30.0, 50.0, 10.0) == (10.0, 50.0)
+    assert with_shortfall(None, 50.0, 10.0) == (None, None)
+
+
+def test_steps_csv_round_trip_and_the_check(tmp_path):
+    rng = np.random.default_rng(3)
+    sizes = [8, 16, 32, 64, 128, 256]
+    table_ = {b: [None if rng.random() < 0.1 else int(1000 * (1 + 40 / b) * rng.uniform(1, 2))
+                  for _ in range(16)] for b in sizes}
+    path = tmp_path / "steps.csv"
+    path.write_text("sweep,batch_size,trial_id,steps_to_goal,max_steps\n" + "".join(
+        f"toy,{r['batch_size']},{r['trial_id']},{'' if r['steps_to_goal'] is None else r['steps_to_goal']},5000\n"
+        for r in _rows(table_)))
+    (sweep,) = read_steps_csv(path)
+    again = tmp_path / "again.csv"
+    write_steps_csv(again, [sweep])
+    assert again.read_text() == path.read_text()
+    row = check_row(sweep, first=4)
+    assert row.all_trials == 16 and row.b_all is not None
+    assert row.ext_lo <= min(row.lo, row.b_ext) + 1e-9 and row.ext_hi >= max(row.hi, row.b_ext)
+    text = table([row])
+    assert "of 1 sweeps with at least 16 trials" in text
+    assert check_row(sweep, first=8).b_all is None        # 16 < 4 x 8: nothing to check against
+    with pytest.raises(ValueError, match="fewer than --first 32"):
+        check_row(sweep, first=32)
+    bad = tmp_path / "bad.csv"
+    bad.write_text("sweep,batch_size,trial_id,steps_to_goal,max_steps\ntoy,8,0,x,5000\n")
+    with pytest.raises(ValueError, match="line 2"):
+        read_steps_csv(bad)
+    with pytest.raises(ValueError, match="neither a sweep directory nor a steps CSV"):
+        read_sweeps([tmp_path / "missing"])
+
+
+def test_check_row_counts():
+    row = CheckRow("x", 32, 128, b_first=40.0, lo=35.0, hi=45.0, b_ext=30.0, ext_lo=30.0,
+                   ext_hi=45.0, b_all=32.0)
+    assert row.inside(row.lo, row.hi) is False
+    assert row.inside(row.ext_lo, row.ext_hi) is True
+    assert row.closer is True
+
+
+CHECKED_SWEEPS = ("digits_mlp", "digits_mlp_adam", "digits_mlp_decay", "digits_mlp_adam_decay",
+                  "nqm", "nqm_decay", "multilabel_mlp_128", "trial_count_128_steps.csv")
+
+
+def test_the_shipped_check_is_what_report_says():
+    """`report`'s line on the search's shortfall quotes the check on the shipped sweeps
+    (robustness.SHORTFALL_CHECK); recomputed here from them."""
+    from pathlib import Path
+
+    from realnets.sweeps.robustness import SHORTFALL_CHECK as c
+
+    root = Path(__file__).resolve().parents[3] / "sweeps"
+    rows = [check_row(s, c["trials"]) for s in read_sweeps([root / n for n in CHECKED_SWEEPS])]
+    assert all(r.all_trials >= c["to_trials"] for r in rows)
+    assert len(rows) == c["checked"]
+    assert sum(not r.inside(r.lo, r.hi) for r in rows) == c["outside"]
+    largest = max(max(r.b_all / r.b_first, r.b_first / r.b_all) for r in rows)
+    assert f"{largest:.2f}" == f"{c['largest']:.2f}"
+
+
+def test_the_command(tmp_path, capsys):
+    from realnets.cli import main
+
+    path = tmp_path / "steps.csv"
+    path.write_text("sweep,batch_size,trial_id,steps_to_goal,max_steps\n" + "".join(
+        f"toy,{b},{i},{int(100 * (1 + 50 / b)) + 7 * i},400\n"
+        for b in (8, 16, 32, 64, 128) for i in range(8)))
+    out = tmp_path / "out.csv"
+    assert main(["shortfall", str(path), "--first", "2", "--write-steps", str(out)]) == 0
+    assert "| toy |" in capsys.readouterr().out
+    assert out.read_text() == path.read_text()
+    assert main(["shortfall", str(path), "--first", "1"]) == 2
+    assert "first must be >= 2, got 1" in capsys.readouterr().err
