@@ -13,7 +13,7 @@ import numpy as np
 
 from nqm.curve import ScalingCurve
 from nqm.scaling import fit_mccandlish
-from realnets.sweeps.records import trial_order
+from realnets.sweeps.shortfall import first_trials
 
 TRIAL_COUNTS = (16, 32, 64, 128)
 # What a larger search did to the resampled-trials interval (docs/prediction_rule.md, session
@@ -91,14 +91,9 @@ def trial_count_convergence(curve: ScalingCurve, counts=TRIAL_COUNTS) -> list[di
     for k in counts:
         if k > most:
             break
-        steps = []
-        for p in curve.points:
-            first = sorted(p.trials, key=lambda t: trial_order(t["trial_id"]))[:k]
-            reached = [t["steps_to_goal"] for t in first if t["steps_to_goal"] is not None]
-            steps.append(min(reached) if reached else np.nan)
-        sizes = np.asarray([p.batch_size for p in curve.points], float)
+        first = first_trials(curve, k)
         out.append({"trials": int(k),
-                    "b_crit": fit_mccandlish(sizes, np.asarray(steps, float)).b_crit,
+                    "b_crit": fit_mccandlish(first.batch_sizes, first.steps).b_crit,
                     "censored": not full and k < most})
     return out
 
