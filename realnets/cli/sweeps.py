@@ -142,7 +142,11 @@ def shortfall_text(paths: list[str], first: int, write_steps: str | None) -> str
     from realnets.sweeps.shortfall_check import check_row, read_sweeps, table, write_steps_csv
 
     if first < 2:
-        raise ValueError(f"first must be >= 2, got {first}")
+        raise ValueError(f"--first must be >= 2, got {first}")
+    if write_steps and not Path(write_steps).resolve().parent.is_dir():
+        raise ValueError(f"--write-steps: the directory of {write_steps} does not exist")
+    if write_steps and Path(write_steps).is_dir():
+        raise ValueError(f"--write-steps: {write_steps} is a directory, not a file")
     sweeps = read_sweeps([Path(p) for p in paths])
     rows = [check_row(s, first) for s in sweeps]      # every sweep checked before any write
     if write_steps:

@@ -89,7 +89,9 @@ def _resampled_line(r: dict | None) -> str:
             f"resamples fitted)")
 
 
-def _robustness_lines(r: dict | None) -> list[str]:
+def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str]:
+    """The robustness lines; `resampled` (`b_crit_resampled`): the shortfall's caution is said
+    where that interval resamples trials."""
     if r is None:
         return []
     loo = r["leave_one_out"]
@@ -100,6 +102,7 @@ def _robustness_lines(r: dict | None) -> list[str]:
             f"K={c['trials']}: {_fmt(c['b_crit'])}" for c in r["trial_count"])
             + ("  (censored: trials stopped at another's goal)"
                if any(c["censored"] for c in r["trial_count"]) else ""))
+    if (resampled or {}).get("available") and resampled.get("method") == "trials":
         c = SHORTFALL_CHECK
         lines.append(f"the interval over resampled trials does not count what a larger search "
                      f"would find: on {c['checked']} sweeps checked, B_crit from {c['to_trials']} "
@@ -171,7 +174,7 @@ def format_table(doc: CurveDocument) -> str:
               _resampled_line(doc.b_crit_resampled),
               *([_resampled_line(doc.b_crit_repeats)] if doc.b_crit_repeats is not None
                 and (doc.b_crit_resampled or {}).get("method") != "repeats" else []),
-              *_robustness_lines(doc.robustness),
+              *_robustness_lines(doc.robustness, doc.b_crit_resampled),
               f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "
               f"from {_fmt(reg['maximal_from'])}",
               f"gradient noise scale B_simple (pooled over batch sizes, weights B^2) "

@@ -42,10 +42,12 @@ class CheckRow:
 
     Attributes:
       name: the sweep.
-      first, all_trials: the trials per batch size the estimate starts from (K) and the sweep has.
+      first, all_trials: the trials per batch size the estimate starts from (K), and the fewest
+        the sweep has at any batch size.
       b_first, lo, hi: B_crit from the first K and its 16-84% resampled-trials interval.
       b_ext, ext_lo, ext_hi: the extrapolation to 4K trials and the interval with the shortfall.
-      b_all: B_crit from all the trials (the value checked against; None when all_trials < 4K).
+      b_all: B_crit from the first 4K trials per batch size (the value checked against; None
+        when all_trials < 4K).
     """
 
     name: str
@@ -101,22 +103,44 @@ def write_steps_csv(path: Path, sweeps: list[Sweep]) -> None:
 
 
 def read_steps_csv(path: Path) -> list[Sweep]:
-    """The sweeps of a steps CSV, in the order they first appear."""
+    """The sweeps of a steps CSV, in the order they first appear.
+
+    Raises ValueError naming the file and line: other columns, a value that is not an integer,
+    max_steps < 1, steps_to_goal outside 1..max_steps, a trial given twice, or no rows."""
     with open(path, newline="") as f:
         reader = csv.DictReader(f)
         if tuple(reader.fieldnames or ()) != STEPS_COLUMNS:
             raise ValueError(f"{path}: expected the columns {', '.join(STEPS_COLUMNS)}")
         rows: dict[str, list[dict]] = {}
         budgets: dict[str, int] = {}
+        seen: set[tuple] = set()
         for n, r in enumerate(reader, start=2):
+            where = f"{path} line {n}"
+            if None in r or None in r.values():
+                raise ValueError(f"{where}: expected {len(STEPS_COLUMNS)} fields")
             try:
                 row = {"batch_size": int(r["batch_size"]), "trial_id": int(r["trial_id"]),
                        "steps_to_goal": int(r["steps_to_goal"]) if r["steps_to_goal"] else None}
-                budgets[r["sweep"]] = int(r["max_steps"])
+                budget = int(r["max_steps"])
             except ValueError:
-                raise ValueError(f"{path} line {n}: batch_size, trial_id, max_steps must be "
-                                 "integers and steps_to_goal an integer or empty") from None
+                raise ValueError(f"{where}: batch_size, trial_id, max_steps must be integers and "
+                                 "steps_to_goal an integer or empty") from None
+            if budget < 1 or budgets.setdefault(r["sweep"], budget) != budget:
+                raise ValueError(f"{where}: max_steps must be >= 1 and the same on every row "
+                                 f"of sweep {r['sweep']!r}, got {budget}")
+            if row["batch_size"] < 1:
+                raise ValueError(f"{where}: batch_size must be >= 1, got {row['batch_size']}")
+            if row["steps_to_goal"] is not None and not 1 <= row["steps_to_goal"] <= budget:
+                raise ValueError(f"{where}: steps_to_goal must be in 1..max_steps ({budget}) "
+                                 f"or empty, got {row['steps_to_goal']}")
+            key = (r["sweep"], row["batch_size"], row["trial_id"])
+            if key in seen:
+                raise ValueError(f"{where}: trial {row['trial_id']} at batch size "
+                                 f"{row['batch_size']} of sweep {r['sweep']!r} given twice")
+            seen.add(key)
             rows.setdefault(r["sweep"], []).append(row)
+    if not rows:
+        raise ValueError(f"{path}: no trials")
     return [Sweep(name, curve_of_steps(r), budgets[name]) for name, r in rows.items()]
 
 
@@ -146,8 +170,9 @@ def check_row(sweep: Sweep, first: int) -> CheckRow:
     lo, hi = interval.get("p16"), interval.get("p84")
     ext = shortfall(part, sweep.max_steps)
     ext_lo, ext_hi = with_shortfall(lo, hi, ext["b_ext"])
-    b_all = (fit_mccandlish(sweep.curve.batch_sizes, sweep.curve.steps).b_crit
-             if most >= first * 2 ** DOUBLINGS else None)
+    to = first * 2 ** DOUBLINGS
+    larger = first_trials(sweep.curve, to)      # the search the statement checks against: 4K
+    b_all = fit_mccandlish(larger.batch_sizes, larger.steps).b_crit if most >= to else None
     return CheckRow(sweep.name, first, most, ext["b_crit"], lo, hi, ext["b_ext"], ext_lo, ext_hi,
                     b_all)
 

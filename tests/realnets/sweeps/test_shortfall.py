@@ -92,7 +92,7 @@ def test_steps_csv_round_trip_and_the_check(tmp_path):
                   for _ in range(16)] for b in sizes}
     path = tmp_path / "steps.csv"
     path.write_text("sweep,batch_size,trial_id,steps_to_goal,max_steps\n" + "".join(
-        f"toy,{r['batch_size']},{r['trial_id']},{'' if r['steps_to_goal'] is None else r['steps_to_goal']},5000\n"
+        f"toy,{r['batch_size']},{r['trial_id']},{'' if r['steps_to_goal'] is None else r['steps_to_goal']},20000\n"
         for r in _rows(table_)))
     (sweep,) = read_steps_csv(path)
     again = tmp_path / "again.csv"
@@ -147,11 +147,47 @@ def test_the_command(tmp_path, capsys):
 
     path = tmp_path / "steps.csv"
     path.write_text("sweep,batch_size,trial_id,steps_to_goal,max_steps\n" + "".join(
-        f"toy,{b},{i},{int(100 * (1 + 50 / b)) + 7 * i},400\n"
+        f"toy,{b},{i},{int(100 * (1 + 50 / b)) + 7 * i},1000\n"
         for b in (8, 16, 32, 64, 128) for i in range(8)))
     out = tmp_path / "out.csv"
     assert main(["shortfall", str(path), "--first", "2", "--write-steps", str(out)]) == 0
     assert "| toy |" in capsys.readouterr().out
     assert out.read_text() == path.read_text()
     assert main(["shortfall", str(path), "--first", "1"]) == 2
-    assert "first must be >= 2, got 1" in capsys.readouterr().err
+    assert "--first must be >= 2, got 1" in capsys.readouterr().err
+    assert main(["shortfall", str(path), "--first", "2", "--write-steps",
+                 str(tmp_path / "no" / "out.csv")]) == 2
+    assert "--write-steps: the directory of" in capsys.readouterr().err
+
+
+HEADER = "sweep,batch_size,trial_id,steps_to_goal,max_steps\n"
+
+
+@pytest.mark.parametrize("body, message", [
+    ("", "no trials"),
+    ("toy,8,0,5\n", "line 2: expected 5 fields"),
+    ("toy,8,0,5,100\ntoy,8,0,6,100\n", "line 3: trial 0 at batch size 8 of sweep 'toy' given twice"),
+    ("toy,8,0,101,100\n", "line 2: steps_to_goal must be in 1..max_steps (100)"),
+    ("toy,8,0,0,100\n", "line 2: steps_to_goal must be in 1..max_steps (100)"),
+    ("toy,8,0,5,0\n", "line 2: max_steps must be >= 1"),
+    ("toy,8,0,5,100\ntoy,16,0,5,200\n", "line 3: max_steps must be >= 1 and the same"),
+    ("toy,0,0,5,100\n", "line 2: batch_size must be >= 1"),
+])
+def test_a_bad_steps_csv_is_one_line(tmp_path, body, message):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(HEADER + body)
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        read_steps_csv(bad)
+
+
+def test_the_value_checked_against_is_the_first_4k_trials():
+    """With more than 4K trials, B_all is fitted on the first 4K per batch size (the statement's
+    32 -> 128), not on every trial."""
+    sizes = [8, 16, 32, 64, 128]
+    rows = _rows({b: [round(100 * (1 + 30 / b))] * 8 + [round(50 * (1 + 300 / b))] * 4
+                  for b in sizes})
+    (sweep,) = [curve_of_steps(rows)]
+    from realnets.sweeps.shortfall_check import Sweep
+    row = check_row(Sweep("toy", sweep, 10 ** 4), first=2)
+    assert row.b_all == pytest.approx(row.b_first)       # the first 8 all tie: no move
+    assert row.all_trials == 12
