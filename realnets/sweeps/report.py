@@ -89,6 +89,17 @@ def _resampled_line(r: dict | None) -> str:
             f"resamples fitted)")
 
 
+def search_caution() -> str:
+    """What the interval over resampled trials leaves out, with the check that measured it
+    (`robustness.SHORTFALL_CHECK`); `report` and the app say it beside that interval."""
+    c = SHORTFALL_CHECK
+    return (f"the interval over resampled trials does not count what a larger search would "
+            f"find: on {c['checked']} sweeps checked, B_crit from {c['to_trials']} trials lay "
+            f"outside the {c['trials']}-trial interval on {c['outside']}, up to "
+            f"x{c['largest']:.2f} from the {c['trials']}-trial value (docs/trainer.md, 'How many "
+            f"trials')")
+
+
 def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str]:
     """The robustness lines; `resampled` (`b_crit_resampled`): the shortfall's caution is said
     where that interval resamples trials."""
@@ -103,12 +114,7 @@ def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str
             + ("  (censored: trials stopped at another's goal)"
                if any(c["censored"] for c in r["trial_count"]) else ""))
     if (resampled or {}).get("available") and resampled.get("method") == "trials":
-        c = SHORTFALL_CHECK
-        lines.append(f"the interval over resampled trials does not count what a larger search "
-                     f"would find: on {c['checked']} sweeps checked, B_crit from {c['to_trials']} "
-                     f"trials lay outside the {c['trials']}-trial interval on {c['outside']}, "
-                     f"up to x{c['largest']:.2f} from the {c['trials']}-trial value "
-                     f"(docs/trainer.md, 'How many trials')")
+        lines.append(search_caution())
     edges = r["edges"]
     lines.append("best trial on the search space's edge at B = " + ", ".join(
         f"{e['batch_size']} ({','.join(e['edge'])})" for e in edges) if edges

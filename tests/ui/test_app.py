@@ -236,6 +236,17 @@ def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
     trials = at.session_state["measured_trials"]
     assert len(trials) == 9 * 32
     assert set(trials["status"]) == {"reached", "not reached", "infeasible"}
+    # the resampled-trials range is said to miss the larger search, as `report` says
+    from realnets.sweeps.report import search_caution
+    assert any(search_caution() in c.value for c in at.caption)
+
+
+def test_no_search_caution_where_the_interval_is_over_reruns():
+    """The text model's trials stopped early: its interval is over reruns, not resampled trials."""
+    at = section_app("Measured curves")
+    at.selectbox(key="measured_sweep").set_value("sweeps/text_transformer").run()
+    assert not at.exception and not errors(at)
+    assert not any("does not count what a larger search" in c.value for c in at.caption)
 
 
 def test_the_shipped_validation_report_shows_beside_its_sweep(measured_app):
