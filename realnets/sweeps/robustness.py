@@ -21,6 +21,18 @@ TRIAL_COUNTS = (16, 32, 64, 128)
 # tests/realnets/sweeps/test_shortfall.py): the 128-trial B_crit lay outside the interval from
 # the first 32 trials on OUTSIDE of CHECKED sweeps, at most a factor LARGEST from the 32-trial value.
 SHORTFALL_CHECK = {"trials": 32, "to_trials": 128, "outside": 8, "checked": 15, "largest": 1.49}
+# The 68% split-conformal factor of |ln(B_128 / B_32)| over those fifteen (the 11th smallest of
+# 15), fixed before the held-out check of docs/prediction_rule.md (session 44, later).
+SEARCH_FACTOR = {"trials": 32, "to_trials": 128, "factor": 1.360, "level": 0.68}
+
+
+def search_interval(b_crit: float | None, trials: int) -> tuple[float, float] | None:
+    """[B / F, B F] with SEARCH_FACTOR's F: where a 4x larger search would put B_crit (examples),
+    for a B_crit from SEARCH_FACTOR["trials"] trials per batch size; None otherwise."""
+    if b_crit is None or trials != SEARCH_FACTOR["trials"]:
+        return None
+    f = SEARCH_FACTOR["factor"]
+    return b_crit / f, b_crit * f
 # below this many steps at the smallest batch size one step is over a tenth of S(B): B_crit rests
 # on a step or two (the breast-cancer workload's pilot goal, sweeps/README.md)
 FEW_STEPS = 10

@@ -21,6 +21,7 @@ from nqm.scaling import fit_mccandlish
 from realnets import store
 from realnets.sweeps.curve import b_crit_resampled, build_curve
 from realnets.sweeps.records import load_sweep
+from realnets.sweeps.robustness import SEARCH_FACTOR, search_interval
 from realnets.sweeps.shortfall import (DOUBLINGS, curve_of_steps, first_trials, shortfall,
                                        with_shortfall)
 
@@ -48,6 +49,7 @@ class CheckRow:
       b_ext, ext_lo, ext_hi: the extrapolation to 4K trials and the interval with the shortfall.
       b_all: B_crit from the first 4K trials per batch size (the value checked against; None
         when all_trials < 4K).
+      search: `robustness.search_interval` of b_first (None unless K is its trial count).
     """
 
     name: str
@@ -60,6 +62,7 @@ class CheckRow:
     ext_lo: float | None
     ext_hi: float | None
     b_all: float | None
+    search: tuple[float, float] | None = None
 
     def inside(self, lo, hi) -> bool | None:
         if self.b_all is None or lo is None or hi is None:
@@ -174,7 +177,7 @@ def check_row(sweep: Sweep, first: int) -> CheckRow:
     larger = first_trials(sweep.curve, to)      # the search the statement checks against: 4K
     b_all = fit_mccandlish(larger.batch_sizes, larger.steps).b_crit if most >= to else None
     return CheckRow(sweep.name, first, most, ext["b_crit"], lo, hi, ext["b_ext"], ext_lo, ext_hi,
-                    b_all)
+                    b_all, search_interval(ext["b_crit"], first))
 
 
 def _g(x) -> str:
@@ -188,14 +191,16 @@ def _yes(x) -> str:
 def table(rows: list[CheckRow]) -> str:
     """The check as a Markdown table, then the counts."""
     k = rows[0].first if rows else 0
+    f = SEARCH_FACTOR["factor"]
     lines = [f"| sweep | B_crit, first {k} (16-84%) | extrapolated to {k * 4} | with the "
-             f"shortfall | B_crit, all trials | inside plain | inside with the shortfall | "
-             f"extrapolation closer |", "|---|---|---|---|---|---|---|---|"]
+             f"shortfall | B_crit, first {k * 4} | inside plain | inside with the shortfall | "
+             f"extrapolation closer | inside x{f:.3f} |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
+        s = r.search or (None, None)
         lines.append(f"| {r.name} | {_g(r.b_first)} ({_g(r.lo)}-{_g(r.hi)}) | {_g(r.b_ext)} | "
-                     f"{_g(r.ext_lo)}-{_g(r.ext_hi)} | {_g(r.b_all)} ({r.all_trials} trials) | "
+                     f"{_g(r.ext_lo)}-{_g(r.ext_hi)} | {_g(r.b_all)} | "
                      f"{_yes(r.inside(r.lo, r.hi))} | {_yes(r.inside(r.ext_lo, r.ext_hi))} | "
-                     f"{_yes(r.closer)} |")
+                     f"{_yes(r.closer)} | {_yes(r.inside(*s))} |")
     checked = [r for r in rows if r.b_all is not None]
     if checked:
         plain = sum(bool(r.inside(r.lo, r.hi)) for r in checked)
@@ -203,11 +208,14 @@ def table(rows: list[CheckRow]) -> str:
         closer = sum(bool(r.closer) for r in checked)
         widths = [r.ext_hi / r.ext_lo for r in checked if r.ext_lo and r.ext_hi]
         plain_w = [r.hi / r.lo for r in checked if r.lo and r.hi]
-        lines += ["", f"of {len(checked)} sweeps with at least {k * 4} trials: B_crit from all "
-                      f"inside the plain interval on {plain}, inside the interval with the "
-                      f"shortfall on {wide}; the extrapolation closer than the first {k}'s "
-                      f"value on {closer}; median width (hi / lo) {_median(plain_w)} plain, "
+        lines += ["", f"of {len(checked)} sweeps with at least {k * 4} trials: B_crit from the "
+                      f"first {k * 4} inside the plain interval on {plain}, inside the interval "
+                      f"with the shortfall on {wide}; the extrapolation closer than the first "
+                      f"{k}'s value on {closer}; median width (hi / lo) {_median(plain_w)} plain, "
                       f"{_median(widths)} with the shortfall"]
+        if any(r.search for r in checked):
+            inside = sum(bool(r.inside(*r.search)) for r in checked if r.search)
+            lines[-1] += f"; inside x{f:.3f} of the first {k}'s value on {inside}"
     return "\n".join(lines)
 
 

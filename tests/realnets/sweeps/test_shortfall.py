@@ -140,6 +140,19 @@ def test_the_shipped_check_is_what_report_says():
     assert sum(not r.inside(r.lo, r.hi) for r in rows) == c["outside"]
     largest = max(max(r.b_all / r.b_first, r.b_first / r.b_all) for r in rows)
     assert f"{largest:.2f}" == f"{c['largest']:.2f}"
+    # the search factor is their 68% split-conformal factor: the ceil(0.68 (n + 1))-th smallest
+    from realnets.sweeps.robustness import SEARCH_FACTOR
+    scores = sorted(abs(math.log(r.b_all / r.b_first)) for r in rows)
+    k = math.ceil(SEARCH_FACTOR["level"] * (len(scores) + 1))
+    assert math.exp(scores[k - 1]) == pytest.approx(SEARCH_FACTOR["factor"], abs=5e-4)
+
+
+def test_search_interval():
+    from realnets.sweeps.robustness import SEARCH_FACTOR, search_interval
+
+    f = SEARCH_FACTOR["factor"]
+    assert search_interval(100.0, 32) == pytest.approx((100 / f, 100 * f))
+    assert search_interval(100.0, 16) is None and search_interval(None, 32) is None
 
 
 def test_the_command(tmp_path, capsys):
