@@ -633,6 +633,12 @@ def show_run():
         batch_text = st.text_input("batch sizes", "8:256", key="run_batch_sizes",
                                    help="16,32,64, or 8:256 for the powers of two from 8 to 256")
         trials = st.number_input("trials per batch size", 1, 1000, 8, key="run_trials")
+        full_trials = st.checkbox(
+            "run every trial to its end (B_crit's 16-84% range)", value=True,
+            key="run_full_trials",
+            help="as `--full-trials`: slower, since a batch size's trials do not stop once one "
+                 "reached the goal, but only then can B_crit's range over resampled trials and "
+                 "its values from the first 16, 32, 64, 128 trials be given (docs/trainer.md)")
         max_steps = st.number_input("step budget per trial (0: the workload's)", 0, 10 ** 7, 0,
                                     key="run_max_steps")
         final_col, decay_col = st.columns(2)
@@ -657,7 +663,8 @@ def show_run():
     try:
         key = run_form.workload_key(workload, own, PLACES)
         config = run_form.sweep_config(key, batch_text, int(trials), int(max_steps),
-                                       final_lr_fraction=final_text, decay_steps=decay_text)
+                                       final_lr_fraction=final_text, decay_steps=decay_text,
+                                       full_trials=full_trials)
         out_dir = run_form.out_dir_for(out_text, key, PLACES)
         if math.isnan(config.goal):    # a workload without a goal of its own: the pilot rule
             line = st.empty()

@@ -36,18 +36,21 @@ def workload_key(chosen: str, own: str, places: Places) -> str:
 
 def sweep_config(workload: str, batch_sizes: str, trials: int, max_steps: int = 0,
                  seed: int = 0, final_lr_fraction: str = "",
-                 decay_steps: str = "") -> SweepConfig:
+                 decay_steps: str = "", full_trials: bool = False) -> SweepConfig:
     """A SweepConfig from the app's form, the workload's defaults filling the rest
     (`SweepConfig.for_workload`, as for `python -m realnets sweep`); `batch_sizes` as the CLI
     takes them ('16,32' or '16:256'); max_steps 0: the workload's budget. `final_lr_fraction` and `decay_steps` are the linear
     decay's searched ranges as 'LO,HI' (the CLI's `--final-lr-fraction-range` and
     `--decay-steps-range`); blank: the workload's (a constant rate for the shipped ones; a decay
-    length needs a final fraction). Raises ValueError naming the bad field (before any work)."""
+    length needs a final fraction). `full_trials`: every trial to its own end (the CLI's
+    `--full-trials`; B_crit's interval over resampled trials needs it). Raises ValueError naming
+    the bad field (before any work)."""
     return SweepConfig.for_workload(
         workload, int(trials), batch_sizes=parse_batch_sizes(batch_sizes or ""),
         max_steps=int(max_steps) or None, seed=int(seed),
         final_lr_fraction=parse_optional_range(final_lr_fraction, "final-lr-fraction-range"),
-        decay_steps=parse_optional_range(decay_steps, "decay-steps-range"))
+        decay_steps=parse_optional_range(decay_steps, "decay-steps-range"),
+        full_trials=bool(full_trials))
 
 
 def out_dir_for(text: str, workload: str, places: Places) -> Path:

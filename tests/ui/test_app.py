@@ -449,6 +449,7 @@ def test_run_a_sweep_form_writes_trials_and_shows_progress(tmp_path):
         (8, 0), (8, 1), (16, 0), (16, 1)]
     # the decay's ranges reached the sweep and every trial
     config = json.loads((out / "config.json").read_text())
+    assert config["full_trials"] is True           # the form's default: an interval of B_crit
     assert config["search"]["final_lr_fraction"] == [0.1, 1.0]
     assert config["search"]["decay_steps"] == [2.0, 20.0]
     assert all(2 <= json.loads(l)["decay_steps"] <= 20 for l in lines)
@@ -476,10 +477,12 @@ def test_run_a_sweep_form_takes_an_own_workload_and_its_pilot_goal(tmp_path):
     at.text_input(key="run_own_workload").input(own)
     at.text_input(key="run_batch_sizes").input("8,64")
     at.number_input(key="run_trials").set_value(2)
+    at.checkbox(key="run_full_trials").uncheck()
     at.text_input(key="run_out").input(str(out))
     at.button(key="run_submit").click().run(timeout=300)
     assert not at.exception and not errors(at)
     config = json.loads((out / "config.json").read_text())
+    assert config["full_trials"] is False
     assert config["workload"] == own and config["max_steps"] == 60   # the workload's budget
     choice = config["goal_choice"]
     assert choice["batch_sizes"] == [8, 64] and config["goal"] == choice["goal"]
