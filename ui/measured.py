@@ -181,13 +181,17 @@ def resampled_columns(document: CurveDocument) -> dict:
     resampled (--full-trials sweeps, batch_science) or the best trials were rerun with other
     seeds, else none; b_crit_reruns_median_curve where the winners were rerun (the B_crit of
     the reruns' median steps, `curve.b_crit_over_repeats`), with b_crit_reruns_median_p16 /
-    _p84, its 16-84% range over the reruns' seeds drawn again, where fitted."""
+    _p84, its 16-84% range over the reruns' seeds drawn again, where fitted; b_crit_search_lo /
+    _hi where a 128-trial search would likely put B_crit (`robustness.search_range`)."""
     r = document.b_crit_resampled
     out = {}
     if r is not None and r["available"] and r["median"] is not None:
         out = {"b_crit_resampled_p16": r["p16"], "b_crit_resampled_p84": r["p84"],
                "b_crit_interval": ("reruns under other seeds" if r.get("method") == "repeats"
                                    else "resampled trials")}
+    search = (document.robustness or {}).get("search")
+    if search:
+        out["b_crit_search_lo"], out["b_crit_search_hi"] = search["lo"], search["hi"]
     repeats = document.b_crit_repeats
     if repeats and repeats.get("available"):
         out["b_crit_reruns_median_curve"] = repeats.get("rerun_median_b_crit")

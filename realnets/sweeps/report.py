@@ -100,6 +100,14 @@ def search_caution() -> str:
             f"trials')")
 
 
+def search_line(search: dict) -> str:
+    """`robustness.search_range` in words."""
+    return (f"a search of {search['to_trials']} trials per batch size would likely "
+            f"({search['level']:.0%}) put B_crit in {_fmt(search['lo'])} .. {_fmt(search['hi'])}"
+            f" (x{search['factor']:.3f}: how far {search['to_trials']} trials moved the "
+            f"{search['trials']}-trial value on the sweeps checked, docs/trainer.md)")
+
+
 def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str]:
     """The robustness lines; `resampled` (`b_crit_resampled`): the shortfall's caution is said
     where that interval resamples trials."""
@@ -115,6 +123,8 @@ def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str
                if any(c["censored"] for c in r["trial_count"]) else ""))
     if (resampled or {}).get("available") and resampled.get("method") == "trials":
         lines.append(search_caution())
+    if r.get("search"):
+        lines.append(search_line(r["search"]))
     edges = r["edges"]
     lines.append("best trial on the search space's edge at B = " + ", ".join(
         f"{e['batch_size']} ({','.join(e['edge'])})" for e in edges) if edges

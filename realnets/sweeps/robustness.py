@@ -116,7 +116,21 @@ def edge_points(curve: ScalingCurve) -> list[dict]:
     return [{"batch_size": p.batch_size, "edge": list(p.edge)} for p in curve.points if p.edge]
 
 
+def search_range(curve: ScalingCurve) -> dict | None:
+    """Where a search of SEARCH_FACTOR["to_trials"] trials per batch size would likely (68%) put
+    the B_crit of a sweep run to its trials' end with exactly SEARCH_FACTOR["trials"] at every
+    batch size: {"lo", "hi" (examples), "factor", "level", "trials", "to_trials"}; None for any
+    other sweep (the factor was measured from 32 to 128 trials only) or without a fit."""
+    full = bool(curve.config.get("full_trials")) or curve.source == "batch_science"
+    if not full or {len(p.trials) for p in curve.points} != {SEARCH_FACTOR["trials"]}:
+        return None
+    span = search_interval(fit_mccandlish(curve.batch_sizes, curve.steps).b_crit,
+                           SEARCH_FACTOR["trials"])
+    return None if span is None else {"lo": span[0], "hi": span[1], **SEARCH_FACTOR}
+
+
 def robustness(curve: ScalingCurve) -> dict:
     """All of the above, JSON-ready (curve.json's "robustness")."""
     return {"leave_one_out": leave_one_out(curve), "rms_log_residual": rms_log_residual(curve),
-            "trial_count": trial_count_convergence(curve), "edges": edge_points(curve)}
+            "trial_count": trial_count_convergence(curve), "edges": edge_points(curve),
+            "search": search_range(curve)}

@@ -97,6 +97,9 @@ def test_summary_is_the_curve_document_fit(mnist_mlp):
     assert row["cbs20"] == 64 and row["maximal_from"] == 512
     assert (row["b_crit_resampled_p16"], row["b_crit_resampled_p84"]) == pytest.approx(
         (67.88, 87.80), abs=0.01)
+    # 32 trials run to their end: where 128 would likely put B_crit, x1.360 either side
+    assert (row["b_crit_search_lo"], row["b_crit_search_hi"]) == pytest.approx(
+        (76.40 / 1.360, 76.40 * 1.360), abs=0.01)
     # the fitted line at the smallest and largest batch sizes: 20.33 (1 + 76.4 / B)
     fit = dict(zip(mnist_mlp.points["batch_size"], mnist_mlp.points["fit"]))
     assert fit[16] == pytest.approx(117.41, abs=0.01) and fit[4096] == pytest.approx(20.71, abs=0.01)

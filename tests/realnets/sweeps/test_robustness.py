@@ -67,7 +67,7 @@ def test_edges_are_listed_and_the_record_is_json_ready():
     curve = _curve({b: [int(_mccandlish(b))] for b in SIZES}, edges={1024: ("learning_rate",)})
     assert edge_points(curve) == [{"batch_size": 1024, "edge": ["learning_rate"]}]
     record = robustness(curve)
-    assert set(record) == {"leave_one_out", "rms_log_residual", "trial_count", "edges"}
+    assert set(record) == {"leave_one_out", "rms_log_residual", "trial_count", "edges", "search"}
 
 
 def test_a_curve_with_few_steps_is_flagged_in_the_report():
@@ -124,3 +124,21 @@ def test_steps_the_winners_reruns_mostly_miss_are_flagged_as_luck():
     # the files hold both cases, so the flag is checked where it must appear and where not
     assert found["diabetes_mlp"] == [32, 64, 128, 256] and found["breast_cancer_mlp"] == [16]
     assert found["digits_mlp"] == []
+
+
+def test_the_search_range_only_for_32_trials_run_to_their_end():
+    from realnets.sweeps.robustness import SEARCH_FACTOR, search_range
+
+    rng = np.random.default_rng(4)
+    steps = {b: [round(_mccandlish(b) * 1000 * rng.uniform(1, 3)) for _ in range(32)]
+             for b in SIZES}
+    curve = _curve(steps)
+    got = search_range(curve)
+    b = fit_mccandlish(curve.batch_sizes, curve.steps).b_crit
+    f = SEARCH_FACTOR["factor"]
+    assert (got["lo"], got["hi"]) == pytest.approx((b / f, b * f))
+    assert robustness(curve)["search"] == got
+    assert search_range(_curve(steps, full=False)) is None          # censored trials
+    assert search_range(_curve({b: s[:16] for b, s in steps.items()})) is None   # 16 trials
+    uneven = {**steps, 16: steps[16][:31]}
+    assert search_range(_curve(uneven)) is None

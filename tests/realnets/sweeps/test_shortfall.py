@@ -204,3 +204,33 @@ def test_the_value_checked_against_is_the_first_4k_trials():
     row = check_row(Sweep("toy", sweep, 10 ** 4), first=2)
     assert row.b_all == pytest.approx(row.b_first)       # the first 8 all tie: no move
     assert row.all_trials == 12
+
+
+def test_report_gives_the_search_range_of_a_32_trial_sweep():
+    from pathlib import Path
+
+    from realnets.sweeps import report
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.records import load_sweep
+
+    root = Path(__file__).resolve().parents[3] / "sweeps"
+    text = report.render(build_curve(*reversed(load_sweep(root / "mnist_mlp"))), "table")
+    # B_crit 76.40 from 32 trials: 76.40 / 1.360 .. 76.40 x 1.360
+    assert ("a search of 128 trials per batch size would likely (68%) put B_crit in 56.18 .. "
+            "103.9") in text
+    assert report.search_caution() in text
+    nqm = report.render(build_curve(*reversed(load_sweep(root / "nqm"))), "table")
+    assert "would likely" not in nqm and report.search_caution() in nqm     # 128 trials
+
+
+def test_the_held_out_check_of_the_search_factor():
+    """The four sweeps held out for SEARCH_FACTOR (docs/prediction_rule.md, session 44, later):
+    their 128-trial B_crit inside x1.360 of the 32-trial value on three of four."""
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[3] / "sweeps" / "trial_count_128_heldout_steps.csv"
+    rows = [check_row(s, 32) for s in read_steps_csv(path)]
+    assert [r.name for r in rows] == ["digits_mlp_sgd", "mnist_logreg", "mnist_logreg_momentum",
+                                      "teacher_student_mlp_adam"]
+    assert [r.inside(*r.search) for r in rows] == [False, True, True, True]
+    assert sum(bool(r.inside(r.lo, r.hi)) for r in rows) == 1
