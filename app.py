@@ -333,7 +333,7 @@ def describe(config: dict) -> str:
 
 
 def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
-    from realnets.sweeps.report import curve_warnings, search_caution
+    from realnets.sweeps.report import curve_warnings, search_caution, search_line
     from ui import prediction
     from ui.measured import decayed, resampled_columns
     st.subheader("Steps to result measured on a network, beside the NQM")
@@ -406,7 +406,10 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
     else:
         st.dataframe(measured.summary, hide_index=True)
     if resampled_columns(measured.document).get("b_crit_interval") == "resampled trials":
-        st.caption("Measured B_crit's 16-84% range: " + search_caution() + ".")
+        search = (measured.document.robustness or {}).get("search")
+        st.caption("Measured B_crit's 16-84% range: " + search_caution() + "."
+                   + (f" In the summary, b_crit_search_lo .. _hi: {search_line(search)}."
+                      if search else ""))
     with st.container(horizontal=True):
         if comparison is not None:
             st.download_button("Download both curves (CSV)", comparison.points.to_csv(index=False),

@@ -238,7 +238,8 @@ def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
     assert set(trials["status"]) == {"reached", "not reached", "infeasible"}
     # the resampled-trials range is said to miss the larger search, as `report` says
     from realnets.sweeps.report import search_caution
-    assert any(search_caution() in c.value for c in at.caption)
+    assert any(search_caution() in c.value and "put B_crit in 56.18 .. 103.9" in c.value
+               for c in at.caption)
 
 
 def test_no_search_caution_where_the_interval_is_over_reruns():
