@@ -11,6 +11,8 @@ Rows (`reconciliation`), every batch size per example:
                                  note gives the bound when the curve has no bend in its range
   leave one batch size out       lo, hi: the smallest and largest refitted B_crit; the note has the
                                  largest factor off the fit and the fit's RMS log residual
+  a search of 128 trials         for a sweep of 32 trials run to their end: lo, hi where a 128-trial
+                                 search would likely (68%) put B_crit (`robustness.search_range`)
   reruns under other seeds       where the sweep's winners were rerun (`realnets.sweeps.repeats`):
                                  value the B_crit of the reruns' median curve, lo, hi its 16-84%
                                  range over the reruns' seeds drawn again (the note gives the
@@ -41,12 +43,14 @@ import math
 import numpy as np
 
 from realnets.sweeps.report import runs_drawn
+from realnets.sweeps.robustness import SEARCH_FACTOR, search_interval
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
 from realnets.validation.settings import RULE_2, TARGET_LABELS
 
 MEASURED = "measured B_crit (fit)"
 LEAVE_ONE_OUT = "measured B_crit, leave one batch size out"
 RERUNS = "measured B_crit, winners rerun under other seeds"
+SEARCH = "measured B_crit, a search of 128 trials"
 LOCAL_CBS = "local CBS"
 B_SIMPLE = "B_simple = tr(Sigma) / ‖G‖²"
 B_NOISE = "B_noise = tr(H Sigma) / (G^T H G)"
@@ -122,6 +126,23 @@ def _reruns_rows(measured: dict, b_crit: float | None) -> list[dict]:
                       f"{runs_drawn(r)} (the winner and its reruns): {one_run}")]
 
 
+def _search_rows(measured: dict, sweep_config: dict, b_crit: float | None) -> list[dict]:
+    """Where a 4x larger search would likely put B_crit (`robustness.search_interval`), for a
+    sweep whose interval resamples its trials (they ran to their end) with the search factor's
+    trial count (else no row)."""
+    trials = sweep_config.get("trials")
+    resampled = (measured.get("interval") or {}).get("method") == "trials"
+    span = search_interval(b_crit, int(trials)) if resampled and trials else None
+    if span is None:
+        return []
+    f = SEARCH_FACTOR
+    return [_row(SEARCH, b_crit, lo=span[0], hi=span[1],
+                 note=f"where a search of {f['to_trials']} trials per batch size would likely "
+                      f"({f['level']:.0%}) put B_crit: x{f['factor']:.3f} either side of the "
+                      f"{f['trials']}-trial fit, how far {f['to_trials']} trials moved it on the "
+                      "sweeps checked (docs/trainer.md, 'How many trials')")]
+
+
 def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:
     robust = measured.get("robustness")
     if not robust:
@@ -177,6 +198,7 @@ def reconciliation(doc: dict, sides: dict | None = None) -> list[dict]:
                       + ("" if cbs20 is None else f"; cbs20 {cbs20}")
                       + (f"; {bound.describe()}" if bound else "")),
             _leave_one_out_row(measured, b_crit)]
+    rows += _search_rows(measured, doc.get("sweep_config") or {}, b_crit)
     rows += _reruns_rows(measured, b_crit)
     rows += _local_cbs_rows(doc, b_crit)
     checkpoint, rule, record, pred = headline(doc)

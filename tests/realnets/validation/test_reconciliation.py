@@ -304,3 +304,22 @@ def test_the_estimate_of_record_stands_before_b_2pt_where_the_record_has_the_med
     assert row["value"] is None and row["note"].startswith(
         "the median full-batch end, 95 steps, is not below the reruns' median S~_ref, 90: no "
         "estimate")
+
+
+def test_a_32_trial_sweep_gets_the_search_row_and_others_do_not():
+    """Resampled trials and 32 per batch size: where a 128-trial search would likely put B_crit,
+    x1.360 either side of the fit (robustness.SEARCH_FACTOR); none for other counts, or where the
+    interval is over reruns (trials stopped early)."""
+    doc = synthetic()
+    doc["measured"]["interval"]["method"] = "trials"
+    doc["sweep_config"] = {"trials": 32}
+    row = _by_name(rec.reconciliation(doc))[rec.SEARCH]
+    assert (row["lo"], row["hi"]) == pytest.approx((MEASURED / 1.360, MEASURED * 1.360))
+    assert row["value"] is None and "x1.360" in row["note"]
+    assert [r["estimate"] for r in rec.reconciliation(doc)][:3] == [
+        rec.MEASURED, rec.LEAVE_ONE_OUT, rec.SEARCH]
+    doc["sweep_config"] = {"trials": 16}
+    assert rec.SEARCH not in _by_name(rec.reconciliation(doc))
+    doc["sweep_config"] = {"trials": 32}
+    doc["measured"]["interval"]["method"] = "repeats"
+    assert rec.SEARCH not in _by_name(rec.reconciliation(doc))
