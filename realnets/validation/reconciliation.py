@@ -126,13 +126,19 @@ def _reruns_rows(measured: dict, b_crit: float | None) -> list[dict]:
                       f"{runs_drawn(r)} (the winner and its reruns): {one_run}")]
 
 
-def _search_rows(measured: dict, sweep_config: dict, b_crit: float | None) -> list[dict]:
-    """Where a 4x larger search would likely put B_crit (`robustness.search_interval`), for a
-    sweep whose interval resamples its trials (they ran to their end) with the search factor's
-    trial count (else no row)."""
-    trials = sweep_config.get("trials")
+def search_of(doc: dict) -> tuple[float, float] | None:
+    """(lo, hi) where a 4x larger search would likely put a validation document's measured
+    B_crit (`robustness.search_interval`): for a sweep whose interval resamples its trials
+    (they ran to their end) with the search factor's trial count; else None."""
+    measured, trials = doc["measured"], (doc.get("sweep_config") or {}).get("trials")
     resampled = (measured.get("interval") or {}).get("method") == "trials"
-    span = search_interval(b_crit, int(trials)) if resampled and trials else None
+    return (search_interval(measured["fit"]["b_crit"], int(trials))
+            if resampled and trials else None)
+
+
+def _search_rows(doc: dict, b_crit: float | None) -> list[dict]:
+    """The row of `search_of` (none where it is None)."""
+    span = search_of(doc)
     if span is None:
         return []
     f = SEARCH_FACTOR
@@ -198,7 +204,7 @@ def reconciliation(doc: dict, sides: dict | None = None) -> list[dict]:
                       + ("" if cbs20 is None else f"; cbs20 {cbs20}")
                       + (f"; {bound.describe()}" if bound else "")),
             _leave_one_out_row(measured, b_crit)]
-    rows += _search_rows(measured, doc.get("sweep_config") or {}, b_crit)
+    rows += _search_rows(doc, b_crit)
     rows += _reruns_rows(measured, b_crit)
     rows += _local_cbs_rows(doc, b_crit)
     checkpoint, rule, record, pred = headline(doc)

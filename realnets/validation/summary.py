@@ -9,7 +9,9 @@ Each entry (`summary_entry`, from a validation document):
   {"workload", "optimizer", "rule",             # "rule_4" or "rule_1": whose is "predicted"
    "checkpoint",                                # the NQM's checkpoint (both rules')
    "measured": {"b_crit", "lo", "hi", "bound",  # fit, and the 16-84% range over resampled trials
-                "method"},                      # ("trials") or over reruns ("repeats"), or null
+                "method",                       # ("trials") or over reruns ("repeats"), or null;
+                "search": {"lo", "hi"}},        # where a 128-trial search would likely put it
+                                                # (32 trials run to their end; else null)
    "reruns": {"b_crit", "lo", "hi",             # where the winners were rerun under other seeds:
               "one_run": {"lo", "hi"}} or null, # the reruns' median curve's B_crit, its 16-84%
                                                 # range over the seeds drawn again, and the range
@@ -55,7 +57,7 @@ from pathlib import Path
 
 from realnets import store
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
-from realnets.validation.reconciliation import two_point
+from realnets.validation.reconciliation import search_of, two_point
 from realnets.validation.settings import RULE_2
 
 SUMMARY_FILE = "summary.json"
@@ -117,7 +119,7 @@ def summary_entry(doc: dict, sides: dict | None = None) -> dict:
         "rule": of_record[0], "checkpoint": checkpoint,
         "measured": {"b_crit": measured, "lo": m_lo, "hi": m_hi,
                      "bound": _bound_dict(points_bound(doc["measured"].get("points"))),
-                     "method": method},
+                     "method": method, "search": _search_entry(doc)},
         "reruns": _reruns_entry(reruns),
         "predicted": of_record[1],
         "rule_1": rule_1,
@@ -132,6 +134,13 @@ def summary_entry(doc: dict, sides: dict | None = None) -> dict:
         "miss_split": _miss_split_entry((sides or {}).get("miss_split")),
         "rule_4": rule_4,
     }
+
+
+def _search_entry(doc: dict) -> dict | None:
+    """{"lo", "hi"}: where a 128-trial search would likely put the measured B_crit
+    (`reconciliation.search_of`), or None."""
+    span = search_of(doc)
+    return None if span is None else {"lo": span[0], "hi": span[1]}
 
 
 def rule_1_of(entry: dict) -> dict:

@@ -143,6 +143,11 @@ class TrackRecord:
     held_out: dict[float, int]   # level -> workloads covered, factor held out by workload name
     unbounded: dict[float, int]  # level -> of those, covered by an infinite held-out factor
     given: dict[float, float]    # level -> conformal factor over the workloads with a number
+    # over the workloads with a number and a measured search range (`summary`'s measured.search):
+    # within 2x of every value in it, of some of it (not all), of none
+    with_search: int = 0
+    search_all: int = 0
+    search_part: int = 0
 
     def to_dict(self) -> dict:
         """As plain JSON: levels as strings ("0.68"), an infinite factor or an undefined
@@ -181,6 +186,12 @@ def _check_entry(i: int, e: dict) -> None:
         if x is not None and not _is_number(x):
             raise ValueError(f"{where}: measured.{field} must be a finite number or null, "
                              f"got {x!r}")
+    search = measured.get("search")
+    if search is not None and not (isinstance(search, dict) and _is_number(search.get("lo"))
+                                   and _is_number(search.get("hi"))
+                                   and 0 < search["lo"] <= search["hi"]):
+        raise ValueError(f"{where}: measured.search must be null or {{lo, hi}} with "
+                         f"0 < lo <= hi, got {search!r}")
     for name, of in PREDICTORS.items():
         try:
             p = of(e)
@@ -210,6 +221,8 @@ def track_record(entries: list[dict], levels: Sequence[float] = LEVELS) -> list[
                    if p.value is not None and p.value > 0 and p.lo is not None
                    and p.hi is not None]
         held = {lv: held_out_coverage(scores, groups, lv) for lv in levels}
+        across = [search_reach(p.value, m["search"]) for p, m in zip(preds, measured)
+                  if p.value is not None and p.value > 0 and m.get("search")]
         out.append(TrackRecord(
             predictor=name, n=len(chosen), missing=len(chosen) - len(ratios),
             not_computed=sum(not p.computed for p in preds),
@@ -223,8 +236,19 @@ def track_record(entries: list[dict], levels: Sequence[float] = LEVELS) -> list[
             held_out={lv: held[lv][0] for lv in levels},
             unbounded={lv: held[lv][1] for lv in levels},
             given={lv: conformal_factor([s for s in scores if math.isfinite(s)], lv)
-                   for lv in levels}))
+                   for lv in levels},
+            with_search=len(across), search_all=across.count("all"),
+            search_part=across.count("part")))
     return out
+
+
+def search_reach(value: float, search: dict) -> str:
+    """Whether `value` is within 2x of every value in the measured search range `search`
+    ({"lo", "hi"}, examples): 'all'; of some of it: 'part'; of none: 'none'."""
+    lo, hi = search["lo"], search["hi"]
+    if value / lo <= 2.0 and value / hi >= 0.5:
+        return "all"
+    return "part" if value / hi <= 2.0 and value / lo >= 0.5 else "none"
 
 
 def record_factor(entries: list[dict], predictor: str, level: float = LEVELS[0],
@@ -277,7 +301,8 @@ def track_record_table(records: list[TrackRecord]) -> str:
             + " | ".join(f"{lv:.0%} factor F | covered, F held out by network" for lv in levels)
             + " | F among those with a number (" + ", ".join(f"{lv:.0%}" for lv in levels)
             + ") |")
-    lines = [head, "|---" * (7 + 2 * len(levels)) + "|"]
+    head += " within 2x of the whole measured search range (of part of it) |"
+    lines = [head, "|---" * (8 + 2 * len(levels)) + "|"]
     for r in records:
         cells = " | ".join(f"x{_num(r.factors[lv])} | {r.held_out[lv]} of {r.n}"
                            + (f" ({r.unbounded[lv]} by F = inf)" if r.unbounded[lv] else "")
@@ -286,5 +311,6 @@ def track_record_table(records: list[TrackRecord]) -> str:
         lines.append(f"| {r.predictor} | {r.n} ({missing}) | {_num(r.median_ratio)} | "
                      f"{r.within_2x} of {r.n} | {r.inside} of {r.with_interval} | "
                      f"{r.overlap} of {r.with_interval} | {cells} | "
-                     + ", ".join(f"x{_num(r.given[lv])}" for lv in levels) + " |")
+                     + ", ".join(f"x{_num(r.given[lv])}" for lv in levels)
+                     + f" | {r.search_all} of {r.with_search} ({r.search_part}) |")
     return "\n".join(lines)

@@ -42,7 +42,13 @@ def test_entry_takes_the_headline_rule_and_checkpoint():
     e = summary_entry(_doc())
     assert e["rule"] == "rule_1" and e["checkpoint"] == "goal"
     assert e["measured"] == {"b_crit": 100.0, "lo": 80.0, "hi": 130.0, "bound": None,
-                             "method": "trials"}
+                             "method": "trials", "search": None}
+    # 32 trials resampled: where a 128-trial search would likely put it, x1.360 either side
+    doc = _doc()
+    doc["measured"]["interval"]["method"] = "trials"
+    doc["sweep_config"]["trials"] = 32
+    got = summary_entry(doc)["measured"]["search"]
+    assert (got["lo"], got["hi"]) == pytest.approx((100.0 / 1.360, 136.0))
     assert e["reruns"] is None
     assert e["predicted"] == {"b_crit": 150.0, "lo": 120.0, "hi": 170.0, "bound": None}
     assert e["ratio"] == pytest.approx(1.5)
@@ -59,7 +65,7 @@ def test_entry_of_a_censored_sweep_has_no_measured_interval():
     doc = _doc()
     doc["measured"]["interval"] = {"available": False, "note": "needs --full-trials"}
     assert summary_entry(doc)["measured"] == {"b_crit": 100.0, "lo": None, "hi": None,
-                                              "bound": None, "method": None}
+                                              "bound": None, "method": None, "search": None}
 
 
 def test_entry_with_reruns_names_the_method_and_tabulates_the_reruns():

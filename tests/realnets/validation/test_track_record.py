@@ -167,6 +167,9 @@ def test_overlapping_intervals_that_do_not_hold_the_measurement():
     ({"b_simple": {"value": 3.0, "se": math.inf}}, "B_simple's lo must be a finite number"),
     ({"measured": {"b_crit": 10.0, "lo": "9"}}, "measured.lo must be a finite number"),
     ({"rule_1": None, "predicted": None}, "the rule 1 field is missing or not an object"),
+    ({"measured": {"b_crit": 10.0, "search": {"lo": 9.0}}}, "measured.search must be null"),
+    ({"measured": {"b_crit": 10.0, "search": {"lo": 12.0, "hi": 9.0}}},
+     "measured.search must be null or \\{lo, hi\\} with 0 < lo <= hi"),
 ])
 def test_a_malformed_entry_is_named(change, says):
     entries = [_entry("a", 10.0, rule_4=12.0, b_simple=5.0), {**_entry("b", 10.0), **change}]
@@ -212,3 +215,23 @@ def test_cli(capsys, tmp_path):
     (tmp_path / "s.json").write_text(json.dumps([_entry("nqm", 10.0)]))
     assert main(["track-record", str(tmp_path / "s.json")]) == 2
     assert "no real workload" in capsys.readouterr().err
+
+
+def test_within_2x_of_the_whole_search_range_or_part_of_it():
+    """Measured 100 with its search range 73.5 .. 136: a prediction of 140 is within 2x of all
+    of it (140 / 73.5 = 1.9), 200 of part (200 / 136 = 1.47, 200 / 73.5 = 2.7), 300 of none
+    (300 / 136 = 2.2); an entry without a range is not counted."""
+    from realnets.validation.track_record import search_reach
+
+    search = {"lo": 100 / 1.36, "hi": 136.0}
+    assert [search_reach(v, search) for v in (140.0, 200.0, 300.0, 40.0, 36.0, 70.0)] == [
+        "all", "part", "none", "part", "none", "all"]
+    entries = []
+    for name, value in (("a", 140.0), ("b", 200.0), ("c", 300.0), ("d", 150.0)):
+        e = _entry(name, 100.0, rule_4=value, b_simple=1.0)
+        if name != "d":
+            e["measured"]["search"] = search
+        entries.append(e)
+    r4 = {r.predictor: r for r in track_record(entries)}["rule 4"]
+    assert (r4.with_search, r4.search_all, r4.search_part) == (3, 1, 1)
+    assert "| 1 of 3 (1) |" in track_record_table([r4])
