@@ -405,9 +405,10 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
         st.dataframe(comparison.table, hide_index=True)
     else:
         st.dataframe(measured.summary, hide_index=True)
-    if resampled_columns(measured.document).get("b_crit_interval") == "resampled trials":
-        search = (measured.document.robustness or {}).get("search")
-        st.caption("Measured B_crit's 16-84% range: " + search_caution() + "."
+    search = (measured.document.robustness or {}).get("search")
+    resampled = resampled_columns(measured.document).get("b_crit_interval") == "resampled trials"
+    if resampled or search:
+        st.caption(("Measured B_crit: " + search_caution() + "." if resampled else "")
                    + (f" In the summary, b_crit_search_lo .. _hi: {search_line(search)}."
                       if search else ""))
     with st.container(horizontal=True):

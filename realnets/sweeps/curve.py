@@ -14,7 +14,7 @@ import numpy as np
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.scaling import analyse_curve, fit_mccandlish
 from realnets.sweeps.records import CurveDocument, SweepConfig, TrialRecord, trial_order
-from realnets.sweeps.robustness import robustness
+from realnets.sweeps.robustness import robustness, runs_to_end
 from realnets.workloads.search_space import TrialSearchSpace
 
 EDGE_FRACTION = 0.1   # best value in the outer 10% of a log range counts as "on the edge"
@@ -184,8 +184,7 @@ def b_crit_resampled(curve: ScalingCurve, resamples: int = RESAMPLES, seed: int 
       reruns; else "available" False and a "note" saying why.
     """
     # a batch_science curve's config has no full_trials: its trials all ran to their end
-    uncensored = curve.source == "batch_science" or bool(curve.config.get("full_trials"))
-    if not uncensored:
+    if not runs_to_end(curve):
         reached = [p for p in curve.points if p.reached]
         if reached and any(p.repeats for p in reached):
             return b_crit_over_repeats(curve, resamples, seed)

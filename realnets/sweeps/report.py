@@ -11,7 +11,7 @@ from nqm.curve import ScalingCurve, to_json
 from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.sweeps.records import CurveDocument
-from realnets.sweeps.robustness import FEW_STEPS, SHORTFALL_CHECK, few_steps
+from realnets.sweeps.robustness import FEW_STEPS, SEARCH_CHECK, SHORTFALL_CHECK, few_steps
 
 COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
            "reached", "not_reached", "infeasible", "b_simple", "edge")
@@ -104,8 +104,15 @@ def search_line(search: dict) -> str:
     """`robustness.search_range` in words."""
     return (f"a search of {search['to_trials']} trials per batch size would likely "
             f"({search['level']:.0%}) put B_crit in {_fmt(search['lo'])} .. {_fmt(search['hi'])}"
-            f" (x{search['factor']:.3f}: how far {search['to_trials']} trials moved the "
-            f"{search['trials']}-trial value on the sweeps checked, docs/trainer.md)")
+            f" (x{search['factor']:.3f} either side: {search['to_trials']} trials moved the "
+            f"{search['trials']}-trial value less than that on {_search_check()}, up to x1.5; "
+            f"docs/trainer.md)")
+
+
+def _search_check() -> str:
+    c = SEARCH_CHECK
+    return (f"{c['within']} of {c['of']} sweeps and {c['held_out_within']} of "
+            f"{c['held_out']} held out")
 
 
 def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str]:

@@ -43,7 +43,7 @@ import math
 import numpy as np
 
 from realnets.sweeps.report import runs_drawn
-from realnets.sweeps.robustness import SEARCH_FACTOR, search_interval
+from realnets.sweeps.robustness import SEARCH_CHECK, SEARCH_FACTOR, search_interval
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
 from realnets.validation.settings import RULE_2, TARGET_LABELS
 
@@ -132,8 +132,12 @@ def search_of(doc: dict) -> tuple[float, float] | None:
     (they ran to their end) with the search factor's trial count; else None."""
     measured, trials = doc["measured"], (doc.get("sweep_config") or {}).get("trials")
     resampled = (measured.get("interval") or {}).get("method") == "trials"
-    return (search_interval(measured["fit"]["b_crit"], int(trials))
-            if resampled and trials else None)
+    # B_crit from the first K trials goes up to the fewest at any batch size: 32 means every
+    # batch size has its 32 (an interrupted sweep would stop at 16)
+    counts = [c["trials"] for c in (measured.get("robustness") or {}).get("trial_count") or []]
+    if not (resampled and trials) or (counts and max(counts) != int(trials)):
+        return None
+    return search_interval(measured["fit"]["b_crit"], int(trials))
 
 
 def _search_rows(doc: dict, b_crit: float | None) -> list[dict]:
@@ -141,12 +145,13 @@ def _search_rows(doc: dict, b_crit: float | None) -> list[dict]:
     span = search_of(doc)
     if span is None:
         return []
-    f = SEARCH_FACTOR
+    f, c = SEARCH_FACTOR, SEARCH_CHECK
     return [_row(SEARCH, b_crit, lo=span[0], hi=span[1],
                  note=f"where a search of {f['to_trials']} trials per batch size would likely "
                       f"({f['level']:.0%}) put B_crit: x{f['factor']:.3f} either side of the "
-                      f"{f['trials']}-trial fit, how far {f['to_trials']} trials moved it on the "
-                      "sweeps checked (docs/trainer.md, 'How many trials')")]
+                      f"{f['trials']}-trial fit ({f['to_trials']} trials moved it less than that "
+                      f"on {c['within']} of {c['of']} sweeps and {c['held_out_within']} of "
+                      f"{c['held_out']} held out, up to x1.5; docs/trainer.md, 'How many trials')")]
 
 
 def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:

@@ -145,6 +145,9 @@ def test_the_shipped_check_is_what_report_says():
     scores = sorted(abs(math.log(r.b_all / r.b_first)) for r in rows)
     k = math.ceil(SEARCH_FACTOR["level"] * (len(scores) + 1))
     assert math.exp(scores[k - 1]) == pytest.approx(SEARCH_FACTOR["factor"], abs=5e-4)
+    from realnets.sweeps.robustness import SEARCH_CHECK
+    assert (sum(bool(r.inside(*r.search)) for r in rows), len(rows)) == (
+        SEARCH_CHECK["within"], SEARCH_CHECK["of"])
 
 
 def test_search_interval():
@@ -233,4 +236,6 @@ def test_the_held_out_check_of_the_search_factor():
     assert [r.name for r in rows] == ["digits_mlp_sgd", "mnist_logreg", "mnist_logreg_momentum",
                                       "teacher_student_mlp_adam"]
     assert [r.inside(*r.search) for r in rows] == [False, True, True, True]
+    from realnets.sweeps.robustness import SEARCH_CHECK
+    assert (3, 4) == (SEARCH_CHECK["held_out_within"], SEARCH_CHECK["held_out"])
     assert sum(bool(r.inside(r.lo, r.hi)) for r in rows) == 1

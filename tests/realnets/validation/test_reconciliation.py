@@ -323,3 +323,27 @@ def test_a_32_trial_sweep_gets_the_search_row_and_others_do_not():
     doc["sweep_config"] = {"trials": 32}
     doc["measured"]["interval"]["method"] = "repeats"
     assert rec.SEARCH not in _by_name(rec.reconciliation(doc))
+
+
+def test_the_search_row_and_the_sweeps_report_agree_on_every_shipped_report():
+    """The validation document's condition (`search_of`) and the sweep's
+    (`robustness.search_range`) give the same range, or none, on every shipped report."""
+    import json
+    from pathlib import Path
+
+    from realnets.sweeps.curve import build_curve
+    from realnets.sweeps.records import load_sweep
+    from realnets.sweeps.robustness import search_range
+
+    root = Path(__file__).resolve().parents[3]
+    with_range = 0
+    for path in sorted((root / "reports" / "validation").glob("*/validation.json")):
+        doc = json.loads(path.read_text())
+        config, records = load_sweep(root / doc["provenance"]["sweep"])
+        from_sweep = search_range(build_curve(records, config))
+        from_doc = rec.search_of(doc)
+        assert (from_sweep is None) == (from_doc is None), path.parent.name
+        if from_doc is not None:
+            with_range += 1
+            assert (from_sweep["lo"], from_sweep["hi"]) == pytest.approx(from_doc, rel=1e-9)
+    assert with_range == 31
