@@ -11,7 +11,8 @@ from nqm.curve import ScalingCurve, to_json
 from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.sweeps.records import CurveDocument
-from realnets.sweeps.robustness import FEW_STEPS, SEARCH_CHECK, SHORTFALL_CHECK, few_steps
+from realnets.sweeps.robustness import (FEW_STEPS, SEARCH_CHECK, SEARCH_FACTOR, SHORTFALL_CHECK,
+                                        few_steps)
 
 COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
            "reached", "not_reached", "infeasible", "b_simple", "edge")
@@ -132,6 +133,12 @@ def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str
         lines.append(search_caution())
     if r.get("search"):
         lines.append(search_line(r["search"]))
+    if r.get("search_check"):
+        c = r["search_check"]
+        f = SEARCH_FACTOR
+        lines.append(f"the search range from the first {f['trials']} trials, {_fmt(c['lo'])} .. "
+                     f"{_fmt(c['hi'])}, {'holds' if c['inside'] else 'misses'} B_crit from the "
+                     f"first {f['to_trials']}, {_fmt(c['b_crit'])} (docs/trainer.md)")
     edges = r["edges"]
     lines.append("best trial on the search space's edge at B = " + ", ".join(
         f"{e['batch_size']} ({','.join(e['edge'])})" for e in edges) if edges

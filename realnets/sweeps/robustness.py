@@ -140,8 +140,26 @@ def search_range(curve: ScalingCurve) -> dict | None:
     return None if span is None else {"lo": span[0], "hi": span[1], **SEARCH_FACTOR}
 
 
+def search_check(curve: ScalingCurve) -> dict | None:
+    """The search range on a sweep that has the larger search too (at least
+    SEARCH_FACTOR["to_trials"] trials at every batch size, run to their end): the range from its
+    first SEARCH_FACTOR["trials"] trials and B_crit from its first SEARCH_FACTOR["to_trials"],
+    {"lo", "hi", "b_crit" (from the larger search), "inside"}; None for any other sweep."""
+    if (curve.source != "measured" or not runs_to_end(curve) or not curve.points
+            or min(len(p.trials) for p in curve.points) < SEARCH_FACTOR["to_trials"]):
+        return None
+    first = first_trials(curve, SEARCH_FACTOR["trials"])
+    span = search_interval(fit_mccandlish(first.batch_sizes, first.steps).b_crit,
+                           SEARCH_FACTOR["trials"])
+    larger = first_trials(curve, SEARCH_FACTOR["to_trials"])
+    b_crit = fit_mccandlish(larger.batch_sizes, larger.steps).b_crit
+    if span is None or b_crit is None:
+        return None
+    return {"lo": span[0], "hi": span[1], "b_crit": b_crit, "inside": span[0] <= b_crit <= span[1]}
+
+
 def robustness(curve: ScalingCurve) -> dict:
     """All of the above, JSON-ready (curve.json's "robustness")."""
     return {"leave_one_out": leave_one_out(curve), "rms_log_residual": rms_log_residual(curve),
             "trial_count": trial_count_convergence(curve), "edges": edge_points(curve),
-            "search": search_range(curve)}
+            "search": search_range(curve), "search_check": search_check(curve)}

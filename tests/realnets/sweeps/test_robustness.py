@@ -67,7 +67,8 @@ def test_edges_are_listed_and_the_record_is_json_ready():
     curve = _curve({b: [int(_mccandlish(b))] for b in SIZES}, edges={1024: ("learning_rate",)})
     assert edge_points(curve) == [{"batch_size": 1024, "edge": ["learning_rate"]}]
     record = robustness(curve)
-    assert set(record) == {"leave_one_out", "rms_log_residual", "trial_count", "edges", "search"}
+    assert set(record) == {"leave_one_out", "rms_log_residual", "trial_count", "edges", "search",
+                           "search_check"}
 
 
 def test_a_curve_with_few_steps_is_flagged_in_the_report():
@@ -142,3 +143,20 @@ def test_the_search_range_only_for_32_trials_run_to_their_end():
     assert search_range(_curve({b: s[:16] for b, s in steps.items()})) is None   # 16 trials
     uneven = {**steps, 16: steps[16][:31]}
     assert search_range(_curve(uneven)) is None
+
+
+def test_the_search_check_of_a_sweep_with_the_larger_search():
+    """128 trials: the range from the first 32 against B_crit from the first 128; a tie-free toy
+    whose first 32 trials are slow at large B (so the first-32 B_crit is large) and whose later
+    trials are as fast at every B (so the 128-trial B_crit is 200)."""
+    from realnets.sweeps.robustness import SEARCH_FACTOR, search_check
+
+    slow = {b: [round(_mccandlish(b, b_crit=400.0) * 1000) + i for i in range(32)] for b in SIZES}
+    fast = {b: [round(_mccandlish(b) * 1000) + i for i in range(96)] for b in SIZES}
+    curve = _curve({b: slow[b] + fast[b] for b in SIZES})
+    got = search_check(curve)
+    f = SEARCH_FACTOR["factor"]
+    assert got["b_crit"] == pytest.approx(200.0, rel=1e-3)
+    assert (got["lo"], got["hi"]) == pytest.approx((400.0 / f, 400.0 * f), rel=1e-3)
+    assert got["inside"] is False                      # 200 < 400 / 1.36
+    assert search_check(_curve(slow)) is None          # 32 trials: nothing to check against
