@@ -333,7 +333,8 @@ def describe(config: dict) -> str:
 
 
 def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
-    from realnets.sweeps.report import curve_warnings, search_caution, search_line
+    from realnets.sweeps.report import (curve_warnings, search_caution, search_check_line,
+                                        search_line)
     from ui import prediction
     from ui.measured import decayed, resampled_columns
     st.subheader("Steps to result measured on a network, beside the NQM")
@@ -405,12 +406,14 @@ def show_measured(nqm_config: NQMConfig, optimizers: list, powers: list):
         st.dataframe(comparison.table, hide_index=True)
     else:
         st.dataframe(measured.summary, hide_index=True)
-    search = (measured.document.robustness or {}).get("search")
+    robust = measured.document.robustness or {}
+    search, check = robust.get("search"), robust.get("search_check")
     resampled = resampled_columns(measured.document).get("b_crit_interval") == "resampled trials"
-    if resampled or search:
+    if resampled or search or check:
         st.caption(("Measured B_crit: " + search_caution() + "." if resampled else "")
                    + (f" In the summary, b_crit_search_lo .. _hi: {search_line(search)}."
-                      if search else ""))
+                      if search else "")
+                   + (f" Here {search_check_line(check)}." if check else ""))
     with st.container(horizontal=True):
         if comparison is not None:
             st.download_button("Download both curves (CSV)", comparison.points.to_csv(index=False),

@@ -110,6 +110,14 @@ def search_line(search: dict) -> str:
             f"docs/trainer.md)")
 
 
+def search_check_line(check: dict) -> str:
+    """`robustness.search_check` in words."""
+    f = SEARCH_FACTOR
+    return (f"the search range from the first {f['trials']} trials, {_fmt(check['lo'])} .. "
+            f"{_fmt(check['hi'])}, {'holds' if check['inside'] else 'misses'} B_crit from the "
+            f"first {f['to_trials']}, {_fmt(check['b_crit'])} (docs/trainer.md)")
+
+
 def _search_check() -> str:
     c = SEARCH_CHECK
     return (f"{c['within']} of {c['of']} sweeps and {c['held_out_within']} of "
@@ -134,11 +142,7 @@ def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str
     if r.get("search"):
         lines.append(search_line(r["search"]))
     if r.get("search_check"):
-        c = r["search_check"]
-        f = SEARCH_FACTOR
-        lines.append(f"the search range from the first {f['trials']} trials, {_fmt(c['lo'])} .. "
-                     f"{_fmt(c['hi'])}, {'holds' if c['inside'] else 'misses'} B_crit from the "
-                     f"first {f['to_trials']}, {_fmt(c['b_crit'])} (docs/trainer.md)")
+        lines.append(search_check_line(r["search_check"]))
     edges = r["edges"]
     lines.append("best trial on the search space's edge at B = " + ", ".join(
         f"{e['batch_size']} ({','.join(e['edge'])})" for e in edges) if edges

@@ -242,6 +242,14 @@ def test_measured_section_shows_the_shipped_mnist_mlp_sweep(measured_app):
                for c in at.caption)
 
 
+def test_a_sweep_with_128_trials_says_whether_its_first_32_range_held():
+    at = section_app("Measured curves")
+    at.selectbox(key="measured_sweep").set_value("sweeps/digits_mlp").run()
+    assert not at.exception and not errors(at)
+    assert any("29.5 .. 54.56, misses B_crit from the first 128, 59.65" in c.value
+               for c in at.caption)
+
+
 def test_no_search_caution_where_the_interval_is_over_reruns():
     """The text model's trials stopped early: its interval is over reruns, not resampled trials."""
     at = section_app("Measured curves")
