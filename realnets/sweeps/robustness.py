@@ -25,8 +25,8 @@ SHORTFALL_CHECK = {"trials": 32, "to_trials": 128, "outside": 8, "checked": 15, 
 # 15), fixed before the held-out check of docs/prediction_rule.md (session 44, later).
 SEARCH_FACTOR = {"trials": 32, "to_trials": 128, "factor": 1.360, "level": 0.68}
 # How it did (tests/realnets/sweeps/test_shortfall.py recomputes both): the 128-trial B_crit
-# within the factor of the 32-trial one on 11 of the fifteen and on 3 of the 4 held out.
-SEARCH_CHECK = {"within": 11, "of": 15, "held_out_within": 3, "held_out": 4}
+# within the factor of the 32-trial one on 11 of the fifteen and on 6 of the 8 held out.
+SEARCH_CHECK = {"within": 11, "of": 15, "held_out_within": 6, "held_out": 8}
 # below this many steps at the smallest batch size one step is over a tenth of S(B): B_crit rests
 # on a step or two (the breast-cancer workload's pilot goal, sweeps/README.md)
 FEW_STEPS = 10
