@@ -1,5 +1,7 @@
 """How far the measured B_crit can be trusted: leave-one-batch-size-out, the fit's residual,
-convergence against the number of trials, and best trials on the edge of the search space.
+convergence against the number of trials, best trials on the edge of the search space, and the
+search range (where a 4x larger search would likely put B_crit, and on a sweep that has that
+search, whether the range held).
 
 These stand beside the 16-84% interval over resampled trials (`realnets.sweeps.curve.
 b_crit_resampled`) in curve.json and the reports (docs/prediction_rule.md, 'Definitions').
@@ -19,10 +21,11 @@ TRIAL_COUNTS = (16, 32, 64, 128)
 # What a larger search did to the resampled-trials interval (docs/prediction_rule.md, session
 # 44; `python -m realnets shortfall` on the shipped 128-trial sweeps and steps CSV, recomputed by
 # tests/realnets/sweeps/test_shortfall.py): the 128-trial B_crit lay outside the interval from
-# the first 32 trials on OUTSIDE of CHECKED sweeps, at most a factor LARGEST from the 32-trial value.
+# the first 32 trials on "outside" of "checked" sweeps, at most "largest" times (or over) the
+# 32-trial value.
 SHORTFALL_CHECK = {"trials": 32, "to_trials": 128, "outside": 8, "checked": 15, "largest": 1.49}
-# The 68% split-conformal factor of |ln(B_128 / B_32)| over those fifteen (the 11th smallest of
-# 15), fixed before the held-out check of docs/prediction_rule.md (session 44, later).
+# The 68% split-conformal factor exp of |ln(B_128 / B_32)| over those fifteen (the 11th smallest
+# of 15), fixed before the held-out checks of docs/prediction_rule.md (session 44).
 SEARCH_FACTOR = {"trials": 32, "to_trials": 128, "factor": 1.360, "level": 0.68}
 # How it did (tests/realnets/sweeps/test_shortfall.py recomputes both): the 128-trial B_crit
 # within the factor of the 32-trial one on 11 of the fifteen and on 6 of the 8 held out.
