@@ -106,7 +106,7 @@ def search_line(search: dict) -> str:
     return (f"a search of {search['to_trials']} trials per batch size would likely "
             f"({search['level']:.0%}) put B_crit in {_fmt(search['lo'])} .. {_fmt(search['hi'])}"
             f" (x{search['factor']:.3f} either side: {search['to_trials']} trials moved the "
-            f"{search['trials']}-trial value less than that on {_search_check()}, up to x1.5; "
+            f"{search['trials']}-trial value less than that on {_search_record()}; "
             f"docs/trainer.md)")
 
 
@@ -118,10 +118,11 @@ def search_check_line(check: dict) -> str:
             f"first {f['to_trials']}, {_fmt(check['b_crit'])} (docs/trainer.md)")
 
 
-def _search_check() -> str:
+def _search_record() -> str:
+    """How the search factor did (`robustness.SEARCH_CHECK`), in words."""
     c = SEARCH_CHECK
     return (f"{c['within']} of {c['of']} sweeps and {c['held_out_within']} of "
-            f"{c['held_out']} held out")
+            f"{c['held_out']} held out, up to x{c['largest']:.2f}")
 
 
 def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str]:

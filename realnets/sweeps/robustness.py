@@ -9,13 +9,14 @@ b_crit_resampled`) in curve.json and the reports (docs/prediction_rule.md, 'Defi
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 
 from nqm.curve import ScalingCurve
 from nqm.scaling import fit_mccandlish
-from realnets.sweeps.shortfall import first_trials
+from realnets.sweeps.records import trial_order
 
 TRIAL_COUNTS = (16, 32, 64, 128)
 # What a larger search did to the resampled-trials interval (docs/prediction_rule.md, session
@@ -27,9 +28,10 @@ SHORTFALL_CHECK = {"trials": 32, "to_trials": 128, "outside": 8, "checked": 15, 
 # The 68% split-conformal factor exp of |ln(B_128 / B_32)| over those fifteen (the 11th smallest
 # of 15), fixed before the held-out checks of docs/prediction_rule.md (session 44).
 SEARCH_FACTOR = {"trials": 32, "to_trials": 128, "factor": 1.360, "level": 0.68}
-# How it did (tests/realnets/sweeps/test_shortfall.py recomputes both): the 128-trial B_crit
-# within the factor of the 32-trial one on 11 of the fifteen and on 6 of the 8 held out.
-SEARCH_CHECK = {"within": 11, "of": 15, "held_out_within": 6, "held_out": 8}
+# How it did (tests/realnets/sweeps/test_shortfall.py recomputes it): the 128-trial B_crit
+# within the factor of the 32-trial one on 11 of the fifteen and on 6 of the 8 held out, at
+# most "largest" times (or over) the 32-trial value on all 23.
+SEARCH_CHECK = {"within": 11, "of": 15, "held_out_within": 6, "held_out": 8, "largest": 1.50}
 # below this many steps at the smallest batch size one step is over a tenth of S(B): B_crit rests
 # on a step or two (the breast-cancer workload's pilot goal, sweeps/README.md)
 FEW_STEPS = 10
@@ -98,6 +100,18 @@ def rms_log_residual(curve: ScalingCurve) -> float | None:
     return float(math.sqrt(np.mean((np.log(steps[ok]) - model) ** 2)))
 
 
+def first_trials(curve: ScalingCurve, k: int) -> ScalingCurve:
+    """The curve from each batch size's first k trials in trial-id order (the first k points of
+    the quasi-random sequence), each point's steps the fewest of those; its trials the k."""
+    points = []
+    for p in curve.points:
+        first = tuple(sorted(p.trials, key=lambda t: trial_order(t["trial_id"]))[:k])
+        reached = [t["steps_to_goal"] for t in first if t["steps_to_goal"] is not None]
+        points.append(dataclasses.replace(p, steps=min(reached) if reached else None,
+                                          trials=first))
+    return ScalingCurve(points=tuple(points), source=curve.source, config=curve.config)
+
+
 def trial_count_convergence(curve: ScalingCurve, counts=TRIAL_COUNTS) -> list[dict]:
     """B_crit from the first K trials of every batch size (in trial-id order: the first K points
     of the quasi-random sequence), for each K in `counts` up to the trials run.
@@ -143,19 +157,17 @@ def search_range(curve: ScalingCurve) -> dict | None:
     return None if span is None else {"lo": span[0], "hi": span[1], **SEARCH_FACTOR}
 
 
-def search_check(curve: ScalingCurve) -> dict | None:
-    """The search range on a sweep that has the larger search too (at least
-    SEARCH_FACTOR["to_trials"] trials at every batch size, run to their end): the range from its
-    first SEARCH_FACTOR["trials"] trials and B_crit from its first SEARCH_FACTOR["to_trials"],
-    {"lo", "hi", "b_crit" (from the larger search), "inside"}; None for any other sweep."""
-    if (curve.source != "measured" or not runs_to_end(curve) or not curve.points
-            or min(len(p.trials) for p in curve.points) < SEARCH_FACTOR["to_trials"]):
+def search_check(curve: ScalingCurve, trial_count: list[dict]) -> dict | None:
+    """The search range on a sweep that has the larger search too (its `trial_count_convergence`,
+    `trial_count`, reaching SEARCH_FACTOR["to_trials"] trials run to their end): the range from
+    its first SEARCH_FACTOR["trials"] trials against B_crit from its first
+    SEARCH_FACTOR["to_trials"], {"lo", "hi", "b_crit" (from the larger search), "inside"}; None
+    for any other sweep."""
+    if curve.source != "measured" or not runs_to_end(curve):
         return None
-    first = first_trials(curve, SEARCH_FACTOR["trials"])
-    span = search_interval(fit_mccandlish(first.batch_sizes, first.steps).b_crit,
-                           SEARCH_FACTOR["trials"])
-    larger = first_trials(curve, SEARCH_FACTOR["to_trials"])
-    b_crit = fit_mccandlish(larger.batch_sizes, larger.steps).b_crit
+    by_k = {c["trials"]: c["b_crit"] for c in trial_count}
+    span = search_interval(by_k.get(SEARCH_FACTOR["trials"]), SEARCH_FACTOR["trials"])
+    b_crit = by_k.get(SEARCH_FACTOR["to_trials"])
     if span is None or b_crit is None:
         return None
     return {"lo": span[0], "hi": span[1], "b_crit": b_crit, "inside": span[0] <= b_crit <= span[1]}
@@ -163,6 +175,7 @@ def search_check(curve: ScalingCurve) -> dict | None:
 
 def robustness(curve: ScalingCurve) -> dict:
     """All of the above, JSON-ready (curve.json's "robustness")."""
+    trial_count = trial_count_convergence(curve)
     return {"leave_one_out": leave_one_out(curve), "rms_log_residual": rms_log_residual(curve),
-            "trial_count": trial_count_convergence(curve), "edges": edge_points(curve),
-            "search": search_range(curve), "search_check": search_check(curve)}
+            "trial_count": trial_count, "edges": edge_points(curve),
+            "search": search_range(curve), "search_check": search_check(curve, trial_count)}

@@ -18,7 +18,6 @@ extrapolates that from the trials the sweep has (docs/prediction_rule.md, 'sessi
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Sequence
 
@@ -26,6 +25,7 @@ import numpy as np
 
 from nqm.curve import CurvePoint, ScalingCurve
 from nqm.scaling import fit_mccandlish
+from realnets.sweeps.curve import best_row
 from realnets.sweeps.records import trial_order
 
 DOUBLINGS = 2            # extrapolated from K to 4K trials
@@ -71,18 +71,6 @@ def extrapolated_steps(steps: Sequence[float | None], max_steps: int,
     return math.exp(best - doublings * delta)
 
 
-def first_trials(curve: ScalingCurve, k: int) -> ScalingCurve:
-    """The curve from each batch size's first k trials in trial-id order (the first k points of
-    the quasi-random sequence), each point's steps the fewest of those; its trials the k."""
-    points = []
-    for p in curve.points:
-        first = tuple(sorted(p.trials, key=lambda t: trial_order(t["trial_id"]))[:k])
-        reached = [t["steps_to_goal"] for t in first if t["steps_to_goal"] is not None]
-        points.append(dataclasses.replace(p, steps=min(reached) if reached else None,
-                                          trials=first))
-    return ScalingCurve(points=tuple(points), source=curve.source, config=curve.config)
-
-
 def shortfall(curve: ScalingCurve, max_steps: int) -> dict:
     """B_ext of a sweep run to its trials' own end (steps 1-4 above; the interval with the
     shortfall needs the resampled-trials interval, `with_shortfall`).
@@ -93,8 +81,7 @@ def shortfall(curve: ScalingCurve, max_steps: int) -> dict:
 
     Returns:
       {"trials": the fewest trials at any batch size (K), "to_trials": 4K, "b_crit": the
-      curve's B_crit, "b_ext": B_crit of the extrapolated curve (None: no fit),
-      "points": [{"batch_size", "steps", "steps_ext"}]}.
+      curve's B_crit, "b_ext": B_crit of the extrapolated curve (None: no fit)}.
     """
     counts = [len(p.trials) for p in curve.points]
     if not counts or min(counts) < 2:
@@ -104,9 +91,7 @@ def shortfall(curve: ScalingCurve, max_steps: int) -> dict:
            for p in curve.points]
     fit = fit_mccandlish(sizes, np.asarray([np.nan if e is None else e for e in ext]))
     return {"trials": min(counts), "to_trials": min(counts) * 2 ** DOUBLINGS,
-            "b_crit": fit_mccandlish(sizes, curve.steps).b_crit, "b_ext": fit.b_crit,
-            "points": [{"batch_size": p.batch_size, "steps": p.steps, "steps_ext": e}
-                       for p, e in zip(curve.points, ext)]}
+            "b_crit": fit_mccandlish(sizes, curve.steps).b_crit, "b_ext": fit.b_crit}
 
 
 def with_shortfall(p16: float | None, p84: float | None, b_ext: float | None) -> tuple:
@@ -129,7 +114,7 @@ def curve_of_steps(rows: Sequence[dict]) -> ScalingCurve:
     points = []
     for b, trials in sorted(by_batch.items()):
         trials.sort(key=lambda t: trial_order(t["trial_id"]))
-        reached = [t["steps_to_goal"] for t in trials if t["steps_to_goal"] is not None]
-        points.append(CurvePoint(batch_size=b, steps=min(reached) if reached else None,
-                                 trials=tuple(trials)))
+        best = best_row(trials)
+        points.append(CurvePoint(batch_size=b, steps=None if best is None
+                                 else best["steps_to_goal"], trials=tuple(trials)))
     return ScalingCurve(points=tuple(points), source="measured", config={"full_trials": True})

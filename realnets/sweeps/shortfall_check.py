@@ -21,9 +21,8 @@ from nqm.scaling import fit_mccandlish
 from realnets import store
 from realnets.sweeps.curve import b_crit_resampled, build_curve
 from realnets.sweeps.records import load_sweep
-from realnets.sweeps.robustness import SEARCH_FACTOR, search_interval
-from realnets.sweeps.shortfall import (DOUBLINGS, curve_of_steps, first_trials, shortfall,
-                                       with_shortfall)
+from realnets.sweeps.robustness import SEARCH_FACTOR, first_trials, search_interval
+from realnets.sweeps.shortfall import DOUBLINGS, curve_of_steps, shortfall, with_shortfall
 
 STEPS_COLUMNS = ("sweep", "batch_size", "trial_id", "steps_to_goal", "max_steps")
 

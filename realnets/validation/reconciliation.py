@@ -151,7 +151,8 @@ def _search_rows(doc: dict, b_crit: float | None) -> list[dict]:
                       f"({f['level']:.0%}) put B_crit: x{f['factor']:.3f} either side of the "
                       f"{f['trials']}-trial fit ({f['to_trials']} trials moved it less than that "
                       f"on {c['within']} of {c['of']} sweeps and {c['held_out_within']} of "
-                      f"{c['held_out']} held out, up to x1.5; docs/trainer.md, 'How many trials')")]
+                      f"{c['held_out']} held out, up to x{c['largest']:.2f}; docs/trainer.md, "
+                      "'How many trials')")]
 
 
 def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:

@@ -154,9 +154,13 @@ def test_the_search_check_of_a_sweep_with_the_larger_search():
     slow = {b: [round(_mccandlish(b, b_crit=400.0) * 1000) + i for i in range(32)] for b in SIZES}
     fast = {b: [round(_mccandlish(b) * 1000) + i for i in range(96)] for b in SIZES}
     curve = _curve({b: slow[b] + fast[b] for b in SIZES})
-    got = search_check(curve)
+    got = search_check(curve, trial_count_convergence(curve))
+    assert robustness(curve)["search_check"] == got
     f = SEARCH_FACTOR["factor"]
     assert got["b_crit"] == pytest.approx(200.0, rel=1e-3)
     assert (got["lo"], got["hi"]) == pytest.approx((400.0 / f, 400.0 * f), rel=1e-3)
     assert got["inside"] is False                      # 200 < 400 / 1.36
-    assert search_check(_curve(slow)) is None          # 32 trials: nothing to check against
+    assert search_check(_curve(slow), trial_count_convergence(_curve(slow))) is None   # 32 trials
+    # trials stopped early: the first 32 are censored, no check
+    stopped = _curve({b: slow[b] + fast[b] for b in SIZES}, full=False)
+    assert search_check(stopped, trial_count_convergence(stopped)) is None

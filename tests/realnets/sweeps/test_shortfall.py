@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from nqm.scaling import fit_mccandlish
+from realnets.sweeps.robustness import first_trials
 from realnets.sweeps.shortfall import (best_of_k_weights, curve_of_steps, expected_log_best,
-                                       extrapolated_steps, first_trials, shortfall,
-                                       with_shortfall)
+                                       extrapolated_steps, shortfall, with_shortfall)
 from realnets.sweeps.shortfall_check import (CheckRow, check_row, read_steps_csv, read_sweeps,
                                              table, write_steps_csv)
 
@@ -30,7 +30,8 @@ def test_best_of_k_matches_every_subset():
 
 def test_extrapolation_on_an_exponential_lower_tail():
     """ln S = c - beta E, E ~ Exp(1): E[min_k ln S] = c - beta H_k, so the extrapolation from
-    K = 32 expects c - beta (3 H_32 - 2 H_16), within 0.6% of beta H_128 of the truth."""
+    K = 32 expects c - beta (3 H_32 - 2 H_16) (5.414 beta below c, where the best of 128 is
+    5.443 beta below: the log-linear tail is this distribution's)."""
     rng = np.random.default_rng(7)
     c, beta, reps = math.log(1e4), 0.5, 4000
     harmonic = lambda n: sum(1 / i for i in range(1, n + 1))      # noqa: E731
@@ -39,7 +40,6 @@ def test_extrapolation_on_an_exponential_lower_tail():
     expect = c - beta * (3 * harmonic(32) - 2 * harmonic(16))
     se = np.std([math.log(extrapolated_steps(list(d), 10 ** 6)) for d in draws[:500]]) / math.sqrt(reps)
     assert abs(got - expect) < 4 * se
-    assert abs(expect - (c - beta * harmonic(128))) < 0.006 * beta * harmonic(128)
 
 
 def test_unreached_trials_count_at_the_budget():
@@ -247,4 +247,8 @@ def test_the_held_out_checks_of_the_search_factor():
     rows = first + second
     assert (sum(r.inside(*r.search) for r in rows), len(rows)) == (
         SEARCH_CHECK["held_out_within"], SEARCH_CHECK["held_out"])
+    # the largest move over these and the fifteen, as the range's wording quotes it
+    fifteen = [check_row(s, 32) for s in read_sweeps([root / n for n in CHECKED_SWEEPS])]
+    largest = max(max(r.b_all / r.b_first, r.b_first / r.b_all) for r in rows + fifteen)
+    assert f"{largest:.2f}" == f"{SEARCH_CHECK['largest']:.2f}"
     assert sum(bool(r.inside(r.lo, r.hi)) for r in rows) == 2      # the plain interval
