@@ -1,5 +1,6 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-shortfall, swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, rerender, two-point, branch,
+shortfall, swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, rerender, remeasure, two-point,
+branch,
 throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,
@@ -11,7 +12,8 @@ Multi-host: run the same command on every host with `--coordinator HOST:PORT --n
 This module holds `main`, the dispatch from a subcommand to its handler; the parser is in
 `realnets.cli.parser`, the commands in `realnets.cli.sweeps` (sweeps, reports, repeats,
 branching), `realnets.cli.planning` (throughput, plan), `realnets.cli.validate` (validate) and
-`realnets.cli.diagnostics` (the commands on validation reports and their summary), and helpers
+`realnets.cli.diagnostics` (the commands on validation reports and their summary),
+`realnets.cli.remeasure` (a report's measured side from its resumed sweep), and helpers
 several of them use in `realnets.cli.common`. Each imports the library inside its functions, so
 that `python -m realnets --help` stays fast.
 """
@@ -25,6 +27,7 @@ from realnets.cli.diagnostics import (adam_basis_command, miss_split_command, re
                                       tuning_check_command, two_ends_command, two_point_command)
 from realnets.cli.parser import build_parser
 from realnets.cli.planning import plan_command, throughput_command
+from realnets.cli.remeasure import remeasure_command
 from realnets.cli.sweeps import (branch_command, import_text, repeat_command, report_text,
                                  run_sweep_command, shortfall_text, sweep_config, workloads_text)
 from realnets.cli.validate import _refreshed_measured, validate_command
@@ -51,6 +54,7 @@ COMMANDS = {
     "miss-split": miss_split_command,
     "tuning-check": lambda args, argv: tuning_check_command(args),
     "rerender": lambda args, argv: rerender_command(args),
+    "remeasure": remeasure_command,
     "two-point": two_point_command,
 }
 

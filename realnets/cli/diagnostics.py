@@ -95,22 +95,34 @@ def swap_command(args) -> str:
     return "\n".join(lines)
 
 
-def _report_sweep(doc, sweep: str | None, directory: Path):
-    """(directory, config, records) of the sweep a validation report (read from `directory`)
-    was made from: `sweep` (--sweep), else the one its provenance names, else sweeps/WORKLOAD;
-    ValueError naming --sweep when it is missing or another sweep."""
-    from realnets.sweeps.records import load_sweep
-    from realnets.validation.files import made_from
-
+def _sweep_dir_of(doc, sweep: str | None, directory: Path) -> Path:
+    """The directory of the sweep a validation report (read from `directory`) was made from:
+    `sweep` (--sweep), else the one its provenance names, else sweeps/WORKLOAD; ValueError naming
+    --sweep when it is not a directory."""
     sweep_dir = Path(sweep or (doc.provenance.sweep if doc.provenance else None)
                      or Path("sweeps") / doc.workload)
     if not sweep_dir.is_dir():
         raise ValueError(f"sweep: {sweep_dir} is not a directory (the sweep {directory}'s report "
                          "was made from; pass --sweep)")
+    return sweep_dir
+
+
+def _report_sweep(doc, sweep: str | None, directory: Path):
+    """(directory, config, records) of the sweep a validation report (read from `directory`)
+    was made from (`_sweep_dir_of`), as its predictions saw it: its first
+    `predicted_from_trials` per batch size where the sweep was resumed after the validation
+    (`realnets.validation.remeasure.prediction_sweep`); ValueError naming --sweep when it is
+    missing or another sweep."""
+    from realnets.sweeps.records import load_sweep
+    from realnets.validation.files import made_from
+    from realnets.validation.remeasure import prediction_sweep
+
+    sweep_dir = _sweep_dir_of(doc, sweep, directory)
     config, records = load_sweep(sweep_dir)
     if not made_from(doc.sweep_config, config.to_dict()):
         raise ValueError(f"sweep: {sweep_dir} is not the sweep {directory}'s report was made "
                          "from (pass --sweep)")
+    config, records = prediction_sweep(doc.to_dict(), config, records)
     return sweep_dir, config, records
 
 
@@ -340,6 +352,7 @@ def two_point_command(args, argv) -> str:
     from realnets.sweeps.records import load_sweep, read_repeats
     from realnets.validation import two_point
     from realnets.validation.files import TWO_POINT_FILE
+    from realnets.validation.remeasure import first_sweep, with_measured_two_point
 
     start = time.perf_counter()
     directory = Path(args.dir)
@@ -348,7 +361,13 @@ def two_point_command(args, argv) -> str:
     seeds = None
     if args.full_batch_inits is not None:
         seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
-    config, records = load_sweep(directory)
+    whole = load_sweep(directory)
+    k = whole[0].trials if args.prediction_trials is None else args.prediction_trials
+    if not 1 <= k <= whole[0].trials:
+        raise ValueError(f"prediction-trials must be in [1, {whole[0].trials}] (the sweep's "
+                         f"trials per batch size), got {k}")
+    # the estimate from the first k trials per batch size, held against B_crit from all
+    config, records = first_sweep(*whole, k)
     if seeds is not None:
         seeds = check_seeds(seeds, config.seed)
     elif not args.best_end_only:        # B_2pt'(med), the estimate of record (session 42)
@@ -362,6 +381,9 @@ def two_point_command(args, argv) -> str:
         if record["full_set"].get("steps") is not None:
             say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
         record = two_point.with_median_end(task, config, record, seeds)
+    if k < whole[0].trials:
+        measured = two_point.measured_b_crit(whole[1], whole[0])
+        record = with_measured_two_point(record, *whole, measured, k)
     record = {**record, "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
     store.write_json_atomic(directory / TWO_POINT_FILE, record)

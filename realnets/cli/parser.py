@@ -122,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--sweep", help="sweep directory (default: ./sweeps/WORKLOAD, from the current directory); run with the "
                                    "workload's defaults and --trials if it does not exist")
     v.add_argument("--trials", type=int, default=8, help="trials per batch size of a new sweep")
+    v.add_argument("--prediction-trials", type=int, default=None, metavar="K",
+                   help="predict from the sweep's first K trials per batch size (the reference "
+                        "trial, its reruns, both ends) and measure from all of them, as "
+                        "`remeasure` leaves a report of a sweep resumed after its validation "
+                        "(default: all trials for both)")
     v.add_argument("--out", required=True, help="report directory")
     v.add_argument("--batch-size", type=int,
                    help="calibration batch size (default: the smallest the sweep reached)")
@@ -253,6 +258,17 @@ def build_parser() -> argparse.ArgumentParser:
                             "runs nothing")
     r.add_argument("dirs", nargs="+", metavar="DIR",
                    help="validation report directories (holding validation.json)")
+    rm = sub.add_parser("remeasure",
+                        help="reports: each DIR's measured side rebuilt from all the trials of "
+                             "its sweep, resumed since the validation; the predictions kept as "
+                             "made from its first trials, the records beside, two_point.json, "
+                             "charts, report.md and summary entry updated; trains nothing "
+                             "(docs/prediction_rule.md, session 45)")
+    rm.add_argument("dirs", nargs="+", metavar="DIR",
+                    help="validation report directories (holding validation.json)")
+    rm.add_argument("--sweep", default=None,
+                    help="the sweep directory (default: the one the report names, else "
+                         "sweeps/WORKLOAD); with one DIR only")
     t = sub.add_parser("tuning-check",
                        help="reports: the headline NQM's tuned curve against the engine's grid "
                             "search, batch size by batch size (writes nothing; "
@@ -267,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "needed: docs/own_workload.md)")
     p.add_argument("dir", help="sweep directory with the reference trial's reruns (python -m "
                                "realnets repeat); the result goes to DIR/two_point.json")
+    p.add_argument("--prediction-trials", type=int, default=None, metavar="K",
+                   help="estimate from the sweep's first K trials per batch size and hold it "
+                        "against B_crit from all of them (default: all trials)")
     p.add_argument("--batch-size", type=int,
                    help="B_ref (default: the smallest batch size that reached the goal)")
     inits = p.add_mutually_exclusive_group()

@@ -38,6 +38,7 @@ def validate_command(args, argv) -> str:
     from realnets.validation.predictions import reference_nqm
     from realnets.validation.quadratic_path import complete, path_reading
     from realnets.validation.reconciliation import reconciliation
+    from realnets.validation.remeasure import first_sweep, remeasured
     from realnets.validation.rerun import ensure_sweep
     from realnets.validation.summary import SUMMARY_FILE, summary_entry, update_summary
     from realnets.validation.transfer import reading
@@ -98,10 +99,18 @@ def validate_command(args, argv) -> str:
     if doc is None:
         config, records = ensure_sweep(workload, sweep_dir, args.trials,
                                                 progress=not args.no_progress, log=say)
+        k = config.trials if args.prediction_trials is None else args.prediction_trials
+        if not 1 <= k <= config.trials:
+            raise ValueError(f"prediction-trials must be in [1, {config.trials}] (the sweep's "
+                             f"trials per batch size), got {k}")
         task = workload.build(text_file=config.text_file)
-        made = pipeline.validate(task, config, records, vcfg, log=say,
-                                 reference=reference_nqm(workload.name),
-                                 repeats=read_repeats(sweep_dir))
+        repeats = read_repeats(sweep_dir)
+        # predicted from the first k trials per batch size, measured from all (session 45)
+        pconfig, precords = first_sweep(config, records, k)
+        made = pipeline.validate(task, pconfig, precords, vcfg, log=say,
+                                 reference=reference_nqm(workload.name), repeats=repeats)
+        if k < config.trials:
+            made = remeasured(made, config, records, repeats)
         made["provenance"] = {"command": _command_line(argv),
                               "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
         doc = files.ValidationDocument.from_dict(made)
@@ -215,6 +224,7 @@ def _refreshed_measured(old, sweep_dir: Path, say, flag: str = "--reuse"):
     from realnets.sweeps.records import load_sweep, read_repeats
     from realnets.validation.comparison import measured_summary
     from realnets.validation.files import made_from
+    from realnets.validation.remeasure import prediction_sweep
 
     if not sweep_dir.is_dir():
         say(f"sweep directory {sweep_dir} not found: the stored measured curve is kept")
@@ -226,8 +236,11 @@ def _refreshed_measured(old, sweep_dir: Path, say, flag: str = "--reuse"):
     fresh = measured_summary(build_curve(records, config, read_repeats(sweep_dir)))
     if fresh["points"] != old.measured["points"]:
         raise ValueError(f"sweep: {sweep_dir}'s curve is not the one this validation was made "
-                         f"from (trials were added since); rerun validate without {flag}")
-    return dataclasses.replace(old, measured=fresh), (config, records)
+                         f"from (trials were added since): python -m realnets remeasure on it "
+                         f"first, or rerun validate without {flag}")
+    # the predictions' side reads the trials they were made from (`remeasure`)
+    return (dataclasses.replace(old, measured=fresh),
+            prediction_sweep(old.to_dict(), config, records))
 
 
 def _add_transfer(old, workload, sweep_dir: Path, sweep, argv, say):

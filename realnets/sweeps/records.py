@@ -399,6 +399,17 @@ def trial_order(trial_id) -> tuple:
     return (1, 0, str(trial_id))
 
 
+def first_records(records, k: int) -> list:
+    """Each batch size's first `k` trial records in trial-id order (the first k points of the
+    quasi-random sequence), batch sizes in the order they first appear: the sweep as it stood at
+    k trials per batch size."""
+    by_batch: dict[int, list] = {}
+    for r in records:
+        by_batch.setdefault(r.batch_size, []).append(r)
+    return [r for rows in by_batch.values()
+            for r in sorted(rows, key=lambda r: trial_order(r.trial_id))[:k]]
+
+
 def located(where, read, *args):
     """`read(*args)` with `where` (a file, a record number) put before any ValueError's message."""
     try:

@@ -25,19 +25,24 @@ TWO_POINT_FILE = "two_point.json"
 class Provenance:
     """How a validation document was made: the command, the sweep directory and the wall time
     (s); `retuned` and `retune_seconds`: the command that tuned its NQM side again on its stored
-    measurements (`validate --retune`, `realnets.validation.retune`) and its wall time. None
-    where an older document does not say (or was not retuned)."""
+    measurements (`validate --retune`, `realnets.validation.retune`) and its wall time;
+    `remeasured`: the command that rebuilt its measured side from the sweep resumed with more
+    trials (`python -m realnets remeasure`). None where an older document does not say (or was
+    not retuned or remeasured)."""
 
     command: str | None = None
     sweep: str | None = None
     wall_seconds: float | None = None
     retuned: str | None = None
     retune_seconds: float | None = None
+    remeasured: str | None = None
 
     def to_dict(self) -> dict:
         out = {"command": self.command, "sweep": self.sweep, "wall_seconds": self.wall_seconds}
         if self.retuned is not None:
             out.update(retuned=self.retuned, retune_seconds=self.retune_seconds)
+        if self.remeasured is not None:
+            out["remeasured"] = self.remeasured
         return out
 
     @classmethod
@@ -45,7 +50,7 @@ class Provenance:
         if not isinstance(d, dict):
             raise ValueError(f"provenance must be a JSON object, got {d!r:.80}")
         return cls(**{k: d[k] for k in ("command", "sweep", "wall_seconds", "retuned",
-                                        "retune_seconds") if k in d})
+                                        "retune_seconds", "remeasured") if k in d})
 
 
 @dataclass(frozen=True)
@@ -75,6 +80,9 @@ class ValidationDocument:
         size (`realnets.validation.noise_free_match.full_batch_steps`); None in documents made
         before rule 2.
       provenance: the command that made it, else None.
+      predicted_from_trials: K when the predictions were made from the sweep's first K trials per
+        batch size and the measured side from all `sweep_config["trials"]` (a sweep resumed
+        after its validation, `realnets.validation.remeasure`); None: from all of them.
     """
 
     workload: str
@@ -91,6 +99,7 @@ class ValidationDocument:
     transfer: dict | None = None
     full_batch: dict | None = None
     provenance: Provenance | None = None
+    predicted_from_trials: int | None = None
 
     def to_dict(self) -> dict:
         """The file's form, in the pipeline's key order (reference, branching, local_cbs,
@@ -112,6 +121,8 @@ class ValidationDocument:
         out["comparison"] = self.comparison
         if self.provenance is not None:
             out["provenance"] = self.provenance.to_dict()
+        if self.predicted_from_trials is not None:
+            out["predicted_from_trials"] = self.predicted_from_trials
         return out
 
     @classmethod
@@ -126,9 +137,10 @@ class ValidationDocument:
                     raise ValueError(f"{f.name} is missing")
                 continue
             kind = (str if f.name == "workload" else list if f.name in ("comparison", "local_cbs")
-                    else dict)
-            if not isinstance(value, kind):
-                what = "text" if kind is str else kind.__name__
+                    else int if f.name == "predicted_from_trials" else dict)
+            if not isinstance(value, kind) or (kind is int and (isinstance(value, bool)
+                                                                or value < 1)):
+                what = {str: "text", int: "integer >= 1"}.get(kind, kind.__name__)
                 raise ValueError(f"{f.name} must be a JSON {what}, got {value!r:.80}")
             given[f.name] = value
         given["settings"] = ValidationConfig.from_dict(given["settings"])

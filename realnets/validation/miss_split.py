@@ -186,7 +186,6 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
     say(f"{doc['workload']}: the fitted NQM without noise")
     fitted = nqm_ends(fitted_nqm(record["nqm"], target), family, space, batch_sizes, b_ref,
                       vcfg.nqm_max_steps, tuned_curve=tuned, certify=vcfg.certify)
-    point = factors(b_ref, fitted["b_crit"], fitted["s_q"], fitted["n_q"], s_fb, pct["50"], m)
     match = StepMatch.from_record(record["step_match"], space)
     draws = []
     for i, config in enumerate(bootstrap_configs(record["nqm"], target, vcfg, match)):
@@ -200,24 +199,38 @@ def run_split(doc: dict, two_ends_record: dict, log=None) -> dict:
                       **{k: v for k, v in factors(b_ref, ends["b_crit"], ends["s_q"],
                                                   ends["n_q"], s_fb, pct["50"], m).items()
                          if k in NQM_SIDE}})
-    by_percentile = {q: {k: v for k, v in factors(b_ref, fitted["b_crit"], fitted["s_q"],
-                                                  fitted["n_q"], s_fb, pct[q], m).items()
-                         if k in NETWORK_SIDE} for q in ("16", "84")}
-    intervals = {k: _percentiles((d or {}).get(k) for d in draws) for k in NQM_SIDE}
-    intervals.update(network_intervals(by_percentile))
-    ratio = fitted["b_crit"] / m if fitted["b_crit"] is not None and m else None
-    return {"workload": doc["workload"], "optimizer": sweep["optimizer"], "checkpoint": checkpoint,
-            "b_ref": b_ref, "measured": m, "predicted": fitted["b_crit"], "ratio": ratio,
+    split = {"workload": doc["workload"], "optimizer": sweep["optimizer"],
+              "checkpoint": checkpoint, "b_ref": b_ref, "predicted": fitted["b_crit"],
+              "target": target, "s_ref": two_ends_record["s_ref"], "s_q": fitted["s_q"],
+              "n_q": fitted["n_q"], "n_q_alone": fitted["n_q_alone"],
+              "n_q_winners": fitted["n_q_winners"], "n_q_from": fitted["n_q_from"],
+              "noise_free_batch": fitted["noise_free_batch"], "s_fb": s_fb, "s_tilde": pct,
+              "intervals": {k: _percentiles((d or {}).get(k) for d in draws) for k in NQM_SIDE},
+              "draws": draws}
+    return {**with_measured(split, m), "seconds": time.perf_counter() - t0}
+
+
+def with_measured(record: dict, m: float) -> dict:
+    """A split record (`run_split`'s, or one without its measured parts) held against the
+    measured B_crit `m` (examples): measured, ratio, within_2x, the four factors at the reruns'
+    median, undefined, largest, by_percentile and the network side's intervals set from `m`. The
+    NQM side (its factors' draws and intervals) does not involve M and is kept, so a sweep
+    resumed with more trials (`realnets.validation.remeasure`) needs no NQM run again."""
+    b_ref, p, pct = record["b_ref"], record["predicted"], record["s_tilde"]
+
+    def at(s_tilde):
+        return factors(b_ref, p, record["s_q"], record["n_q"], record["s_fb"], s_tilde, m)
+
+    point = at(pct["50"])
+    by_percentile = {q: {k: v for k, v in at(pct[q]).items() if k in NETWORK_SIDE}
+                     for q in ("16", "84")}
+    intervals = {**{k: record["intervals"][k] for k in NQM_SIDE},
+                 **network_intervals(by_percentile)}
+    ratio = p / m if p is not None and m else None
+    return {**record, "measured": m, "ratio": ratio,
             "within_2x": ratio is not None and 0.5 <= ratio <= 2.0,
-            "target": target, "s_ref": two_ends_record["s_ref"], "s_q": fitted["s_q"],
-            "n_q": fitted["n_q"], "n_q_alone": fitted["n_q_alone"],
-            "n_q_winners": fitted["n_q_winners"], "n_q_from": fitted["n_q_from"],
-            "noise_free_batch": fitted["noise_free_batch"],
-            "s_fb": s_fb,
-            "s_tilde": pct, "factors": {k: point[k] for k in FACTORS},
-            "undefined": point["undefined"], "intervals": intervals,
-            "largest": largest(point), "draws": draws, "by_percentile": by_percentile,
-            "seconds": time.perf_counter() - t0}
+            "factors": {k: point[k] for k in FACTORS}, "undefined": point["undefined"],
+            "intervals": intervals, "largest": largest(point), "by_percentile": by_percentile}
 
 
 def network_intervals(by_percentile: dict) -> dict:

@@ -543,6 +543,15 @@ def render_markdown(doc: dict, charts: dict, notes: str | None = None,
         lines += [f"Its NQM side ({parts}) tuned again on the stored measurements, {how} "
                   "(docs/prediction_rule.md, session 38), by", "", "```", retuned, "```", "",
                   f"in {doc['provenance'].get('retune_seconds') or 0:.0f} s.", ""]
+    remeasured = (doc.get("provenance") or {}).get("remeasured")
+    k = doc.get("predicted_from_trials")
+    if remeasured or k:
+        lines += [f"Its measured side rebuilt from all {sc['trials']} trials per batch size of the "
+                  "sweep, resumed after the validation; the predictions are the ones made from "
+                  f"its first {k or sc['trials']} (docs/prediction_rule.md, session 45)"
+                  + (", by" if remeasured else "."), ""]
+        if remeasured:
+            lines += ["```", remeasured, "```", ""]
     if wall_seconds is not None:
         lines += [f"Wall time {wall_seconds:.0f} s (phases: " + ", ".join(
             f"{k} {v:.1f} s" for k, v in doc.get("seconds", {}).items()) + ").", ""]

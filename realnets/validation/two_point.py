@@ -30,6 +30,7 @@ from nqm.scaling import fit_mccandlish
 from realnets.planning.plan import TwoPointCurve
 from realnets.sweeps.curve import build_curve, same_configuration
 from realnets.sweeps.records import SweepConfig, TrialRecord
+from realnets.sweeps.robustness import first_trials
 from realnets.validation.files import TWO_POINT_FILE
 from realnets.validation.noise_free_match import reference_record, reference_reruns
 from realnets.validation.rerun import best_trial, calibration_batch_size, retrain
@@ -130,7 +131,7 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
     value = ends["two_point"]["50"]
     measured = measured_b_crit(records, config)
     return {"workload": config.workload, "optimizer": config.optimizer, "goal": config.goal,
-            "trial_id": trial.trial_id, "rows_seed": int(seed), **ends, "value": value,
+            "trials": config.trials, "trial_id": trial.trial_id, "rows_seed": int(seed), **ends, "value": value,
             "lo": ends["two_point"]["16"], "hi": ends["two_point"]["84"],
             "condition": condition(ends["full_set"]["steps"], value),
             "measured": measured,
@@ -154,7 +155,9 @@ def plan_curve(record: dict, sweep: ScalingCurve) -> TwoPointCurve:
     """A two_point.json record as the plan reads it (`plan --steps-from two-point`), after
     checking it against the sweep's curve now: ValueError (one line) for a record made before the
     sweep changed (`stale`) or one without an estimate."""
-    at = {p.batch_size: p.steps for p in sweep.points if p.steps is not None}
+    # a record made before the sweep was resumed is checked against the trials it saw
+    seen = sweep if not record.get("trials") else first_trials(sweep, int(record["trials"]))
+    at = {p.batch_size: p.steps for p in seen.points if p.steps is not None}
     why = stale(record, sweep.config.get("goal"), at)
     if why:
         raise ValueError(f"two-point: {why}")

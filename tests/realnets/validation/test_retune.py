@@ -14,6 +14,7 @@ from realnets.cli import main
 from realnets.sweeps.curve import build_curve
 from realnets.sweeps.records import load_sweep, read_repeats
 from realnets.validation.reconciliation import headline
+from realnets.validation.remeasure import prediction_sweep
 from realnets.validation.retune import retune
 from realnets.validation.settings import ValidationConfig
 
@@ -33,7 +34,8 @@ def _without_seconds(x):
 @pytest.fixture(scope="module")
 def stored():
     doc = json.loads((REPORT / "validation.json").read_text())
-    config, records = load_sweep(SWEEP)
+    # the trials its predictions were made from (the sweep was resumed to 128 since; session 45)
+    config, records = prediction_sweep(doc, *load_sweep(SWEEP))
     return doc, config, records, build_curve(records, config, read_repeats(SWEEP)).batch_sizes
 
 

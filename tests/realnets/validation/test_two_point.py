@@ -96,6 +96,9 @@ def test_bad_input_is_one_line_before_any_training(tmp_path, monkeypatch, capsys
         assert main(["two-point", str(sweep), "--full-batch-inits", bad]) == 2
         err = capsys.readouterr().err.strip()
         assert err.startswith("error: ") and says in err and "\n" not in err, (bad, err)
+    assert main(["two-point", str(sweep), "--prediction-trials", "129"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "prediction-trials must be in [1, 128]" in err and "\n" not in err
     (sweep / "repeats.jsonl").unlink()
     assert main(["two-point", str(sweep)]) == 2
     err = capsys.readouterr().err.strip()
@@ -333,3 +336,23 @@ def test_the_error_bar_without_an_estimate_too_few_entries_or_a_new_workload():
     three = one + [entry("w1", 120.0, 150.0), entry("w2", 300.0, 150.0)]
     bar = two_point_bar.error_bar(record, three)        # scores ln 1.5, ln 1.25, ln 2: k = 3
     assert bar.factor == pytest.approx(2.0) and bar.entries == 3
+
+
+def test_prediction_trials_estimate_from_the_first_trials_against_all(tmp_path, capsys):
+    """`two-point --prediction-trials 32` on the tabular sweep resumed to 128 trials: the
+    reference trial is the best of the first 32 at B_ref (the one its validation was made
+    from), the measured B_crit the fit of all 128 (docs/prediction_rule.md, session 45)."""
+    sweep = tmp_path / "bc"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    doc = json.loads((ROOT / "reports" / "validation" / "breast_cancer_mlp"
+                      / "validation.json").read_text())
+    assert doc["predicted_from_trials"] == 32 and doc["sweep_config"]["trials"] == 128
+    assert main(["two-point", str(sweep), "--prediction-trials", "32", "--best-end-only",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    got = json.loads((sweep / "two_point.json").read_text())
+    assert got["trials"] == 32
+    assert got["trial_id"] == doc["calibration_run"]["trial_id"]
+    assert got["s_ref"] == doc["calibration_run"]["sweep_steps_to_goal"]
+    assert got["measured"] == pytest.approx(doc["measured"]["fit"]["b_crit"], rel=1e-12)
+    assert got["ratio"] == pytest.approx(got["value"] / got["measured"])
