@@ -313,8 +313,11 @@ def text(record: dict) -> str:
              else f", from other initialisations {ex['full_batch_inits']:.3g}")
     lines.append(f"cost in training examples: {ex['estimate']:.3g} (trials at B_ref "
                  f"{ex['b_ref_trials']:.3g}, reruns {ex['reruns']:.3g}, full batch at most "
-                 f"{ex['full_batch']:.3g}{inits}); every trial and rerun in the sweep "
-                 f"directory: {ex['sweep']:.3g}")
+                 f"{ex['full_batch']:.3g}{inits}); "
+                 + ("every trial and rerun in the sweep directory" if not record.get("trials")
+                    else f"the sweep's {record['trials']} trials per batch size it was made "
+                         "from, with every rerun")
+                 + f": {ex['sweep']:.3g}")
     if record["measured"]:
         med = (record.get("b_2pt_med") or {}).get("value")
         lines.append(f"the sweep's own B_crit {g(record['measured'])}: "
