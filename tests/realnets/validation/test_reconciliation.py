@@ -346,4 +346,4 @@ def test_the_search_row_and_the_sweeps_report_agree_on_every_shipped_report():
         if from_doc is not None:
             with_range += 1
             assert (from_sweep["lo"], from_sweep["hi"]) == pytest.approx(from_doc, rel=1e-9)
-    assert with_range == 15      # the sixteen resumed to 128 trials have none (session 45)
+    assert with_range == 13      # the eighteen remeasured from a larger search have none (session 45)
