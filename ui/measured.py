@@ -182,7 +182,7 @@ def resampled_columns(document: CurveDocument) -> dict:
     seeds, else none; b_crit_reruns_median_curve where the winners were rerun (the B_crit of
     the reruns' median steps, `curve.b_crit_over_repeats`), with b_crit_reruns_median_p16 /
     _p84, its 16-84% range over the reruns' seeds drawn again, where fitted; b_crit_search_lo /
-    _hi where a 128-trial search would likely put B_crit (`robustness.search_range`)."""
+    _hi where a 4x larger search would likely put B_crit (`robustness.search_range`)."""
     r = document.b_crit_resampled
     out = {}
     if r is not None and r["available"] and r["median"] is not None:

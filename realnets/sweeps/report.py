@@ -11,7 +11,7 @@ from nqm.curve import ScalingCurve, to_json
 from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.sweeps.records import CurveDocument
-from realnets.sweeps.robustness import (FEW_STEPS, SEARCH_CHECK, SEARCH_FACTOR, SHORTFALL_CHECK,
+from realnets.sweeps.robustness import (FEW_STEPS, SEARCH_CHECKS, SHORTFALL_CHECK,
                                         few_steps)
 
 COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
@@ -106,23 +106,24 @@ def search_line(search: dict) -> str:
     return (f"a search of {search['to_trials']} trials per batch size would likely "
             f"({search['level']:.0%}) put B_crit in {_fmt(search['lo'])} .. {_fmt(search['hi'])}"
             f" (x{search['factor']:.3f} either side: {search['to_trials']} trials moved the "
-            f"{search['trials']}-trial value less than that on {_search_record()}; "
-            f"docs/trainer.md)")
+            f"{search['trials']}-trial value less than that on {search_record(search['trials'])}"
+            f"; docs/trainer.md)")
 
 
 def search_check_line(check: dict) -> str:
     """`robustness.search_check` in words."""
-    f = SEARCH_FACTOR
-    return (f"the search range from the first {f['trials']} trials, {_fmt(check['lo'])} .. "
+    return (f"the search range from the first {check['trials']} trials, {_fmt(check['lo'])} .. "
             f"{_fmt(check['hi'])}, {'holds' if check['inside'] else 'misses'} B_crit from the "
-            f"first {f['to_trials']}, {_fmt(check['b_crit'])} (docs/trainer.md)")
+            f"first {check['to_trials']}, {_fmt(check['b_crit'])} (docs/trainer.md)")
 
 
-def _search_record() -> str:
-    """How the search factor did (`robustness.SEARCH_CHECK`), in words."""
-    c = SEARCH_CHECK
+def search_record(trials: int) -> str:
+    """How the search factor of `trials` did (`robustness.SEARCH_CHECKS`), in words."""
+    c = SEARCH_CHECKS[trials]
+    most = (f"x{c['largest']:.2f}" if c["largest"] < 100
+            else f"x{c['largest']:.2g} where a fit had no bend")
     return (f"{c['within']} of {c['of']} sweeps and {c['held_out_within']} of "
-            f"{c['held_out']} held out, up to x{c['largest']:.2f}")
+            f"{c['held_out']} held out, up to {most}")
 
 
 def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str]:

@@ -1,7 +1,7 @@
 """How far the measured B_crit can be trusted: leave-one-batch-size-out, the fit's residual,
 convergence against the number of trials, best trials on the edge of the search space, and the
-search range (where a 4x larger search would likely put B_crit, and on a sweep that has that
-search, whether the range held).
+search range (where a 4x larger search would likely put B_crit, from 8, 16 or 32 trials per batch
+size, and on a sweep that has that search, whether the range held).
 
 These stand beside the 16-84% interval over resampled trials (`realnets.sweeps.curve.
 b_crit_resampled`) in curve.json and the reports (docs/prediction_rule.md, 'Definitions').
@@ -25,24 +25,33 @@ TRIAL_COUNTS = (16, 32, 64, 128)
 # the first 32 trials on "outside" of "checked" sweeps, at most "largest" times (or over) the
 # 32-trial value.
 SHORTFALL_CHECK = {"trials": 32, "to_trials": 128, "outside": 8, "checked": 15, "largest": 1.49}
-# The 68% split-conformal factor exp of |ln(B_128 / B_32)| over those fifteen (the 11th smallest
-# of 15), fixed before the held-out checks of docs/prediction_rule.md (session 44).
-SEARCH_FACTOR = {"trials": 32, "to_trials": 128, "factor": 1.360, "level": 0.68}
-# How it did (tests/realnets/sweeps/test_shortfall.py recomputes it): the 128-trial B_crit
-# within the factor of the 32-trial one on 11 of the fifteen and on 6 of the 8 held out, at
-# most "largest" times (or over) the 32-trial value on all 23.
-SEARCH_CHECK = {"within": 11, "of": 15, "held_out_within": 6, "held_out": 8, "largest": 1.50}
+# Per trials K of a sweep: the 68% split-conformal factor exp of |ln(B_4K / B_K)| over those
+# fifteen (the 11th smallest of 15, rounded up to three decimals so that it covers that 11th),
+# each fixed before its held-out check
+# (docs/prediction_rule.md: K = 32 session 44, K = 8 and 16 session 45).
+SEARCH_FACTORS = {k: {"trials": k, "to_trials": 4 * k, "factor": f, "level": 0.68}
+                  for k, f in ((8, 1.704), (16, 1.376), (32, 1.360))}
+# How each did (tests/realnets/sweeps/test_shortfall.py recomputes them): B_4K within the factor
+# of B_K on "within" of the fifteen and on "held_out_within" of the 8 held out, at most "largest"
+# times (or over) B_K on all 23.
+SEARCH_CHECKS = {8: {"within": 11, "of": 15, "held_out_within": 7, "held_out": 8,
+                     "largest": 2.76},
+                 16: {"within": 11, "of": 15, "held_out_within": 5, "held_out": 8,
+                      "largest": 4.2e8},
+                 32: {"within": 11, "of": 15, "held_out_within": 6, "held_out": 8,
+                      "largest": 1.50}}
 # below this many steps at the smallest batch size one step is over a tenth of S(B): B_crit rests
 # on a step or two (the breast-cancer workload's pilot goal, sweeps/README.md)
 FEW_STEPS = 10
 
 
 def search_interval(b_crit: float | None, trials: int) -> tuple[float, float] | None:
-    """[B / F, B F] with SEARCH_FACTOR's F: where a 4x larger search would likely put B_crit
-    (examples), for a B_crit from SEARCH_FACTOR["trials"] trials per batch size; else None."""
-    if b_crit is None or trials != SEARCH_FACTOR["trials"]:
+    """[B / F, B F] with F the search factor of `trials` (SEARCH_FACTORS): where a 4x larger
+    search would likely put a B_crit from that many trials per batch size (examples); None
+    for a trial count without a factor."""
+    if b_crit is None or trials not in SEARCH_FACTORS:
         return None
-    f = SEARCH_FACTOR["factor"]
+    f = SEARCH_FACTORS[trials]["factor"]
     return b_crit / f, b_crit * f
 
 
@@ -143,34 +152,41 @@ def edge_points(curve: ScalingCurve) -> list[dict]:
 
 
 def search_range(curve: ScalingCurve) -> dict | None:
-    """Where a search of SEARCH_FACTOR["to_trials"] trials per batch size would likely (68%) put
-    the B_crit of a sweep run to its trials' end with exactly SEARCH_FACTOR["trials"] at every
-    batch size: {"lo", "hi" (examples), "factor", "level", "trials", "to_trials"}; None for any
-    other sweep (the factor was measured from 32 to 128 trials only, on this repository's
-    sweeps, not on imported data) or without a fit."""
+    """Where a search of 4K trials per batch size would likely (68%) put the B_crit of a sweep
+    run to its trials' end with exactly K at every batch size, K one of SEARCH_FACTORS':
+    {"lo", "hi" (examples), "factor", "level", "trials", "to_trials"}; None for any other sweep
+    (the factors were measured on this repository's sweeps, not on imported data) or without a
+    fit."""
     trials = {len(p.trials) for p in curve.points}
-    if (curve.source != "measured" or not runs_to_end(curve)
-            or trials != {SEARCH_FACTOR["trials"]}):
+    if curve.source != "measured" or not runs_to_end(curve) or len(trials) != 1:
         return None
-    span = search_interval(fit_mccandlish(curve.batch_sizes, curve.steps).b_crit,
-                           SEARCH_FACTOR["trials"])
-    return None if span is None else {"lo": span[0], "hi": span[1], **SEARCH_FACTOR}
+    (k,) = trials
+    span = search_interval(fit_mccandlish(curve.batch_sizes, curve.steps).b_crit, k)
+    return None if span is None else {"lo": span[0], "hi": span[1], **SEARCH_FACTORS[k]}
 
 
 def search_check(curve: ScalingCurve, trial_count: list[dict]) -> dict | None:
-    """The search range on a sweep that has the larger search too (its `trial_count_convergence`,
-    `trial_count`, reaching SEARCH_FACTOR["to_trials"] trials run to their end): the range from
-    its first SEARCH_FACTOR["trials"] trials against B_crit from its first
-    SEARCH_FACTOR["to_trials"], {"lo", "hi", "b_crit" (from the larger search), "inside"}; None
-    for any other sweep."""
+    """The search range on a sweep that has the larger search too (its
+    `trial_count_convergence`, `trial_count`, run to their end): for the largest K of
+    SEARCH_FACTORS with B_crit from its first 4K trials, the range from its first K against
+    that B_crit, {"lo", "hi", "b_crit" (from the larger search), "inside", "trials" (K),
+    "to_trials" (4K)}; None for any other sweep."""
     if curve.source != "measured" or not runs_to_end(curve):
         return None
     by_k = {c["trials"]: c["b_crit"] for c in trial_count}
-    span = search_interval(by_k.get(SEARCH_FACTOR["trials"]), SEARCH_FACTOR["trials"])
-    b_crit = by_k.get(SEARCH_FACTOR["to_trials"])
-    if span is None or b_crit is None:
-        return None
-    return {"lo": span[0], "hi": span[1], "b_crit": b_crit, "inside": span[0] <= b_crit <= span[1]}
+    for k in sorted(SEARCH_FACTORS, reverse=True):
+        if 4 * k not in by_k:
+            continue
+        if k not in by_k:           # a count trial_count does not list (8)
+            first = first_trials(curve, k)
+            by_k[k] = fit_mccandlish(first.batch_sizes, first.steps).b_crit
+        span = search_interval(by_k[k], k)
+        b_crit = by_k[4 * k]
+        if span is None or b_crit is None:
+            return None
+        return {"lo": span[0], "hi": span[1], "b_crit": b_crit,
+                "inside": span[0] <= b_crit <= span[1], "trials": k, "to_trials": 4 * k}
+    return None
 
 
 def robustness(curve: ScalingCurve) -> dict:

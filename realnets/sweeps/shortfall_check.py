@@ -21,7 +21,7 @@ from nqm.scaling import fit_mccandlish
 from realnets import store
 from realnets.sweeps.curve import b_crit_resampled, build_curve
 from realnets.sweeps.records import load_sweep
-from realnets.sweeps.robustness import SEARCH_FACTOR, first_trials, search_interval
+from realnets.sweeps.robustness import SEARCH_FACTORS, first_trials, search_interval
 from realnets.sweeps.shortfall import DOUBLINGS, curve_of_steps, shortfall, with_shortfall
 
 STEPS_COLUMNS = ("sweep", "batch_size", "trial_id", "steps_to_goal", "max_steps")
@@ -190,10 +190,11 @@ def _yes(x) -> str:
 def table(rows: list[CheckRow]) -> str:
     """The check as a Markdown table, then the counts."""
     k = rows[0].first if rows else 0
-    f = SEARCH_FACTOR["factor"]
+    f = SEARCH_FACTORS.get(k, {}).get("factor")
+    search = "no search factor" if f is None else f"inside x{f:.3f}"
     lines = [f"| sweep | B_crit, first {k} (16-84%) | extrapolated to {k * 4} | with the "
              f"shortfall | B_crit, first {k * 4} | inside plain | inside with the shortfall | "
-             f"extrapolation closer | inside x{f:.3f} |", "|---|---|---|---|---|---|---|---|---|"]
+             f"extrapolation closer | {search} |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r.search or (None, None)
         lines.append(f"| {r.name} | {_g(r.b_first)} ({_g(r.lo)}-{_g(r.hi)}) | {_g(r.b_ext)} | "

@@ -11,8 +11,9 @@ Rows (`reconciliation`), every batch size per example:
                                  note gives the bound when the curve has no bend in its range
   leave one batch size out       lo, hi: the smallest and largest refitted B_crit; the note has the
                                  largest factor off the fit and the fit's RMS log residual
-  a search of 128 trials         for a sweep of 32 trials run to their end: lo, hi where a 128-trial
-                                 search would likely (68%) put B_crit (`robustness.search_range`)
+  a search of 4K trials          for a sweep of K = 8, 16 or 32 trials run to their end: lo, hi where
+                                 a 4K-trial search would likely (68%) put B_crit
+                                 (`robustness.search_range`)
   reruns under other seeds       where the sweep's winners were rerun (`realnets.sweeps.repeats`):
                                  value the B_crit of the reruns' median curve, lo, hi its 16-84%
                                  range over the reruns' seeds drawn again (the note gives the
@@ -43,14 +44,14 @@ import math
 import numpy as np
 
 from realnets.sweeps.report import runs_drawn
-from realnets.sweeps.robustness import SEARCH_CHECK, SEARCH_FACTOR, search_interval
+from realnets.sweeps.report import search_record
+from realnets.sweeps.robustness import SEARCH_FACTORS, search_interval
 from realnets.validation.comparison import points_bound, ratio_se, value_and_error
 from realnets.validation.settings import RULE_2, TARGET_LABELS
 
 MEASURED = "measured B_crit (fit)"
 LEAVE_ONE_OUT = "measured B_crit, leave one batch size out"
 RERUNS = "measured B_crit, winners rerun under other seeds"
-SEARCH = "measured B_crit, a search of 128 trials"
 LOCAL_CBS = "local CBS"
 B_SIMPLE = "B_simple = tr(Sigma) / ‖G‖²"
 B_NOISE = "B_noise = tr(H Sigma) / (G^T H G)"
@@ -140,19 +141,22 @@ def search_of(doc: dict) -> tuple[float, float] | None:
     return search_interval(measured["fit"]["b_crit"], int(trials))
 
 
+def search_label(to_trials: int) -> str:
+    """The row name of where a search of `to_trials` per batch size would likely put B_crit."""
+    return f"measured B_crit, a search of {to_trials} trials"
+
+
 def _search_rows(doc: dict, b_crit: float | None) -> list[dict]:
     """The row of `search_of` (none where it is None)."""
     span = search_of(doc)
     if span is None:
         return []
-    f, c = SEARCH_FACTOR, SEARCH_CHECK
-    return [_row(SEARCH, b_crit, lo=span[0], hi=span[1],
+    f = SEARCH_FACTORS[int(doc["sweep_config"]["trials"])]
+    return [_row(search_label(f["to_trials"]), b_crit, lo=span[0], hi=span[1],
                  note=f"where a search of {f['to_trials']} trials per batch size would likely "
                       f"({f['level']:.0%}) put B_crit: x{f['factor']:.3f} either side of the "
                       f"{f['trials']}-trial fit ({f['to_trials']} trials moved it less than that "
-                      f"on {c['within']} of {c['of']} sweeps and {c['held_out_within']} of "
-                      f"{c['held_out']} held out, up to x{c['largest']:.2f}; docs/trainer.md, "
-                      "'How many trials')")]
+                      f"on {search_record(f['trials'])}; docs/trainer.md, 'How many trials')")]
 
 
 def _leave_one_out_row(measured: dict, b_crit: float | None) -> dict:

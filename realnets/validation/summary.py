@@ -10,7 +10,7 @@ Each entry (`summary_entry`, from a validation document):
    "checkpoint",                                # the NQM's checkpoint (both rules')
    "measured": {"b_crit", "lo", "hi", "bound",  # fit, and the 16-84% range over resampled trials
                 "method",                       # ("trials") or over reruns ("repeats"), or null;
-                "search": {"lo", "hi"}},        # where a 128-trial search would likely put it
+                "search": {"lo", "hi"}},        # where a 4x larger search would likely put it
                                                 # (32 trials run to their end; else null)
    "reruns": {"b_crit", "lo", "hi",             # where the winners were rerun under other seeds:
               "one_run": {"lo", "hi"}} or null, # the reruns' median curve's B_crit, its 16-84%
@@ -137,7 +137,7 @@ def summary_entry(doc: dict, sides: dict | None = None) -> dict:
 
 
 def _search_entry(doc: dict) -> dict | None:
-    """{"lo", "hi"}: where a 128-trial search would likely put the measured B_crit
+    """{"lo", "hi"}: where a 4x larger search would likely put the measured B_crit
     (`reconciliation.search_of`), or None."""
     span = search_of(doc)
     return None if span is None else {"lo": span[0], "hi": span[1]}

@@ -127,21 +127,23 @@ def test_steps_the_winners_reruns_mostly_miss_are_flagged_as_luck():
     assert found["digits_mlp"] == []
 
 
-def test_the_search_range_only_for_32_trials_run_to_their_end():
-    from realnets.sweeps.robustness import SEARCH_FACTOR, search_range
+@pytest.mark.parametrize("trials", [8, 16, 32])
+def test_the_search_range_only_for_8_16_or_32_trials_run_to_their_end(trials):
+    from realnets.sweeps.robustness import SEARCH_FACTORS, search_range
 
     rng = np.random.default_rng(4)
-    steps = {b: [round(_mccandlish(b) * 1000 * rng.uniform(1, 3)) for _ in range(32)]
+    steps = {b: [round(_mccandlish(b) * 1000 * rng.uniform(1, 3)) for _ in range(trials)]
              for b in SIZES}
     curve = _curve(steps)
     got = search_range(curve)
     b = fit_mccandlish(curve.batch_sizes, curve.steps).b_crit
-    f = SEARCH_FACTOR["factor"]
+    f = SEARCH_FACTORS[trials]["factor"]
     assert (got["lo"], got["hi"]) == pytest.approx((b / f, b * f))
+    assert (got["trials"], got["to_trials"]) == (trials, 4 * trials)
     assert robustness(curve)["search"] == got
     assert search_range(_curve(steps, full=False)) is None          # censored trials
-    assert search_range(_curve({b: s[:16] for b, s in steps.items()})) is None   # 16 trials
-    uneven = {**steps, 16: steps[16][:31]}
+    assert search_range(_curve({b: s[:trials - 1] for b, s in steps.items()})) is None
+    uneven = {**steps, 16: steps[16][:trials - 1]}
     assert search_range(_curve(uneven)) is None
 
 
@@ -149,18 +151,33 @@ def test_the_search_check_of_a_sweep_with_the_larger_search():
     """128 trials: the range from the first 32 against B_crit from the first 128; a tie-free toy
     whose first 32 trials are slow at large B (so the first-32 B_crit is large) and whose later
     trials are as fast at every B (so the 128-trial B_crit is 200)."""
-    from realnets.sweeps.robustness import SEARCH_FACTOR, search_check
+    from realnets.sweeps.robustness import SEARCH_FACTORS, search_check
 
     slow = {b: [round(_mccandlish(b, b_crit=400.0) * 1000) + i for i in range(32)] for b in SIZES}
     fast = {b: [round(_mccandlish(b) * 1000) + i for i in range(96)] for b in SIZES}
     curve = _curve({b: slow[b] + fast[b] for b in SIZES})
     got = search_check(curve, trial_count_convergence(curve))
     assert robustness(curve)["search_check"] == got
-    f = SEARCH_FACTOR["factor"]
+    f = SEARCH_FACTORS[32]["factor"]
+    assert (got["trials"], got["to_trials"]) == (32, 128)
     assert got["b_crit"] == pytest.approx(200.0, rel=1e-3)
     assert (got["lo"], got["hi"]) == pytest.approx((400.0 / f, 400.0 * f), rel=1e-3)
     assert got["inside"] is False                      # 200 < 400 / 1.36
-    assert search_check(_curve(slow), trial_count_convergence(_curve(slow))) is None   # 32 trials
+    # 32 trials: the range from the first 8 against B_crit from all 32; trial 0 is the fastest
+    # at every B, so both fits are the same and the range holds it
+    small = search_check(_curve(slow), trial_count_convergence(_curve(slow)))
+    assert (small["trials"], small["to_trials"]) == (8, 32)
+    first8 = fit_mccandlish(np.array(SIZES, float),
+                            np.array([min(slow[b][:8]) for b in SIZES], float)).b_crit
+    assert small["b_crit"] == pytest.approx(
+        fit_mccandlish(np.array(SIZES, float), np.array([min(slow[b]) for b in SIZES],
+                                                         float)).b_crit)
+    f8 = SEARCH_FACTORS[8]["factor"]
+    assert (small["lo"], small["hi"]) == pytest.approx((first8 / f8, first8 * f8))
+    assert small["inside"] is True
+    assert search_check(_curve({b: s[:16] for b, s in slow.items()}),
+                        trial_count_convergence(_curve({b: s[:16] for b, s in slow.items()}))
+                        ) is None                      # 16 trials: no 4x larger search in it
     # trials stopped early: the first 32 are censored, no check
     stopped = _curve({b: slow[b] + fast[b] for b in SIZES}, full=False)
     assert search_check(stopped, trial_count_convergence(stopped)) is None

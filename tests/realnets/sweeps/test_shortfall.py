@@ -140,22 +140,27 @@ def test_the_shipped_check_is_what_report_says():
     assert sum(not r.inside(r.lo, r.hi) for r in rows) == c["outside"]
     largest = max(max(r.b_all / r.b_first, r.b_first / r.b_all) for r in rows)
     assert f"{largest:.2f}" == f"{c['largest']:.2f}"
-    # the search factor is their 68% split-conformal factor: the ceil(0.68 (n + 1))-th smallest
-    from realnets.sweeps.robustness import SEARCH_FACTOR
-    scores = sorted(abs(math.log(r.b_all / r.b_first)) for r in rows)
-    k = math.ceil(SEARCH_FACTOR["level"] * (len(scores) + 1))
-    assert math.exp(scores[k - 1]) == pytest.approx(SEARCH_FACTOR["factor"], abs=5e-4)
-    from realnets.sweeps.robustness import SEARCH_CHECK
-    assert (sum(bool(r.inside(*r.search)) for r in rows), len(rows)) == (
-        SEARCH_CHECK["within"], SEARCH_CHECK["of"])
+    # each search factor is their 68% split-conformal factor of |ln(B_4K / B_K)|: the
+    # ceil(0.68 (n + 1))-th smallest, for K = 8, 16 and 32
+    from realnets.sweeps.robustness import SEARCH_CHECKS, SEARCH_FACTORS
+    sweeps = read_sweeps([root / n for n in CHECKED_SWEEPS])
+    for first, factor in SEARCH_FACTORS.items():
+        rows = [check_row(s, first) for s in sweeps]
+        scores = sorted(abs(math.log(r.b_all / r.b_first)) for r in rows)
+        k = math.ceil(factor["level"] * (len(scores) + 1))
+        # rounded up to three decimals, so that the factor covers its own k-th score
+        assert factor["factor"] == math.ceil(math.exp(scores[k - 1]) * 1000) / 1000, first
+        assert (sum(bool(r.inside(*r.search)) for r in rows), len(rows)) == (
+            SEARCH_CHECKS[first]["within"], SEARCH_CHECKS[first]["of"])
 
 
 def test_search_interval():
-    from realnets.sweeps.robustness import SEARCH_FACTOR, search_interval
+    from realnets.sweeps.robustness import SEARCH_FACTORS, search_interval
 
-    f = SEARCH_FACTOR["factor"]
-    assert search_interval(100.0, 32) == pytest.approx((100 / f, 100 * f))
-    assert search_interval(100.0, 16) is None and search_interval(None, 32) is None
+    for trials in (8, 16, 32):
+        f = SEARCH_FACTORS[trials]["factor"]
+        assert search_interval(100.0, trials) == pytest.approx((100 / f, 100 * f))
+    assert search_interval(100.0, 64) is None and search_interval(None, 32) is None
 
 
 def test_the_command(tmp_path, capsys):
@@ -227,9 +232,10 @@ def test_report_gives_the_search_range_of_a_32_trial_sweep():
 
 
 def test_the_held_out_checks_of_the_search_factor():
-    """The eight sweeps held out for SEARCH_FACTOR (docs/prediction_rule.md, session 44, second
-    and third sections): their 128-trial B_crit inside x1.360 of the 32-trial value on three of
-    each four, as robustness.SEARCH_CHECK says."""
+    """The eight sweeps held out for the search factors (docs/prediction_rule.md, session 44,
+    second and third sections, and session 45, third): their 128-trial B_crit inside x1.360 of the
+    32-trial value on three of each four, and the 8- and 16-trial factors' counts, as
+    robustness.SEARCH_CHECKS says."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[3] / "sweeps"
@@ -243,12 +249,20 @@ def test_the_held_out_checks_of_the_search_factor():
     assert [r.name for r in second] == ["teacher_student_noisy_mlp_adam", "digits_cnn_adam",
                                         "mnist_logreg_sgd", "digits_cnn_sgd"]
     assert [r.inside(*r.search) for r in second] == [True, True, True, False]
-    from realnets.sweeps.robustness import SEARCH_CHECK
+    from realnets.sweeps.robustness import SEARCH_CHECKS
     rows = first + second
-    assert (sum(r.inside(*r.search) for r in rows), len(rows)) == (
-        SEARCH_CHECK["held_out_within"], SEARCH_CHECK["held_out"])
-    # the largest move over these and the fifteen, as the range's wording quotes it
-    fifteen = [check_row(s, 32) for s in read_sweeps([root / n for n in CHECKED_SWEEPS])]
-    largest = max(max(r.b_all / r.b_first, r.b_first / r.b_all) for r in rows + fifteen)
-    assert f"{largest:.2f}" == f"{SEARCH_CHECK['largest']:.2f}"
     assert sum(bool(r.inside(r.lo, r.hi)) for r in rows) == 2      # the plain interval
+    # the held-out counts and the largest move over these and the fifteen, as the range's
+    # wording quotes them, for each factor (K = 8 and 16: session 45)
+    held = read_steps_csv(root / "trial_count_128_heldout_steps.csv") + read_steps_csv(
+        root / "trial_count_128_heldout2_steps.csv")
+    fifteen = read_sweeps([root / n for n in CHECKED_SWEEPS])
+    for k, check in SEARCH_CHECKS.items():
+        rows = [check_row(s, k) for s in held]
+        assert (sum(bool(r.inside(*r.search)) for r in rows), len(rows)) == (
+            check["held_out_within"], check["held_out"]), k
+        rows += [check_row(s, k) for s in fifteen]
+        largest = max(max(r.b_all / r.b_first, r.b_first / r.b_all) for r in rows)
+        assert largest == pytest.approx(check["largest"], rel=0.01), k
+    assert [r.name for r in [check_row(s, 8) for s in held] if not r.inside(*r.search)] == [
+        "digits_mlp_sgd"]

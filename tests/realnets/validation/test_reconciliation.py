@@ -306,23 +306,28 @@ def test_the_estimate_of_record_stands_before_b_2pt_where_the_record_has_the_med
         "estimate")
 
 
-def test_a_32_trial_sweep_gets_the_search_row_and_others_do_not():
-    """Resampled trials and 32 per batch size: where a 128-trial search would likely put B_crit,
-    x1.360 either side of the fit (robustness.SEARCH_FACTOR); none for other counts, or where the
-    interval is over reruns (trials stopped early)."""
+@pytest.mark.parametrize("trials, factor", [(8, 1.704), (16, 1.376), (32, 1.360)])
+def test_a_sweep_of_8_16_or_32_trials_gets_the_search_row_and_others_do_not(trials, factor):
+    """Resampled trials and K = 8, 16 or 32 per batch size: where a 4K-trial search would likely
+    put B_crit, F_K either side of the fit (robustness.SEARCH_FACTORS); none for other counts,
+    or where the interval is over reruns (trials stopped early)."""
     doc = synthetic()
     doc["measured"]["interval"]["method"] = "trials"
-    doc["sweep_config"] = {"trials": 32}
-    row = _by_name(rec.reconciliation(doc))[rec.SEARCH]
-    assert (row["lo"], row["hi"]) == pytest.approx((MEASURED / 1.360, MEASURED * 1.360))
-    assert row["value"] is None and "x1.360" in row["note"]
+    doc["sweep_config"] = {"trials": trials}
+    label = rec.search_label(4 * trials)
+    row = _by_name(rec.reconciliation(doc))[label]
+    assert (row["lo"], row["hi"]) == pytest.approx((MEASURED / factor, MEASURED * factor))
+    assert row["value"] is None and f"x{factor:.3f}" in row["note"]
+    assert f"{trials}-trial fit" in row["note"]
     assert [r["estimate"] for r in rec.reconciliation(doc)][:3] == [
-        rec.MEASURED, rec.LEAVE_ONE_OUT, rec.SEARCH]
-    doc["sweep_config"] = {"trials": 16}
-    assert rec.SEARCH not in _by_name(rec.reconciliation(doc))
-    doc["sweep_config"] = {"trials": 32}
+        rec.MEASURED, rec.LEAVE_ONE_OUT, label]
+    for other in (4, 64, 128):
+        doc["sweep_config"] = {"trials": other}
+        assert not any(r["estimate"].startswith("measured B_crit, a search of")
+                       for r in rec.reconciliation(doc))
+    doc["sweep_config"] = {"trials": trials}
     doc["measured"]["interval"]["method"] = "repeats"
-    assert rec.SEARCH not in _by_name(rec.reconciliation(doc))
+    assert label not in _by_name(rec.reconciliation(doc))
 
 
 def test_the_search_row_and_the_sweeps_report_agree_on_every_shipped_report():
@@ -346,4 +351,6 @@ def test_the_search_row_and_the_sweeps_report_agree_on_every_shipped_report():
         if from_doc is not None:
             with_range += 1
             assert (from_sweep["lo"], from_sweep["hi"]) == pytest.approx(from_doc, rel=1e-9)
-    assert with_range == 13      # the eighteen remeasured from a larger search have none (session 45)
+    # the eighteen remeasured from a larger search have none; own_mnist1d_cnn (16 trials) has
+    # one since session 45
+    assert with_range == 14
