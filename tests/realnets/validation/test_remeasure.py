@@ -212,3 +212,42 @@ def test_remeasure_refuses_another_sweep_in_one_line_and_writes_nothing(tmp_path
     assert "reference trial" in _one_line_error(capsys, "remeasure", str(report))
     assert "no validation.json" in _one_line_error(capsys, "remeasure", str(sweep))
     assert {p.name: p.read_bytes() for p in report.iterdir()} == before
+
+
+def test_validate_with_prediction_trials_makes_the_remeasured_document_again(tmp_path, capsys,
+                                                                           one_default_device):
+    """`validate --prediction-trials 32` on the tabular sweep resumed to 128 trials: in one
+    command the document `validate` then `remeasure` left (predictions from the first 32, the
+    measured side from all 128), number for number (about 30 s), on one device as the shipped
+    document was made (`one_default_device`)."""
+    shipped = json.loads((REPORTS / "breast_cancer_mlp" / "validation.json").read_text())
+    out = tmp_path / "bc"
+    assert main(["validate", "--workload", "examples/breast_cancer.py:make_workload", "--sweep",
+                 str(ROOT / "sweeps" / "breast_cancer_mlp"), "--out", str(out),
+                 "--prediction-trials", "32", "--summary", str(tmp_path / "summary.json"),
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    doc = json.loads((out / "validation.json").read_text())
+    assert doc["predicted_from_trials"] == 32 and doc["sweep_config"] == shipped["sweep_config"]
+    assert doc["measured"] == shipped["measured"]
+    # the same to float32 round-off: the test session's XLA (8 simulated devices, even with one
+    # used) sums the rerun's losses in another order than the one-device command did
+    # (Lanczos residuals near round-off are not compared: the table of every estimate is)
+    _close(doc["calibration_run"], shipped["calibration_run"])
+    _close(doc["comparison"], shipped["comparison"])
+
+
+def _close(got, want, where="") -> None:
+    """Equal structure and integers and text, floats within 1e-4 relative."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and set(got) == set(want), where
+        for k in want:
+            _close(got[k], want[k], f"{where}/{k}")
+    elif isinstance(want, list):
+        assert isinstance(got, list) and len(got) == len(want), where
+        for i, (g, w) in enumerate(zip(got, want)):
+            _close(g, w, f"{where}[{i}]")
+    elif isinstance(want, float) and not isinstance(got, bool):
+        assert got == pytest.approx(want, rel=1e-4, nan_ok=True), where
+    else:
+        assert got == want, where
