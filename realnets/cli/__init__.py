@@ -1,6 +1,6 @@
 """`python -m realnets {sweep, workloads, report, import-batch-science, validate, summary,
-shortfall, swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, rerender, remeasure, two-point,
-branch,
+shortfall, swap-optimizer, adam-basis, two-ends, miss-split, tuning-check, rerender, remeasure,
+two-point, branch,
 throughput, plan}`.
 
 All logic lives in the library (`realnets.sweeps.runner`, `realnets.sweeps.report`,

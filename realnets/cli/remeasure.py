@@ -52,6 +52,7 @@ def _write(directory: Path, sweep_dir: Path, config, records, old: dict, new: di
                                            ValidationDocument, write_validation)
     from realnets.validation.miss_split import with_measured
     from realnets.validation.remeasure import predicted_from, with_measured_two_point
+    from realnets.sweeps.report import fmt
     from realnets.validation.report import rerender
     from realnets.validation.summary import refresh_summary, summary_entry
     from realnets.validation.two_point import measured_b_crit
@@ -77,11 +78,7 @@ def _write(directory: Path, sweep_dir: Path, config, records, old: dict, new: di
     refresh_summary(directory)
     was, k = old["measured"]["fit"]["b_crit"], predicted_from(new)
     iv = new["measured"].get("interval") or {}
-    span = f" ({iv['p16']:.4g} .. {iv['p84']:.4g})" if iv.get("available") else ""
-    return (f"{directory}: measured B_crit {_g(m)}{span} from {config.trials} trials per batch "
-            f"size (was {_g(was)} from {old['sweep_config']['trials']}); predictions kept, made "
+    span = f" ({fmt(iv['p16'])} .. {fmt(iv['p84'])})" if iv.get("available") else ""
+    return (f"{directory}: measured B_crit {fmt(m)}{span} from {config.trials} trials per batch "
+            f"size (was {fmt(was)} from {old['sweep_config']['trials']}); predictions kept, made "
             f"from the first {k}{point}")
-
-
-def _g(x) -> str:
-    return "none" if x is None else f"{x:.4g}"

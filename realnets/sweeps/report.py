@@ -35,7 +35,8 @@ def rows(doc: CurveDocument) -> list[dict]:
 
 
 
-def _fmt(v) -> str:
+def fmt(v) -> str:
+    """A number as the reports print it: 4 significant digits, "-" for None or not finite."""
     if v is None:
         return "-"
     if isinstance(v, float):
@@ -45,7 +46,7 @@ def _fmt(v) -> str:
 
 def format_goal(v) -> str:
     """The goal as given (0.04) or as the pilot rule computed it, to 6 significant digits."""
-    return f"{v:.6g}" if isinstance(v, float) else _fmt(v)
+    return f"{v:.6g}" if isinstance(v, float) else fmt(v)
 
 
 def runs_drawn(r: dict) -> str:
@@ -62,7 +63,7 @@ def _over_seeds(r: dict | None) -> str:
     if r.get("p16") is None:
         why = r.get("note") or f"{r['fitted']} of {r['resamples']} draws fitted"
         return f", no interval over seeds: {why}"
-    return (f", 16-84% over the seeds drawn again {_fmt(r['p16'])} .. {_fmt(r['p84'])}")
+    return (f", 16-84% over the seeds drawn again {fmt(r['p16'])} .. {fmt(r['p84'])}")
 
 
 def _resampled_line(r: dict | None) -> str:
@@ -72,21 +73,21 @@ def _resampled_line(r: dict | None) -> str:
         return f"B_crit over resampled trials: not available ({r['note'] if r else 'no trials'})"
     if r.get("method") == "repeats":
         line = (f"B_crit over reruns of the best trials with other seeds ({runs_drawn(r)} runs per "
-                f"batch size): median {_fmt(r['median'])}, 16-84% {_fmt(r['p16'])} .. "
-                f"{_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} draws fitted)")
+                f"batch size): median {fmt(r['median'])}, 16-84% {fmt(r['p16'])} .. "
+                f"{fmt(r['p84'])} ({r['fitted']} of {r['resamples']} draws fitted)")
         if "rerun_median_steps" not in r:
             return line
         line += ("\nthe reruns' median steps per batch size: "
-                 + " ".join(_fmt(m) for m in r["rerun_median_steps"])
-                 + f"  (B_crit of that curve {_fmt(r['rerun_median_b_crit'])}"
+                 + " ".join(fmt(m) for m in r["rerun_median_steps"])
+                 + f"  (B_crit of that curve {fmt(r['rerun_median_b_crit'])}"
                  + _over_seeds(r.get("rerun_median_resampled")) + ")")
         counts = r.get("rerun_median_by_seeds") or []
         if len(counts) > 1:
             line += ("\nB_crit of the reruns' median curve from the first K seeds: "
-                     + "  ".join(f"K={c['seeds']}: {_fmt(c['b_crit'])}" for c in counts))
+                     + "  ".join(f"K={c['seeds']}: {fmt(c['b_crit'])}" for c in counts))
         return line
-    return (f"B_crit over resampled trials: median {_fmt(r['median'])}, 16-84% "
-            f"{_fmt(r['p16'])} .. {_fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
+    return (f"B_crit over resampled trials: median {fmt(r['median'])}, 16-84% "
+            f"{fmt(r['p16'])} .. {fmt(r['p84'])} ({r['fitted']} of {r['resamples']} "
             f"resamples fitted)")
 
 
@@ -104,7 +105,7 @@ def search_caution() -> str:
 def search_line(search: dict) -> str:
     """`robustness.search_range` in words."""
     return (f"a search of {search['to_trials']} trials per batch size would likely "
-            f"({search['level']:.0%}) put B_crit in {_fmt(search['lo'])} .. {_fmt(search['hi'])}"
+            f"({search['level']:.0%}) put B_crit in {fmt(search['lo'])} .. {fmt(search['hi'])}"
             f" (x{search['factor']:.3f} either side: {search['to_trials']} trials moved the "
             f"{search['trials']}-trial value less than that on {search_record(search['trials'])}"
             f"; docs/trainer.md)")
@@ -112,9 +113,9 @@ def search_line(search: dict) -> str:
 
 def search_check_line(check: dict) -> str:
     """`robustness.search_check` in words."""
-    return (f"the search range from the first {check['trials']} trials, {_fmt(check['lo'])} .. "
-            f"{_fmt(check['hi'])}, {'holds' if check['inside'] else 'misses'} B_crit from the "
-            f"first {check['to_trials']}, {_fmt(check['b_crit'])} (docs/trainer.md)")
+    return (f"the search range from the first {check['trials']} trials, {fmt(check['lo'])} .. "
+            f"{fmt(check['hi'])}, {'holds' if check['inside'] else 'misses'} B_crit from the "
+            f"first {check['to_trials']}, {fmt(check['b_crit'])} (docs/trainer.md)")
 
 
 def search_record(trials: int) -> str:
@@ -132,11 +133,11 @@ def _robustness_lines(r: dict | None, resampled: dict | None = None) -> list[str
     if r is None:
         return []
     loo = r["leave_one_out"]
-    lines = [f"leave one batch size out: B_crit moves by up to a factor {_fmt(loo['max_ratio'])}"
-             f"  (fit's RMS log residual {_fmt(r['rms_log_residual'])})"]
+    lines = [f"leave one batch size out: B_crit moves by up to a factor {fmt(loo['max_ratio'])}"
+             f"  (fit's RMS log residual {fmt(r['rms_log_residual'])})"]
     if r["trial_count"]:
         lines.append("B_crit from the first K trials per batch size: " + "  ".join(
-            f"K={c['trials']}: {_fmt(c['b_crit'])}" for c in r["trial_count"])
+            f"K={c['trials']}: {fmt(c['b_crit'])}" for c in r["trial_count"])
             + ("  (censored: trials stopped at another's goal)"
                if any(c["censored"] for c in r["trial_count"]) else ""))
     if (resampled or {}).get("available") and resampled.get("method") == "trials":
@@ -192,7 +193,7 @@ def _bound_lines(doc: CurveDocument) -> list[str]:
 
 
 def format_table(doc: CurveDocument) -> str:
-    table = [[_fmt(r[c]) for c in COLUMNS] for r in rows(doc)]
+    table = [[fmt(r[c]) for c in COLUMNS] for r in rows(doc)]
     widths = [max(len(c), *(len(t[j]) for t in table)) for j, c in enumerate(COLUMNS)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(COLUMNS, widths))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(t, widths)) for t in table]
@@ -203,18 +204,18 @@ def format_table(doc: CurveDocument) -> str:
               f"workload {cfg.get('workload')}  goal {format_goal(cfg.get('goal'))}  optimizer "
               f"{cfg.get('optimizer')}  trials/batch size {cfg.get('trials')}  budget "
               f"{cfg.get('max_steps')} steps",
-              f"fit S(B) = S_min (1 + B_crit / B): S_min {_fmt(fit['s_min'])}  B_crit "
-              f"{_fmt(fit['b_crit'])}  R^2 {_fmt(fit['r2'])}",
+              f"fit S(B) = S_min (1 + B_crit / B): S_min {fmt(fit['s_min'])}  B_crit "
+              f"{fmt(fit['b_crit'])}  R^2 {fmt(fit['r2'])}",
               *_bound_lines(doc),
               *curve_warnings(doc),
               _resampled_line(doc.b_crit_resampled),
               *([_resampled_line(doc.b_crit_repeats)] if doc.b_crit_repeats is not None
                 and (doc.b_crit_resampled or {}).get("method") != "repeats" else []),
               *_robustness_lines(doc.robustness, doc.b_crit_resampled),
-              f"perfect scaling up to cbs20 = {_fmt(reg['cbs20'])}  maximal data parallelism "
-              f"from {_fmt(reg['maximal_from'])}",
+              f"perfect scaling up to cbs20 = {fmt(reg['cbs20'])}  maximal data parallelism "
+              f"from {fmt(reg['maximal_from'])}",
               f"gradient noise scale B_simple (pooled over batch sizes, weights B^2) "
-              f"{_fmt(doc.noise_scale['b_simple'])}"]
+              f"{fmt(doc.noise_scale['b_simple'])}"]
     return "\n".join(lines)
 
 

@@ -21,6 +21,7 @@ from nqm.scaling import fit_mccandlish
 from realnets import store
 from realnets.sweeps.curve import b_crit_resampled, build_curve
 from realnets.sweeps.records import load_sweep
+from realnets.sweeps.report import fmt
 from realnets.sweeps.robustness import SEARCH_FACTORS, first_trials, search_interval
 from realnets.sweeps.shortfall import DOUBLINGS, curve_of_steps, shortfall, with_shortfall
 
@@ -179,10 +180,6 @@ def check_row(sweep: Sweep, first: int) -> CheckRow:
                     b_all, search_interval(ext["b_crit"], first))
 
 
-def _g(x) -> str:
-    return "-" if x is None else f"{x:.4g}"
-
-
 def _yes(x) -> str:
     return "-" if x is None else ("yes" if x else "no")
 
@@ -197,8 +194,8 @@ def table(rows: list[CheckRow]) -> str:
              f"extrapolation closer | {search} |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         s = r.search or (None, None)
-        lines.append(f"| {r.name} | {_g(r.b_first)} ({_g(r.lo)}-{_g(r.hi)}) | {_g(r.b_ext)} | "
-                     f"{_g(r.ext_lo)}-{_g(r.ext_hi)} | {_g(r.b_all)} | "
+        lines.append(f"| {r.name} | {fmt(r.b_first)} ({fmt(r.lo)}-{fmt(r.hi)}) | {fmt(r.b_ext)} | "
+                     f"{fmt(r.ext_lo)}-{fmt(r.ext_hi)} | {fmt(r.b_all)} | "
                      f"{_yes(r.inside(r.lo, r.hi))} | {_yes(r.inside(r.ext_lo, r.ext_hi))} | "
                      f"{_yes(r.closer)} | {_yes(r.inside(*s))} |")
     checked = [r for r in rows if r.b_all is not None]

@@ -11,8 +11,8 @@ Rows (`reconciliation`), every batch size per example:
                                  note gives the bound when the curve has no bend in its range
   leave one batch size out       lo, hi: the smallest and largest refitted B_crit; the note has the
                                  largest factor off the fit and the fit's RMS log residual
-  a search of 4K trials          for a sweep of K = 8, 16 or 32 trials run to their end: lo, hi where
-                                 a 4K-trial search would likely (68%) put B_crit
+  a search of 4K trials          for a sweep of K = 8, 16 or 32 trials run to their end: lo, hi
+                                 where a 4K-trial search would likely (68%) put B_crit
                                  (`robustness.search_range`)
   reruns under other seeds       where the sweep's winners were rerun (`realnets.sweeps.repeats`):
                                  value the B_crit of the reruns' median curve, lo, hi its 16-84%

@@ -16,6 +16,7 @@ All functions here are pure: documents and records in, documents out; nothing is
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 from typing import Sequence
 
 from realnets.sweeps.curve import best_trial, build_curve
@@ -60,14 +61,12 @@ def check_made_from(doc: dict, config: SweepConfig, records: Sequence[TrialRecor
         raise ValueError(f"sweep: batch sizes {sorted(config.batch_sizes)}, the validation's "
                          f"{sorted(sc.get('batch_sizes') or [])}")
     k = predicted_from(doc)
-    counts = {}
-    for r in records:
-        counts[r.batch_size] = counts.get(r.batch_size, 0) + 1
+    counts = Counter(r.batch_size for r in records)
     short = {b: counts.get(b, 0) for b in config.batch_sizes if counts.get(b, 0) < config.trials}
     if config.trials < k or short:
         raise ValueError(f"sweep: trials must be run to the sweep's {config.trials} per batch "
                          f"size, at least the {k} the predictions were made from (batch size: "
-                         f"trials run {short or counts})")
+                         f"trials run {short or dict(counts)})")
     pconfig, first = prediction_sweep(doc, config, records)
     run = doc["calibration_run"]
     best = best_trial([r for r in first if r.batch_size == run["batch_size"]])

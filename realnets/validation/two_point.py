@@ -131,7 +131,8 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
     value = ends["two_point"]["50"]
     measured = measured_b_crit(records, config)
     return {"workload": config.workload, "optimizer": config.optimizer, "goal": config.goal,
-            "trials": config.trials, "trial_id": trial.trial_id, "rows_seed": int(seed), **ends, "value": value,
+            "trials": config.trials, "trial_id": trial.trial_id, "rows_seed": int(seed), **ends,
+            "value": value,
             "lo": ends["two_point"]["16"], "hi": ends["two_point"]["84"],
             "condition": condition(ends["full_set"]["steps"], value),
             "measured": measured,

@@ -29,16 +29,15 @@ REPORTS = ROOT / "reports" / "validation"
 NAME = "digits_attention"      # 32 -> 128 trials moved its B_ref steps (196 -> 146) and B_crit
 
 
-def _best_steps_by_batch(trials_file: Path, first: int | None = None) -> dict[int, float]:
-    """Per batch size, the fewest steps to goal of its first `first` trials by id (all: None),
-    read straight from trials.jsonl (an independent reading of the measured curve)."""
+def _best_steps_by_batch(trials_file: Path) -> dict[int, float]:
+    """Per batch size, the fewest steps to goal of its trials, read straight from trials.jsonl
+    (an independent reading of the measured curve)."""
     rows: dict[int, list] = {}
     for line in trials_file.read_text().splitlines():
         r = json.loads(line)
         rows.setdefault(r["batch_size"], []).append(r)
     out = {}
     for b, rs in rows.items():
-        rs = sorted(rs, key=lambda r: int(r["trial_id"]))[:first]
         reached = [r["steps_to_goal"] for r in rs if r["steps_to_goal"] is not None]
         out[b] = float(min(reached)) if reached else math.nan
     return out

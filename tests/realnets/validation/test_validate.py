@@ -297,7 +297,8 @@ def _digits_sweep(path: Path) -> Path:
     (["--workload", "nqm"], "not 'nqm'"),
     (["--workload", "digits_mlp", "--notes", "/no/such/notes.md"], "notes"),
     (["--workload", "digits_mlp", "--sample-rows", "1"], "sample-rows"),
-    (["--workload", "digits_mlp", "--prediction-trials", "2"], "prediction-trials must be in [1, 1]"),
+    (["--workload", "digits_mlp", "--prediction-trials", "2"],
+     "prediction-trials must be in [1, 1]"),
     (["--workload", "digits_mlp", "--prediction-trials", "0"], "prediction-trials"),
 ])
 def test_validate_bad_input_is_one_line_and_status_2(capsys, tmp_path, extra, names):
