@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import sys
 
-from realnets.cli.diagnostics import (adam_basis_command, miss_split_command, rerender_command,
-                                      summary_text, swap_command, track_record_text,
-                                      tuning_check_command, two_ends_command, two_point_command)
+from realnets.cli.diagnostics import (adam_basis_command, headline_text, miss_split_command,
+                                      rerender_command, summary_text, swap_command,
+                                      track_record_text, tuning_check_command, two_ends_command,
+                                      two_point_command)
 from realnets.cli.parser import build_parser
 from realnets.cli.planning import plan_command, throughput_command
 from realnets.cli.remeasure import remeasure_command
@@ -48,6 +49,7 @@ COMMANDS = {
     "validate": validate_command,
     "summary": lambda args, argv: summary_text(args.file, args.rebuild),
     "track-record": lambda args, argv: track_record_text(args.file, args.format),
+    "headline": lambda args, argv: headline_text(args.file, args.format),
     "swap-optimizer": lambda args, argv: swap_command(args),
     "adam-basis": adam_basis_command,
     "two-ends": two_ends_command,

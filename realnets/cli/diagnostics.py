@@ -617,6 +617,21 @@ def summary_text(path: str, rebuild: bool = False) -> str:
                if median_end else ""))
 
 
+def headline_text(path: str, fmt: str = "table") -> str:
+    """`python -m realnets headline`: the README's headline counts over the summary's
+    workloads (`realnets.validation.headline`), as the README's table or JSON; runs nothing."""
+    import json
+
+    from realnets.validation.headline import headline, table
+    from realnets.validation.summary import read_summary
+
+    if not Path(path).is_file():
+        raise ValueError(f"summary file {path!r} does not exist (python -m realnets validate "
+                         "writes one beside its --out directory)")
+    h = headline(read_summary(Path(path)))
+    return json.dumps(h, indent=1) if fmt == "json" else table(h)
+
+
 def track_record_text(path: str, fmt: str = "table") -> str:
     """`python -m realnets track-record`: each predictor's record over the summary's real
     workloads (`realnets.validation.track_record`), as the docs' table or JSON; runs nothing."""

@@ -108,6 +108,13 @@ def build_parser() -> argparse.ArgumentParser:
     _summary_file(k)
     k.add_argument("--format", choices=("table", "json"), default="table")
 
+    h = sub.add_parser("headline",
+                       help="the README's headline counts: each estimate within 2x of the "
+                            "measured B_crit over the summary's real workloads and over those "
+                            "held out for it (runs nothing)")
+    _summary_file(h)
+    h.add_argument("--format", choices=("table", "json"), default="table")
+
     b = sub.add_parser("import-batch-science",
                        help="read published batch_science data into the same curve format")
     b.add_argument("path")
@@ -382,6 +389,6 @@ def _add_branch_parser(sub) -> None:
 
 
 def _summary_file(parser) -> None:
-    """The optional positional summary file of `summary` and `track-record`."""
+    """The optional positional summary file of `summary`, `track-record` and `headline`."""
     parser.add_argument("file", nargs="?", default="reports/validation/summary.json",
                         help="summary file written by validate (default: %(default)s)")
