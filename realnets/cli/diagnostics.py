@@ -256,7 +256,7 @@ def _two_ends_of(directory: Path, sweep: str | None, argv, say, inits_next: bool
     from realnets import workloads
     from realnets.sweeps.records import read_repeats
     from realnets.validation import two_ends
-    from realnets.validation.files import TWO_ENDS_FILE, read_validation
+    from realnets.validation.files import DESCENT_JOURNAL, TWO_ENDS_FILE, read_validation
     from realnets.validation.rerun import reference_checkpoints
     from realnets.validation.summary import summary_entry
 
@@ -267,8 +267,9 @@ def _two_ends_of(directory: Path, sweep: str | None, argv, say, inits_next: bool
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say(f"{directory}: retraining the reference trial to its goal")
     _, goal_params = reference_checkpoints(task, config, trials, as_dict["calibration_run"])
+    journal = directory / DESCENT_JOURNAL        # a killed run resumes its descents from it
     record = two_ends.run_two_ends(task, config, trials, as_dict, goal_params,
-                                   read_repeats(sweep_dir), log=say)
+                                   read_repeats(sweep_dir), log=say, journal=journal)
     record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
               "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
@@ -277,6 +278,7 @@ def _two_ends_of(directory: Path, sweep: str | None, argv, say, inits_next: bool
               f"python -m realnets two-ends {directory} --full-batch-inits SEEDS",
               file=sys.stderr)
     _write_beside_report(directory, TWO_ENDS_FILE, record)
+    journal.unlink(missing_ok=True)
     return record
 
 
@@ -351,7 +353,7 @@ def two_point_command(args, argv) -> str:
     from realnets import store, workloads
     from realnets.sweeps.records import load_sweep, read_repeats
     from realnets.validation import two_point
-    from realnets.validation.files import TWO_POINT_FILE
+    from realnets.validation.files import DESCENT_JOURNAL, TWO_POINT_FILE
     from realnets.validation.remeasure import first_sweep, with_measured_two_point
 
     start = time.perf_counter()
@@ -376,7 +378,9 @@ def two_point_command(args, argv) -> str:
     two_point.check_inputs(config, records, repeats, args.batch_size)
     task = workloads.get(config.workload).build(text_file=config.text_file)
     say = _progress(args.no_progress)
-    record = two_point.estimate(task, config, records, repeats, args.batch_size, log=say)
+    journal = directory / DESCENT_JOURNAL        # a killed run resumes its descents from it
+    record = two_point.estimate(task, config, records, repeats, args.batch_size, log=say,
+                                journal=journal)
     if seeds is not None:
         if record["full_set"].get("steps") is not None:
             say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
@@ -387,6 +391,7 @@ def two_point_command(args, argv) -> str:
     record = {**record, "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
     store.write_json_atomic(directory / TWO_POINT_FILE, record)
+    journal.unlink(missing_ok=True)
     if args.format == "json":
         return json.dumps(record, indent=1)
     return (two_point.text(record) + "\n" + _error_bar_line(record, args.summary)

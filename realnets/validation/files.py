@@ -19,6 +19,9 @@ TWO_ENDS_FILE = "two_ends.json"
 MISS_SPLIT_FILE = "miss_split.json"
 # beside a sweep, not a report (`python -m realnets two-point`)
 TWO_POINT_FILE = "two_point.json"
+# beside either while `two-ends` or `two-point` runs: the whole-set descents finished so far
+# (`descent_journal`), deleted once the record is written
+DESCENT_JOURNAL = "full_batch_descents.jsonl"
 
 
 @dataclass(frozen=True)

@@ -24,12 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from realnets.sweeps.curve import build_curve, same_configuration
 from realnets.sweeps.records import SweepConfig, TrialRecord, trial_order
+from realnets.validation import descent_journal
 from realnets.validation.bootstrap import bootstrap_b_crit, fitted_nqm
 from realnets.validation.predictions import predict
 from realnets.validation.quadratic_path import descend, path_optimizer, sample_loss
@@ -44,7 +46,7 @@ UNLIMITED_BATCH = 2 ** 40
 
 def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRecord],
                      sample: dict, target: float, step_limit: int, chunk_rows: int | None = None,
-                     devices=None, log=None) -> dict:
+                     devices=None, log=None, journal: Path | None = None) -> dict:
     """S_fb: the fewest full-batch steps of any of `trials` to `target` on `sample`.
 
     Args:
@@ -57,6 +59,9 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
       step_limit: S_ref, the most steps any descent may take (>= 1).
       chunk_rows, devices: how the sample's loss is computed (`quadratic_path.sample_loss`).
       log: optional callable(str) for progress lines.
+      journal: optional JSON-lines file (`descent_journal`): each trial's run is appended to it
+        when finished, and runs it already holds for the same workload, target, limit and rows
+        are taken instead of descending again (a killed call resumes; the result is the same).
 
     Returns:
       JSON-ready {"steps": S_fb or None (no trial reached the target), "trial_id",
@@ -71,32 +76,45 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
         raise ValueError("trials: no trial at the reference batch size")
     start = time.perf_counter()
     say = log or (lambda _: None)
+    rows = int(len(next(iter(sample.values()))))
+    done = {} if journal is None else descent_journal.open_journal(journal, {
+        "workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
+        "seed": sweep_config.seed, "target": float(target), "step_limit": int(step_limit),
+        "sample_rows": rows})
+    if done:
+        say(f"full batch: {len(done)} descents already in {journal}")
     network = None
     best, runs = None, []
     for trial in trials:
         cap = step_limit if best is None else min(step_limit, best["steps_to_target"])
-        init = init_params_of(task, sweep_config.seed, int(trial.trial_id))
-        if network is None:     # one compiled loss for every trial (the same parameter tree)
-            network = sample_loss(task, init, sample, chunk_rows, devices)
-        theta_0 = np.asarray(ravel_pytree(init)[0], np.float64)
-        # the sweep's optimizer, the trial's rate and momentum (b1), constant
-        descent, _ = descend(network, theta_0, path_optimizer(sweep_config, trial), target, cap)
-        run = {"trial_id": trial.trial_id, "learning_rate": float(trial.learning_rate),
-               "momentum": None if trial.momentum is None else float(trial.momentum),
-               "status": descent.status, "steps_to_target": descent.steps_to_target,
-               "step_limit": cap}
+        run = done.get(str(trial.trial_id))
+        if not descent_journal.reusable(run, trial.trial_id, trial.learning_rate, trial.momentum,
+                                        cap):
+            init = init_params_of(task, sweep_config.seed, int(trial.trial_id))
+            if network is None:     # one compiled loss for every trial (the same parameter tree)
+                network = sample_loss(task, init, sample, chunk_rows, devices)
+            theta_0 = np.asarray(ravel_pytree(init)[0], np.float64)
+            # the sweep's optimizer, the trial's rate and momentum (b1), constant
+            descent, _ = descend(network, theta_0, path_optimizer(sweep_config, trial), target,
+                                 cap)
+            run = {"trial_id": trial.trial_id, "learning_rate": float(trial.learning_rate),
+                   "momentum": None if trial.momentum is None else float(trial.momentum),
+                   "status": descent.status, "steps_to_target": descent.steps_to_target,
+                   "step_limit": cap}
+            if journal is not None:
+                descent_journal.append_run(journal, run)
         runs.append(run)
-        if descent.status == "reached" and (best is None
-                                            or descent.steps_to_target < best["steps_to_target"]):
+        if run["status"] == "reached" and (best is None
+                                           or run["steps_to_target"] < best["steps_to_target"]):
             best = run
             say(f"full batch: trial {trial.trial_id} reached the target in "
-                f"{descent.steps_to_target} steps")
+                f"{run['steps_to_target']} steps")
     return {"steps": None if best is None else best["steps_to_target"],
             "trial_id": None if best is None else best["trial_id"],
             "learning_rate": None if best is None else best["learning_rate"],
             "momentum": None if best is None else best["momentum"],
             "target": float(target), "step_limit": int(step_limit),
-            "sample_rows": int(len(next(iter(sample.values())))), "trials": runs,
+            "sample_rows": rows, "trials": runs,
             "seconds": time.perf_counter() - start}
 
 

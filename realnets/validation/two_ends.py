@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -125,7 +126,8 @@ def pinned_target(penalty, rho: float, n_max: int) -> tuple[int | None, list[dic
 
 
 def run_two_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord], doc: dict,
-                 goal_params, repeats: list[TrialRecord], devices=None, log=None) -> dict:
+                 goal_params, repeats: list[TrialRecord], devices=None, log=None,
+                 journal: Path | None = None) -> dict:
     """B_2pt' and rule 3 for one validation document (`ValidationDocument.to_dict()`) with a
     fitted NQM at its goal checkpoint (rule 1's).
 
@@ -134,14 +136,14 @@ def run_two_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecor
       doc: the validation document.
       goal_params: the reference trial's parameters at its goal (`rerun.reference_checkpoints`).
       repeats: the sweep's reruns of its winners (`read_repeats`).
-      devices, log: as `full_batch_steps`.
+      devices, log, journal: as `full_batch_steps`.
 
     Returns the JSON-ready record written to two_ends.json (see docs/design.md)."""
     say = log or (lambda _: None)
     t0 = time.perf_counter()
     vcfg = ValidationConfig.from_dict(doc["settings"])
     ends = both_ends(task, sweep_config, records, doc["calibration_run"], goal_params, repeats,
-                     vcfg.seed, vcfg.chunk_rows, devices, log)
+                     vcfg.seed, vcfg.chunk_rows, devices, log, journal)
     b_ref, s_fb, pct = ends["b_ref"], ends["full_set"]["steps"], ends["reruns"]["percentiles"]
     out = {"workload": doc["workload"], "optimizer": sweep_config.optimizer, **ends,
            "s_fb_sample": (doc.get("full_batch") or {}).get("steps"),
@@ -165,7 +167,8 @@ def retune_two_ends(record: dict, doc: dict, sweep_config: SweepConfig,
 
 def both_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord], run: dict,
               goal_params, repeats: list[TrialRecord], seed: int = 0,
-              chunk_rows: int | None = None, devices=None, log=None) -> dict:
+              chunk_rows: int | None = None, devices=None, log=None,
+              journal: Path | None = None) -> dict:
     """The two measured ends and B_2pt' (no NQM).
 
     Args:
@@ -177,6 +180,7 @@ def both_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
       repeats: the sweep's reruns of its winners (`read_repeats`).
       seed, chunk_rows, devices, log: the whole set's draw (unlimited data) and how its loss
         is computed; progress lines.
+      journal: the descents' journal (`full_batch_steps`): a killed call resumes from it.
 
     Returns {"b_ref", "s_ref", "reruns": {"count", "not_at_goal", "percentiles"}, "full_set":
     `full_batch_steps` on the whole set to the reference run's loss there (cap:
@@ -196,7 +200,7 @@ def both_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
     say(f"two ends: the network full batch on {where} from each "
         f"of the {len(trials)} trials at B = {b_ref} (up to {cap} steps)")
     fb = full_batch_steps(task, sweep_config, trials, rows, target, cap, chunk_rows, devices,
-                          log)
+                          log, journal)
     fb["population"] = task.train is None and task.population is not None
     return {"b_ref": b_ref, "s_ref": s_ref,
             "reruns": {"count": len(reruns), "not_at_goal": sum(x is None for x in reruns),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from nqm.curve import ScalingCurve
 from nqm.scaling import fit_mccandlish
@@ -106,7 +107,8 @@ def examples_processed(records: list[TrialRecord], repeats: list[TrialRecord], r
 
 def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
              repeats: list[TrialRecord], batch_size: int | None = None, seed: int = 0,
-             chunk_rows: int | None = None, devices=None, log=None) -> dict:
+             chunk_rows: int | None = None, devices=None, log=None,
+             journal: Path | None = None) -> dict:
     """B_2pt' of a sweep (`check_inputs` first, then the reference trial retrained to its goal
     and the whole-set full-batch descents).
 
@@ -114,7 +116,7 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
       task, config, records: the workload's Task and the sweep (its trials at B_ref at least).
       repeats: the sweep's reruns (`read_repeats`); those of the reference trial are required.
       batch_size: B_ref (default: the smallest batch size that reached the goal).
-      seed, chunk_rows, devices, log: as `two_ends.both_ends`.
+      seed, chunk_rows, devices, log, journal: as `two_ends.both_ends`.
 
     Returns the JSON-ready record: `both_ends`'s fields, "value"/"lo"/"hi" (B_2pt' at the
     reruns' median, 16th and 84th percentiles; examples per step), "condition", "measured"
@@ -127,7 +129,7 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
         f"to its goal ({trial.steps_to_goal} steps)")
     _, goal_params = retrain(task, config, trial, devices)
     ends = both_ends(task, config, records, run, goal_params, repeats, seed, chunk_rows,
-                     devices, log)
+                     devices, log, journal)
     value = ends["two_point"]["50"]
     measured = measured_b_crit(records, config)
     return {"workload": config.workload, "optimizer": config.optimizer, "goal": config.goal,

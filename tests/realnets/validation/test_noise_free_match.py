@@ -180,3 +180,53 @@ def test_reference_reruns_are_the_reference_trials_at_its_batch_size():
            "final_lr_fraction": 1.0}
     assert reference_reruns(repeats, run) == [40, None, 52]
     assert reference_reruns([], run) == []
+
+
+def test_a_killed_run_resumes_its_descents_from_the_journal(tmp_path, monkeypatch):
+    """A call killed after two of four trials left their runs in the journal (and half a line,
+    cut by the kill): the next call descends only from the other two and returns what one
+    uninterrupted call does. A journal made for another target is not reused."""
+    from realnets.validation import noise_free_match as nfm
+
+    task, sweep = _task(), _sweep()
+    sample = task.draw_batch(np.random.default_rng(0), 256)
+    trials = [_trial(0, 0.3), _trial(1, 0.9), _trial(2, 1.9), _trial(3, 1e-4)]
+    target = 0.0
+    whole = full_batch_steps(task, sweep, trials, sample, target, step_limit=150, devices=CPU)
+    assert whole["steps"] is not None and whole["trials"][1]["step_limit"] < 150
+    journal = tmp_path / "full_batch_descents.jsonl"
+    full_batch_steps(task, sweep, trials[:2], sample, target, step_limit=150, devices=CPU,
+                     journal=journal)
+    with journal.open("a") as f:
+        f.write('{"trial_id": 2, "learning_r')              # killed in the middle of a write
+    calls = []
+    real = nfm.descend
+
+    def counted(*args, **kwargs):
+        calls.append(args[3:5])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nfm, "descend", counted)
+    resumed = full_batch_steps(task, sweep, trials, sample, target, step_limit=150,
+                               devices=CPU, journal=journal)
+    assert len(calls) == 2
+    assert {k: v for k, v in resumed.items() if k != "seconds"} == {
+        k: v for k, v in whole.items() if k != "seconds"}
+    assert len(journal.read_text().splitlines()) == 5     # the header and four runs
+    calls.clear()
+    full_batch_steps(task, sweep, trials, sample, target + 0.01, step_limit=150, devices=CPU,
+                     journal=journal)
+    assert len(calls) == 4
+
+
+def test_a_journalled_run_is_reused_only_for_the_same_descent():
+    from realnets.validation.descent_journal import reusable
+
+    run = {"trial_id": 3, "learning_rate": 0.5, "momentum": None, "status": "reached",
+           "steps_to_target": 7, "step_limit": 20}
+    assert reusable(run, 3, 0.5, None, 20)
+    assert not reusable(run, 3, 0.5, None, 19)           # another cap: trials before it differ
+    assert not reusable(run, 4, 0.5, None, 20)
+    assert not reusable(run, 3, 0.25, None, 20)
+    assert not reusable(run, 3, 0.5, 0.9, 20)
+    assert not reusable(None, 3, 0.5, None, 20)

@@ -37,6 +37,7 @@ def test_the_command_reproduces_the_committed_two_ends_record(tmp_path, monkeypa
     assert main(["two-point", str(sweep), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "does not hold (S_fb^N = 1" in out
+    assert not (sweep / "full_batch_descents.jsonl").exists()    # the journal, once written
     got = json.loads((sweep / "two_point.json").read_text())
     ends = json.loads((ROOT / "reports/validation/breast_cancer_mlp/two_ends.json").read_text())
     # by default (session 42) B_2pt'(med) too: the descents from seeds 1-16, the sweep's seed 0
