@@ -353,7 +353,7 @@ def two_point_command(args, argv) -> str:
     from realnets import store, workloads
     from realnets.sweeps.records import load_sweep, read_repeats
     from realnets.validation import two_point
-    from realnets.validation.files import DESCENT_JOURNAL, TWO_POINT_FILE
+    from realnets.validation.files import DESCENT_JOURNAL, INITS_JOURNAL, TWO_POINT_FILE
     from realnets.validation.remeasure import first_sweep, with_measured_two_point
 
     start = time.perf_counter()
@@ -384,7 +384,8 @@ def two_point_command(args, argv) -> str:
     if seeds is not None:
         if record["full_set"].get("steps") is not None:
             say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
-        record = two_point.with_median_end(task, config, record, seeds)
+        record = two_point.with_median_end(task, config, record, seeds,
+                                           journal=directory / INITS_JOURNAL)
     if k < whole[0].trials:
         measured = two_point.measured_b_crit(whole[1], whole[0])
         record = with_measured_two_point(record, *whole, measured, k)
@@ -392,6 +393,7 @@ def two_point_command(args, argv) -> str:
               "wall_seconds": time.perf_counter() - start}
     store.write_json_atomic(directory / TWO_POINT_FILE, record)
     journal.unlink(missing_ok=True)
+    (directory / INITS_JOURNAL).unlink(missing_ok=True)
     if args.format == "json":
         return json.dumps(record, indent=1)
     return (two_point.text(record) + "\n" + _error_bar_line(record, args.summary)
@@ -557,7 +559,7 @@ def _full_batch_inits(directory: Path, args, seeds, say) -> dict | None:
     seed), written back into DIR/two_ends.json (the summary beside refreshed) with report.md
     written again, and returned; None, said, where no whole-set descent reached the target."""
     from realnets import store, workloads
-    from realnets.validation.files import TWO_ENDS_FILE, read_validation
+    from realnets.validation.files import INITS_JOURNAL, TWO_ENDS_FILE, read_validation
     from realnets.validation.full_batch_inits import default_seeds, over_inits
     from realnets.validation.report import rerender
 
@@ -570,8 +572,11 @@ def _full_batch_inits(directory: Path, args, seeds, say) -> dict | None:
     seeds = default_seeds(config.seed) if seeds is None else seeds
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say(f"{directory}: the fastest whole-set descent from {len(seeds)} initialisations")
-    got = over_inits(task, config, record, seeds, doc.settings.seed, doc.settings.chunk_rows)
+    journal = directory / INITS_JOURNAL          # a killed run resumes its descents from it
+    got = over_inits(task, config, record, seeds, doc.settings.seed, doc.settings.chunk_rows,
+                     journal=journal)
     _write_beside_report(directory, TWO_ENDS_FILE, {**record, "full_batch_inits": got})
+    journal.unlink(missing_ok=True)
     rerender(directory)
     return got
 

@@ -6,7 +6,8 @@ finished trial's run is appended to a JSON-lines file (`store.append_jsonl`, fsy
 line is a header naming what the descents were for (workload, optimizer, target, step limit,
 rows); a later call with the same header takes those runs as done instead of descending again.
 A journal with another header is stale and started afresh. The caller deletes the journal once
-its record is written.
+its record is written. `full_batch_inits.over_inits` journals its descents the same way, keyed
+by seed.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ def _normal(obj) -> dict:
     return json.loads(store.to_json(obj))
 
 
-def open_journal(path: Path, header: dict) -> dict[str, dict]:
-    """The runs already finished under `header`, keyed by str(trial_id); where `path` is missing,
-    unreadable or has another header, a new journal holding only `header` replaces it and {} is
-    returned."""
+def open_journal(path: Path, header: dict, key: str = "trial_id") -> dict[str, dict]:
+    """The runs already finished under `header`, keyed by str(run[key]) (the trial id, or the
+    seed of `full_batch_inits`); where `path` is missing, unreadable or has another header, a
+    new journal holding only `header` replaces it and {} is returned."""
     wanted = {"header": _normal(header)}
     if path.is_file():
         store.repair_jsonl(path)
@@ -34,13 +35,13 @@ def open_journal(path: Path, header: dict) -> dict[str, dict]:
         except ValueError:
             rows = []
         if rows and rows[0] == wanted:
-            return {str(r["trial_id"]): r for r in rows[1:] if "trial_id" in r}
+            return {str(r[key]): r for r in rows[1:] if key in r}
     store.write_text_atomic(path, store.to_json(wanted) + "\n")
     return {}
 
 
 def append_run(path: Path, run: dict) -> None:
-    """Adds one finished trial's run (JSON-ready, with its "trial_id") to the journal."""
+    """Adds one finished run (JSON-ready, with its key) to the journal."""
     store.append_jsonl(path, [run])
 
 

@@ -20,8 +20,10 @@ MISS_SPLIT_FILE = "miss_split.json"
 # beside a sweep, not a report (`python -m realnets two-point`)
 TWO_POINT_FILE = "two_point.json"
 # beside either while `two-ends` or `two-point` runs: the whole-set descents finished so far
-# (`descent_journal`), deleted once the record is written
+# (`descent_journal`), of the trials and of the other initialisations, each deleted once its
+# record is written
 DESCENT_JOURNAL = "full_batch_descents.jsonl"
+INITS_JOURNAL = "full_batch_inits_descents.jsonl"
 
 
 @dataclass(frozen=True)

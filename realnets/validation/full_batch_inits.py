@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 from jax.flatten_util import ravel_pytree
 
 from realnets.sweeps.records import SweepConfig, TrialRecord
+from realnets.validation import descent_journal
 from realnets.validation.quadratic_path import descend, path_optimizer, sample_loss
 from realnets.validation.reconciliation import rerun_percentiles, two_point_estimate
 from realnets.validation.rerun import init_params_of
@@ -30,7 +32,8 @@ DOES_NOT_FACTOR = 1.3
 
 
 def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Sequence[int],
-               rows_seed: int, chunk_rows: int | None = None, devices=None) -> dict:
+               rows_seed: int, chunk_rows: int | None = None, devices=None,
+               journal: Path | None = None) -> dict:
     """The fastest full-batch configuration of a two_ends record descending from the
     initialisations of `seeds`.
 
@@ -42,6 +45,9 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
         under it the trials' initialisations are those S_fb^N already descended from).
       rows_seed: the whole set's draw (the validation's seed, as `two_ends.both_ends`).
       chunk_rows, devices: how the whole set's loss is computed.
+      journal: optional JSON-lines file (`descent_journal`, keyed by seed): each descent is
+        appended when finished, and one already there for the same configuration, target, cap
+        and rows is taken instead of descending again (a killed call resumes).
 
     Returns JSON-ready {"trial_id", "learning_rate", "momentum", "seeds", "steps" (per seed,
     None: not at the target within "step_limit"), "percentiles" {"16", "50", "84"} (a descent
@@ -56,8 +62,17 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
     trial = TrialRecord(batch_size=record["b_ref"], trial_id=fb["trial_id"], status="COMPLETE",
                         learning_rate=fb["learning_rate"], momentum=fb["momentum"])
     rows = whole_set(task, rows_seed)
+    done = {} if journal is None else descent_journal.open_journal(journal, {
+        "workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
+        "trial_id": fb["trial_id"], "learning_rate": fb["learning_rate"],
+        "momentum": fb["momentum"], "target": float(fb["target"]),
+        "step_limit": int(fb["step_limit"]), "rows_seed": int(rows_seed),
+        "rows": int(len(next(iter(rows.values()))))}, key="seed")
     network, steps = None, []
     for seed in seeds:
+        if str(seed) in done:
+            steps.append(done[str(seed)]["steps"])
+            continue
         init = init_params_of(task, seed, int(fb["trial_id"]))
         if network is None:      # one compiled loss for every initialisation
             network = sample_loss(task, init, rows, chunk_rows, devices)
@@ -65,6 +80,8 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
         descent, _ = descend(network, theta_0, path_optimizer(sweep_config, trial),
                              float(fb["target"]), int(fb["step_limit"]))
         steps.append(descent.steps_to_target if descent.status == "reached" else None)
+        if journal is not None:
+            descent_journal.append_run(journal, {"seed": int(seed), "steps": steps[-1]})
     pct = rerun_percentiles(steps)
     median, s_fb = pct["50"], int(fb["steps"])
     s_ref = record["reruns"]["percentiles"]["50"]

@@ -63,6 +63,35 @@ def test_each_initialisation_descends_as_gradient_descent_written_out(monkeypatc
         full_batch_inits.over_inits(task, sweep, record, [4, 5], rows_seed=0, devices=CPU)
 
 
+def test_a_killed_run_resumes_from_its_journal(monkeypatch, tmp_path):
+    """Three of five initialisations journalled by a first call: the second descends from the
+    other two only and gives what one uninterrupted call gives; another target starts afresh."""
+    config = NQMConfig(curvature=tuple(H), noise_variance=(1.0, 0.5, 0.2),
+                       init_second_moments=(4.0,) * 3, target=0.1)
+    task = tasks.quadratic_task(config.problem())
+    sweep = SweepConfig(workload="nqm", batch_sizes=(4, 8), trials=4, max_steps=500, goal=0.1,
+                        optimizer="sgd", search=TrialSearchSpace((0.01, 2.0)), seed=5)
+    monkeypatch.setattr(two_ends, "UNLIMITED_ROWS", 4096)
+    record = {"b_ref": 4, "reruns": {"percentiles": {"16": 30.0, "50": 44.0, "84": 50.0}},
+              "full_set": {"steps": 9, "trial_id": 1, "learning_rate": 0.9, "momentum": None,
+                           "target": 0.05, "step_limit": 40}}
+    seeds, journal = [1, 2, 3, 4, 6], tmp_path / "inits.jsonl"
+    whole = full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU)
+    full_batch_inits.over_inits(task, sweep, record, seeds[:3], rows_seed=0, devices=CPU,
+                                journal=journal)
+    calls, real = [], full_batch_inits.descend
+    monkeypatch.setattr(full_batch_inits, "descend",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU,
+                                      journal=journal)
+    assert len(calls) == 2 and got["steps"] == whole["steps"]
+    assert got["percentiles"] == whole["percentiles"]
+    other = {**record, "full_set": {**record["full_set"], "target": 0.04}}
+    full_batch_inits.over_inits(task, sweep, other, seeds, rows_seed=0, devices=CPU,
+                                journal=journal)
+    assert len(calls) == 7
+
+
 def test_the_reading_by_its_fixed_thresholds():
     read = full_batch_inits.reading
     assert read(10, 15.0) == "explains" and read(10, None) == "explains"
