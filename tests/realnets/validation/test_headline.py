@@ -111,13 +111,6 @@ def test_the_shipped_summary_against_its_stored_ratios():
     assert h["control"]["rule 4"] == pytest.approx(control["rule_4"]["ratio"])
 
 
-def test_the_readme_table_is_the_commands_output(capsys):
-    """The README's headline table is `python -m realnets headline`'s, line for line."""
-    assert main(["headline", str(SUMMARY)]) == 0
-    out = capsys.readouterr().out.strip()
-    assert out in (ROOT / "README.md").read_text(encoding="utf-8")
-
-
 def test_cli_json_and_bad_input(capsys, tmp_path):
     assert main(["headline", str(SUMMARY), "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out, parse_constant=pytest.fail)

@@ -1,0 +1,41 @@
+"""The tables the README and the docs show from the shipped summary are the commands' current
+output, line for line: `headline` in the README; `summary` and `track-record` in
+docs/validation.md; `summary`'s in reports/validation/README.md where it shows them."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from realnets.cli import main
+
+ROOT = Path(__file__).resolve().parents[3]
+SUMMARY = ROOT / "reports" / "validation" / "summary.json"
+
+
+def _tables(capsys, *argv) -> list[str]:
+    assert main([*argv, str(SUMMARY)]) == 0
+    out = capsys.readouterr().out
+    return [t.strip() for t in re.split(r"\n\s*\n", out) if t.strip().startswith("|")]
+
+
+def test_the_readme_headline_is_the_commands_output(capsys):
+    [table] = _tables(capsys, "headline")
+    assert table in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("command", ["summary", "track-record"])
+def test_the_validation_docs_tables_are_the_commands_output(capsys, command):
+    tables = _tables(capsys, command)
+    assert tables
+    doc = (ROOT / "docs" / "validation.md").read_text(encoding="utf-8")
+    for table in tables:
+        assert table in doc, f"docs/validation.md: rerun python -m realnets {command}: " \
+                             f"{table.splitlines()[0][:80]}"
+    readme = (ROOT / "reports" / "validation" / "README.md").read_text(encoding="utf-8")
+    for table in tables:             # where it shows one, it shows it whole and current
+        if table.splitlines()[0] in readme.splitlines():
+            assert table in readme, f"reports/validation/README.md: rerun python -m realnets " \
+                                    f"{command}: {table.splitlines()[0][:80]}"
