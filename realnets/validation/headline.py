@@ -158,7 +158,7 @@ def largest_factors(entries: list[dict]) -> tuple[dict[str, int], int, int]:
     misses = [e for e in counted(entries, "rule 1") if not within_2x(ratio(e, "rule 1"))]
     split = [e["miss_split"]["largest"] for e in misses
              if (e.get("miss_split") or {}).get("largest")]
-    return ({f: split.count(f) for f in sorted(set(split), key=lambda f: -split.count(f))},
+    return ({f: split.count(f) for f in sorted(set(split), key=lambda f: (-split.count(f), f))},
             len(split), len(misses))
 
 
