@@ -32,13 +32,18 @@ def _descent_steps(theta, rate, target, cap):
     return None
 
 
-def test_each_initialisation_descends_as_gradient_descent_written_out(monkeypatch):
+def _quadratic(monkeypatch):
+    """A quadratic task with unlimited data (its whole set 4,096 rows) and a plain-SGD sweep."""
     config = NQMConfig(curvature=tuple(H), noise_variance=(1.0, 0.5, 0.2),
                        init_second_moments=(4.0,) * 3, target=0.1)
-    task = tasks.quadratic_task(config.problem())
+    monkeypatch.setattr(two_ends, "UNLIMITED_ROWS", 4096)
     sweep = SweepConfig(workload="nqm", batch_sizes=(4, 8), trials=4, max_steps=500, goal=0.1,
                         optimizer="sgd", search=TrialSearchSpace((0.01, 2.0)), seed=5)
-    monkeypatch.setattr(two_ends, "UNLIMITED_ROWS", 4096)
+    return tasks.quadratic_task(config.problem()), sweep
+
+
+def test_each_initialisation_descends_as_gradient_descent_written_out(monkeypatch):
+    task, sweep = _quadratic(monkeypatch)
     target, rate, cap, seeds = 0.05, 0.9, 40, [1, 2, 3, 4, 6, 7, 8]
     record = {"b_ref": 4, "reruns": {"percentiles": {"16": 30.0, "50": 44.0, "84": 50.0}},
               "full_set": {"steps": 9, "trial_id": 1, "learning_rate": rate, "momentum": None,
@@ -66,12 +71,7 @@ def test_each_initialisation_descends_as_gradient_descent_written_out(monkeypatc
 def test_a_killed_run_resumes_from_its_journal(monkeypatch, tmp_path):
     """Three of five initialisations journalled by a first call: the second descends from the
     other two only and gives what one uninterrupted call gives; another target starts afresh."""
-    config = NQMConfig(curvature=tuple(H), noise_variance=(1.0, 0.5, 0.2),
-                       init_second_moments=(4.0,) * 3, target=0.1)
-    task = tasks.quadratic_task(config.problem())
-    sweep = SweepConfig(workload="nqm", batch_sizes=(4, 8), trials=4, max_steps=500, goal=0.1,
-                        optimizer="sgd", search=TrialSearchSpace((0.01, 2.0)), seed=5)
-    monkeypatch.setattr(two_ends, "UNLIMITED_ROWS", 4096)
+    task, sweep = _quadratic(monkeypatch)
     record = {"b_ref": 4, "reruns": {"percentiles": {"16": 30.0, "50": 44.0, "84": 50.0}},
               "full_set": {"steps": 9, "trial_id": 1, "learning_rate": 0.9, "momentum": None,
                            "target": 0.05, "step_limit": 40}}
