@@ -101,19 +101,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="first rewrite the file from the validation.json files beside it "
                         "(no measurement is rerun)")
 
-    k = sub.add_parser("track-record",
-                       help="do the predictions' error bars hold? each predictor over the "
-                            "summary's real workloads: its shipped intervals' coverage and the "
-                            "split-conformal factor the record calls for (runs nothing)")
-    _summary_file(k)
-    k.add_argument("--format", choices=("table", "json"), default="table")
-
-    h = sub.add_parser("headline",
-                       help="the README's headline counts: each estimate within 2x of the "
-                            "measured B_crit over the summary's real workloads and over those "
-                            "held out for it (runs nothing)")
-    _summary_file(h)
-    h.add_argument("--format", choices=("table", "json"), default="table")
+    for name, text in (
+            ("track-record", "do the predictions' error bars hold? each predictor over the "
+                             "summary's real workloads: its shipped intervals' coverage and the "
+                             "split-conformal factor the record calls for (runs nothing)"),
+            ("headline", "the README's headline counts: each estimate within 2x of the "
+                         "measured B_crit over the summary's real workloads and over those "
+                         "held out for it (runs nothing)")):
+        k = sub.add_parser(name, help=text)
+        _summary_file(k)
+        k.add_argument("--format", choices=("table", "json"), default="table")
 
     b = sub.add_parser("import-batch-science",
                        help="read published batch_science data into the same curve format")
