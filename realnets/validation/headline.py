@@ -79,8 +79,9 @@ def ratio(entry: dict, estimate: str) -> float | None:
     return value / entry["measured"]["b_crit"]
 
 
-def within_2x(r: float | None) -> bool:
-    return r is not None and 0.5 <= r <= 2.0
+def within_2x(entry: dict, estimate: str) -> bool:
+    """0.5 <= predicted / measured <= 2, as the track record counts it (its score <= ln 2)."""
+    return score(PREDICTORS[estimate](entry), entry["measured"]["b_crit"]) <= math.log(2.0)
 
 
 def counted(entries: list[dict], estimate: str) -> list[dict]:
@@ -121,8 +122,8 @@ class Line:
 
 
 def _within(entries: list[dict], estimate: str) -> Count:
-    rs = [ratio(e, estimate) for e in entries]
-    return Count(sum(within_2x(r) for r in rs), sum(r is not None for r in rs))
+    return Count(sum(within_2x(e, estimate) for e in entries),
+                 sum(ratio(e, estimate) is not None for e in entries))
 
 
 def line(entries: list[dict], estimate: str) -> Line:
@@ -155,7 +156,7 @@ def largest_factors(entries: list[dict]) -> tuple[dict[str, int], int, int]:
     """Over rule 1's misses (its counted entries outside 2x): how many have each largest factor
     of their miss split (`miss_split.json`'s `largest`), how many have a split, and how many
     misses there are."""
-    misses = [e for e in counted(entries, "rule 1") if not within_2x(ratio(e, "rule 1"))]
+    misses = [e for e in counted(entries, "rule 1") if not within_2x(e, "rule 1")]
     split = [e["miss_split"]["largest"] for e in misses
              if (e.get("miss_split") or {}).get("largest")]
     return ({f: split.count(f) for f in sorted(set(split), key=lambda f: (-split.count(f), f))},
