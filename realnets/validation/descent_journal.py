@@ -7,7 +7,8 @@ line is a header naming what the descents were for (workload, optimizer, target,
 rows); a later call with the same header takes those runs as done instead of descending again.
 A journal with another header is stale and started afresh. The caller deletes the journal once
 its record is written. `full_batch_inits.over_inits` journals its descents the same way, keyed
-by seed.
+by seed. The descent under way saves its state beside the journal (`checkpoint`,
+`descent_checkpoint`), so a killed call also resumes the unfinished descent at its last save.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 from pathlib import Path
 
 from realnets import store
+from realnets.validation.descent_checkpoint import Checkpoint
 
 
 def _normal(obj) -> dict:
@@ -54,3 +56,13 @@ def reusable(run: dict | None, trial_id, learning_rate: float, momentum: float |
             and run.get("learning_rate") == float(learning_rate)
             and run.get("momentum") == (None if momentum is None else float(momentum))
             and run.get("step_limit") == int(step_limit))
+
+
+def checkpoint(journal: Path | None, header: dict, run: dict) -> Checkpoint | None:
+    """Where the descent `run` (JSON-ready: its trial id or seed, rate, momentum, cap) of the
+    journal `header` saves its state: `<journal>.partial.npz`, one file for the descent under
+    way (None without a journal)."""
+    if journal is None:
+        return None
+    return Checkpoint(Path(journal).with_suffix(".partial.npz"),
+                      _normal({"header": header, "run": run}))

@@ -47,7 +47,8 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
       chunk_rows, devices: how the whole set's loss is computed.
       journal: optional JSON-lines file (`descent_journal`, keyed by seed): each descent is
         appended when finished, and one already there for the same configuration, target, cap
-        and rows is taken instead of descending again (a killed call resumes).
+        and rows is taken instead of descending again (a killed call resumes, the descent under
+        way from its last saved state: `descent_journal.checkpoint`).
 
     Returns JSON-ready {"trial_id", "learning_rate", "momentum", "seeds", "steps" (per seed,
     None: not at the target within "step_limit"), "percentiles" {"16", "50", "84"} (a descent
@@ -62,12 +63,12 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
     trial = TrialRecord(batch_size=record["b_ref"], trial_id=fb["trial_id"], status="COMPLETE",
                         learning_rate=fb["learning_rate"], momentum=fb["momentum"])
     rows = whole_set(task, rows_seed)
-    done = {} if journal is None else descent_journal.open_journal(journal, {
-        "workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
-        "trial_id": fb["trial_id"], "learning_rate": fb["learning_rate"],
-        "momentum": fb["momentum"], "target": float(fb["target"]),
-        "step_limit": int(fb["step_limit"]), "rows_seed": int(rows_seed),
-        "rows": int(len(next(iter(rows.values()))))}, key="seed")
+    header = {"workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
+              "trial_id": fb["trial_id"], "learning_rate": fb["learning_rate"],
+              "momentum": fb["momentum"], "target": float(fb["target"]),
+              "step_limit": int(fb["step_limit"]), "rows_seed": int(rows_seed),
+              "rows": int(len(next(iter(rows.values()))))}
+    done = {} if journal is None else descent_journal.open_journal(journal, header, key="seed")
     network, steps = None, []
     for seed in seeds:
         if str(seed) in done:
@@ -78,7 +79,9 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
             network = sample_loss(task, init, rows, chunk_rows, devices)
         theta_0 = np.asarray(ravel_pytree(init)[0], np.float64)
         descent, _ = descend(network, theta_0, path_optimizer(sweep_config, trial),
-                             float(fb["target"]), int(fb["step_limit"]))
+                             float(fb["target"]), int(fb["step_limit"]),
+                             checkpoint=descent_journal.checkpoint(journal, header,
+                                                                   {"seed": int(seed)}))
         steps.append(descent.steps_to_target if descent.status == "reached" else None)
         if journal is not None:
             descent_journal.append_run(journal, {"seed": int(seed), "steps": steps[-1]})

@@ -61,7 +61,8 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
       log: optional callable(str) for progress lines.
       journal: optional JSON-lines file (`descent_journal`): each trial's run is appended to it
         when finished, and runs it already holds for the same workload, target, limit and rows
-        are taken instead of descending again (a killed call resumes; the result is the same).
+        are taken instead of descending again (a killed call resumes; the result is the same);
+        the descent under way saves its state beside it (`descent_journal.checkpoint`).
 
     Returns:
       JSON-ready {"steps": S_fb or None (no trial reached the target), "trial_id",
@@ -77,10 +78,10 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
     start = time.perf_counter()
     say = log or (lambda _: None)
     rows = int(len(next(iter(sample.values()))))
-    done = {} if journal is None else descent_journal.open_journal(journal, {
-        "workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
-        "seed": sweep_config.seed, "target": float(target), "step_limit": int(step_limit),
-        "sample_rows": rows})
+    header = {"workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
+              "seed": sweep_config.seed, "target": float(target), "step_limit": int(step_limit),
+              "sample_rows": rows}
+    done = {} if journal is None else descent_journal.open_journal(journal, header)
     if done:
         say(f"full batch: {len(done)} descents already in {journal}")
     network = None
@@ -96,7 +97,10 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
             theta_0 = np.asarray(ravel_pytree(init)[0], np.float64)
             # the sweep's optimizer, the trial's rate and momentum (b1), constant
             descent, _ = descend(network, theta_0, path_optimizer(sweep_config, trial), target,
-                                 cap)
+                                 cap, checkpoint=descent_journal.checkpoint(journal, header, {
+                                     "trial_id": trial.trial_id,
+                                     "learning_rate": trial.learning_rate,
+                                     "momentum": trial.momentum, "step_limit": cap}))
             run = {"trial_id": trial.trial_id, "learning_rate": float(trial.learning_rate),
                    "momentum": None if trial.momentum is None else float(trial.momentum),
                    "status": descent.status, "steps_to_target": descent.steps_to_target,

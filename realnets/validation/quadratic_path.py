@@ -46,6 +46,7 @@ from jax.flatten_util import ravel_pytree
 from realnets.calibration import hessian_products, sharded_sample
 from realnets.sweeps.records import SweepConfig
 from realnets.training.step import Metaparameters, StepConfig, make_optimizer
+from realnets.validation import descent_checkpoint
 from realnets.validation.transfer import (BUDGET_FACTOR, DEPARTS_FACTOR, edge_ratio,
                                           headline_points, sharpness_probe)
 from realnets.workloads.tasks import Task
@@ -141,22 +142,38 @@ class FirstRise:
 
 
 def descend(value_and_grad: Callable, theta_P: np.ndarray, optimizer, target: float,
-            step_limit: int, stop: Callable[[np.ndarray], bool] | None = None
+            step_limit: int, stop: Callable[[np.ndarray], bool] | None = None,
+            checkpoint: descent_checkpoint.Checkpoint | None = None
             ) -> tuple[Descent, FirstRise | None]:
     """Runs `optimizer` (an optax transformation) on `value_and_grad`: theta (P,) float64 ->
     (loss, gradient (P,)) from `theta_P` until the loss is at or below `target` (or, with
     `stop`, until stop(theta) is True: another goal, checked at every step before the loss's),
     diverges, or `step_limit` updates are made. Returns the Descent and its FirstRise (None if
-    the loss never went up)."""
+    the loss never went up).
+
+    With `checkpoint` (`descent_checkpoint`), the state is saved every `checkpoint.every` steps
+    and a saved state of the same key is resumed; the result is the one an uninterrupted call
+    gives. The file is deleted when the descent ends."""
     theta = np.asarray(theta_P, np.float64)
     # the optimizer in single precision, as in training; the parameters are kept in double
     state = optimizer.init(theta.astype(np.float32))
-    losses, first, previous, rise = [], None, None, None
+    losses, first, previous, rise, start = [], None, None, None, 0
+    saved = None if checkpoint is None else descent_checkpoint.load(checkpoint, theta, state)
+    if saved is not None:
+        theta, state, losses, first, start = (saved.theta_P, saved.opt_state, list(saved.losses),
+                                              saved.first, saved.t)
+        previous = saved.previous
+        rise = None if saved.rise is None else FirstRise(*saved.rise)
 
     def done(status, steps):
+        descent_checkpoint.remove(checkpoint)
         return Descent(status, steps, tuple(losses)), rise
 
-    for t in range(step_limit + 1):
+    for t in range(start, step_limit + 1):
+        if checkpoint is not None and t > start and t % checkpoint.every == 0:
+            descent_checkpoint.save(checkpoint, descent_checkpoint.DescentState(
+                t, theta, state, tuple(losses), first, previous,
+                None if rise is None else (rise.step, rise.rise, rise.theta_P)))
         loss, grad = value_and_grad(theta)
         loss = float(loss)
         if len(losses) < KEPT_LOSSES:

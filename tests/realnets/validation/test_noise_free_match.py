@@ -219,6 +219,53 @@ def test_a_killed_run_resumes_its_descents_from_the_journal(tmp_path, monkeypatc
     assert len(calls) == 4
 
 
+def test_a_run_killed_inside_a_descent_resumes_that_descent_from_its_saved_state(
+        tmp_path, monkeypatch):
+    """Killed part-way through trial 0's descent (the first, capped at the step limit): the
+    next call starts that descent at its last save, not at step 0, and returns what one
+    uninterrupted call does; no partial file is left."""
+    from realnets.validation import noise_free_match as nfm
+
+    class Killed(Exception):
+        pass
+
+    task, sweep = _task(), _sweep()
+    sample = task.draw_batch(np.random.default_rng(0), 256)
+    trials = [_trial(0, 0.3), _trial(1, 0.9)]
+    whole = full_batch_steps(task, sweep, trials, sample, 0.0, step_limit=150, devices=CPU)
+    slow = whole["trials"][0]["steps_to_target"]
+    assert slow is not None and slow > 20
+    real, calls = nfm.sample_loss, []
+
+    def counting(*args, kill_at=None, **kwargs):
+        fn = real(*args, **kwargs)
+
+        def value_and_grad(theta):
+            if len(calls) == kill_at:
+                raise Killed
+            calls.append(1)
+            return fn(theta)
+        return value_and_grad
+
+    journal = tmp_path / "full_batch_descents.jsonl"
+    monkeypatch.setattr(nfm, "sample_loss", lambda *a, **k: counting(*a, kill_at=17, **k))
+    with pytest.raises(Killed):
+        full_batch_steps(task, sweep, trials, sample, 0.0, step_limit=150, devices=CPU,
+                         journal=journal)
+    partial = journal.with_suffix(".partial.npz")
+    assert partial.is_file()
+    calls.clear()
+    monkeypatch.setattr(nfm, "sample_loss", lambda *a, **k: counting(*a, **k))
+    resumed = full_batch_steps(task, sweep, trials, sample, 0.0, step_limit=150, devices=CPU,
+                               journal=journal)
+    assert {k: v for k, v in resumed.items() if k != "seconds"} == {
+        k: v for k, v in whole.items() if k != "seconds"}
+    fast = whole["trials"][1]["steps_to_target"]
+    # trial 0 from its save at step 15 (every 5 steps; killed at 17), then all of trial 1
+    assert len(calls) == (slow + 1 - 15) + (fast + 1)
+    assert not partial.exists()
+
+
 def test_a_journalled_run_is_reused_only_for_the_same_descent():
     from realnets.validation.descent_journal import reusable
 
