@@ -574,7 +574,7 @@ def _full_batch_inits(directory: Path, args, seeds, say) -> dict | None:
     say(f"{directory}: the fastest whole-set descent from {len(seeds)} initialisations")
     journal = directory / INITS_JOURNAL          # a killed run resumes its descents from it
     got = over_inits(task, config, record, seeds, doc.settings.seed, doc.settings.chunk_rows,
-                     journal=journal)
+                     journal=journal, log=say)
     _write_beside_report(directory, TWO_ENDS_FILE, {**record, "full_batch_inits": got})
     journal.unlink(missing_ok=True)
     rerender(directory)

@@ -33,7 +33,7 @@ DOES_NOT_FACTOR = 1.3
 
 def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Sequence[int],
                rows_seed: int, chunk_rows: int | None = None, devices=None,
-               journal: Path | None = None) -> dict:
+               journal: Path | None = None, log=None) -> dict:
     """The fastest full-batch configuration of a two_ends record descending from the
     initialisations of `seeds`.
 
@@ -49,6 +49,7 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
         appended when finished, and one already there for the same configuration, target, cap
         and rows is taken instead of descending again (a killed call resumes, the descent under
         way from its last saved state: `descent_journal.checkpoint`).
+      log: optional callable(str), a line per finished descent.
 
     Returns JSON-ready {"trial_id", "learning_rate", "momentum", "seeds", "steps" (per seed,
     None: not at the target within "step_limit"), "percentiles" {"16", "50", "84"} (a descent
@@ -74,6 +75,7 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
         if str(seed) in done:
             steps.append(done[str(seed)]["steps"])
             continue
+        began = time.perf_counter()
         init = init_params_of(task, seed, int(fb["trial_id"]))
         if network is None:      # one compiled loss for every initialisation
             network = sample_loss(task, init, rows, chunk_rows, devices)
@@ -85,6 +87,11 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
         steps.append(descent.steps_to_target if descent.status == "reached" else None)
         if journal is not None:
             descent_journal.append_run(journal, {"seed": int(seed), "steps": steps[-1]})
+        if log is not None:
+            log(f"full batch from seed {seed}: "
+                + (f"reached the target in {steps[-1]} steps" if steps[-1] is not None
+                   else f"{descent.status} (cap {fb['step_limit']} steps)")
+                + f" ({time.perf_counter() - began:.0f} s)")
     pct = rerun_percentiles(steps)
     median, s_fb = pct["50"], int(fb["steps"])
     s_ref = record["reruns"]["percentiles"]["50"]

@@ -91,6 +91,7 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
         run = done.get(str(trial.trial_id))
         if not descent_journal.reusable(run, trial.trial_id, trial.learning_rate, trial.momentum,
                                         cap):
+            began = time.perf_counter()
             init = init_params_of(task, sweep_config.seed, int(trial.trial_id))
             if network is None:     # one compiled loss for every trial (the same parameter tree)
                 network = sample_loss(task, init, sample, chunk_rows, devices)
@@ -107,11 +108,14 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
                    "step_limit": cap}
             if journal is not None:
                 descent_journal.append_run(journal, run)
+            outcome = _outcome(run["status"], run["steps_to_target"], cap)
+            say(f"full batch: trial {trial.trial_id} {outcome} "
+                f"({time.perf_counter() - began:.0f} s)")
         runs.append(run)
         if run["status"] == "reached" and (best is None
                                            or run["steps_to_target"] < best["steps_to_target"]):
             best = run
-            say(f"full batch: trial {trial.trial_id} reached the target in "
+            say(f"full batch: the fastest so far is trial {trial.trial_id}, "
                 f"{run['steps_to_target']} steps")
     return {"steps": None if best is None else best["steps_to_target"],
             "trial_id": None if best is None else best["trial_id"],
@@ -120,6 +124,12 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
             "target": float(target), "step_limit": int(step_limit),
             "sample_rows": rows, "trials": runs,
             "seconds": time.perf_counter() - start}
+
+
+def _outcome(status: str, steps: int | None, cap: int) -> str:
+    """One descent's result in words, for a progress line."""
+    return (f"reached the target in {steps} steps" if status == "reached"
+            else f"{status} (cap {cap} steps)")
 
 
 def noise_free_match(sweep_config: SweepConfig, train_size: int | None, steps: int) -> StepMatch:

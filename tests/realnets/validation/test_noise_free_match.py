@@ -256,11 +256,15 @@ def test_a_run_killed_inside_a_descent_resumes_that_descent_from_its_saved_state
     assert partial.is_file()
     calls.clear()
     monkeypatch.setattr(nfm, "sample_loss", lambda *a, **k: counting(*a, **k))
+    lines = []
     resumed = full_batch_steps(task, sweep, trials, sample, 0.0, step_limit=150, devices=CPU,
-                               journal=journal)
+                               journal=journal, log=lines.append)
     assert {k: v for k, v in resumed.items() if k != "seconds"} == {
         k: v for k, v in whole.items() if k != "seconds"}
     fast = whole["trials"][1]["steps_to_target"]
+    # a progress line per descent with its outcome
+    assert f"full batch: trial 0 reached the target in {slow} steps" in "\n".join(lines)
+    assert f"full batch: trial 1 reached the target in {fast} steps" in "\n".join(lines)
     # trial 0 from its save at step 15 (every 5 steps; killed at 17), then all of trial 1
     assert len(calls) == (slow + 1 - 15) + (fast + 1)
     assert not partial.exists()
