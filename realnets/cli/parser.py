@@ -168,7 +168,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--summary", help="summary file whose entry for this workload is replaced "
                                      "(default: summary.json beside the --out directory)")
     v.add_argument("--reuse", action="store_true",
-                   help="re-render OUT/validation.json if it was made with the same settings, "
+                   help="re-render OUT/validation.json (made with the same settings; an error "
+                        "naming those that differ otherwise), "
                         "its measured curve rebuilt from the sweep (with any reruns); one made "
                         "before the transfer existed gets only the transfer run")
     v.add_argument("--retune", action="store_true",

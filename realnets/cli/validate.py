@@ -26,6 +26,31 @@ def validation_config(args):
         certify=not args.no_certify)
 
 
+def _reuse_mismatch(old, workload_key: str, vcfg) -> str:
+    """What differs between a stored validation document and the one these options would
+    make ('' when `--reuse` can re-render it): its workload, or its settings other than the
+    transfer (a stored document gets a transfer it lacks), each as `--flag stored value`."""
+    import dataclasses
+
+    if old.workload != workload_key:
+        return f"workload {old.workload!r}, not {workload_key!r}"
+    stored = dataclasses.replace(old.settings, transfer=vcfg.transfer)
+
+    def shown(x):
+        return ",".join(x) if isinstance(x, tuple) else x
+
+    parts = []
+    for f in dataclasses.fields(stored):
+        was, now = getattr(stored, f.name), getattr(vcfg, f.name)
+        if was == now:
+            continue
+        if isinstance(was, bool):       # certify: the flag is --no-certify
+            parts.append("--no-certify" if not was else "certify (without --no-certify)")
+        else:
+            parts.append(f"--{f.name.replace('_', '-')} {shown(was)} (here {shown(now)})")
+    return "; ".join(parts)
+
+
 def validate_command(args, argv) -> str:
     import dataclasses
     import time
@@ -68,34 +93,38 @@ def validate_command(args, argv) -> str:
         doc = _retuned(out, workload, vcfg, sweep_dir, argv, say)
     elif args.reuse and (out / files.VALIDATION_FILE).exists():
         old = files.read_validation(out)
+        differs = _reuse_mismatch(old, workload.key, vcfg)
+        if differs:         # not a silent fresh validation over the stored one
+            raise ValueError(
+                f"reuse: {out / files.VALIDATION_FILE} was made with {differs}; give the same "
+                f"options (its command: {(old.provenance or files.Provenance()).command}) or "
+                "leave out --reuse to validate again")
         # the same measurements whether or not a transfer is asked for: reuse them
-        if (old.workload == workload.key
-                and dataclasses.replace(old.settings, transfer=vcfg.transfer) == vcfg):
-            old, sweep = _refreshed_measured(old, sweep_dir, say)
-            if vcfg.transfer and (old.transfer is None or "quadratic_path" not in old.transfer
-                                  or not complete(old.transfer["quadratic_path"])):
-                say(f"reusing {out / files.VALIDATION_FILE}; running the "
-                    + ("transfer" if old.transfer is None else "quadratic path") + " it lacks")
-                doc = _add_transfer(old, workload, sweep_dir, sweep, argv, say)
-            elif vcfg.transfer:
-                # the table and the transfer's reading are functions of the rest
-                path = old.transfer["quadratic_path"]
-                transfer = {**old.transfer, "reading": reading(old.transfer, old.to_dict()),
-                            "quadratic_path": {**path, "reading": path_reading(path)}}
-                doc = dataclasses.replace(old, comparison=comparison(old.to_dict()),
-                                          transfer=transfer)
-                say(f"reusing {out / files.VALIDATION_FILE}")
-            else:
-                doc = _with_transfer_time(dataclasses.replace(
-                    old, settings=vcfg, transfer=None, comparison=comparison(old.to_dict())), None)
-                say(f"reusing {out / files.VALIDATION_FILE}"
-                    + (" without its transfer" if old.transfer else ""))
-            if doc.full_batch is None and sweep is None:
-                say("rule 2 not added: it needs the sweep's trials")
-            elif doc.full_batch is None and can_add(doc.to_dict()):
-                say("running rule 2 (the noise-free match), which it lacks")
-                doc = _add_noise_free(doc, workload, sweep_dir, sweep, vcfg, say)
-            files.write_validation(out, doc)
+        old, sweep = _refreshed_measured(old, sweep_dir, say)
+        if vcfg.transfer and (old.transfer is None or "quadratic_path" not in old.transfer
+                              or not complete(old.transfer["quadratic_path"])):
+            say(f"reusing {out / files.VALIDATION_FILE}; running the "
+                + ("transfer" if old.transfer is None else "quadratic path") + " it lacks")
+            doc = _add_transfer(old, workload, sweep_dir, sweep, argv, say)
+        elif vcfg.transfer:
+            # the table and the transfer's reading are functions of the rest
+            path = old.transfer["quadratic_path"]
+            transfer = {**old.transfer, "reading": reading(old.transfer, old.to_dict()),
+                        "quadratic_path": {**path, "reading": path_reading(path)}}
+            doc = dataclasses.replace(old, comparison=comparison(old.to_dict()),
+                                      transfer=transfer)
+            say(f"reusing {out / files.VALIDATION_FILE}")
+        else:
+            doc = _with_transfer_time(dataclasses.replace(
+                old, settings=vcfg, transfer=None, comparison=comparison(old.to_dict())), None)
+            say(f"reusing {out / files.VALIDATION_FILE}"
+                + (" without its transfer" if old.transfer else ""))
+        if doc.full_batch is None and sweep is None:
+            say("rule 2 not added: it needs the sweep's trials")
+        elif doc.full_batch is None and can_add(doc.to_dict()):
+            say("running rule 2 (the noise-free match), which it lacks")
+            doc = _add_noise_free(doc, workload, sweep_dir, sweep, vcfg, say)
+        files.write_validation(out, doc)
     if doc is None:
         config, records = ensure_sweep(workload, sweep_dir, args.trials,
                                                 progress=not args.no_progress, log=say)

@@ -490,3 +490,30 @@ def test_rerun_of_a_trial_keeps_its_decay_length(one_device):
     budget, _ = retrain(task, sweep, dataclasses.replace(trial, decay_steps=None),
                         devices=one_device)
     assert budget.eval.metric[0] == trial.eval.metric[0] and budget.eval != trial.eval
+
+
+def test_reuse_with_other_settings_is_an_error_naming_them_not_a_fresh_validation(capsys,
+                                                                                 tmp_path):
+    """--reuse on a stored document made with other settings (the shipped text model's, made
+    with --checkpoints goal --sample-rows 256 --slq-probes 4 --noise-rows 64) stops before any
+    work with one line naming each setting as stored, instead of validating again over it."""
+    stored = Path(__file__).resolve().parents[3] / "reports" / "validation" / "text_transformer"
+    out = tmp_path / "v"
+    out.mkdir()
+    (out / files.VALIDATION_FILE).write_bytes((stored / files.VALIDATION_FILE).read_bytes())
+    before = (out / files.VALIDATION_FILE).read_bytes()
+    status, _, err = _run(capsys, "validate", "--workload", "text_transformer", "--out",
+                          str(out), "--reuse", "--sweep", str(tmp_path / "no_sweep"))
+    assert status == 2 and "Traceback" not in err
+    line = err.strip().splitlines()[-1]
+    for part in ("--checkpoints goal (here goal,init)", "--sample-rows 256 (here 1024)",
+                 "--slq-probes 4 (here 8)", "--noise-rows 64 (here 128)",
+                 "its command: python -m realnets validate --workload text_transformer"):
+        assert part in line, line
+    assert "--top-k" not in line                      # only what differs
+    assert (out / files.VALIDATION_FILE).read_bytes() == before
+    assert sorted(p.name for p in out.iterdir()) == [files.VALIDATION_FILE]
+    # with another workload's name, the workload is what differs
+    status, _, err = _run(capsys, "validate", "--workload", "mnist_cnn", "--out", str(out),
+                          "--reuse", "--sweep", str(tmp_path / "no_sweep"))
+    assert status == 2 and "workload 'text_transformer', not 'mnist_cnn'" in err
