@@ -96,6 +96,7 @@ def save(checkpoint: Checkpoint, state: DescentState) -> None:
     path = Path(checkpoint.path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.fchmod(fd, 0o644)     # mkstemp makes 0600; as every other result file
         with os.fdopen(fd, "wb") as f:
             np.savez(f, **arrays)
             f.flush()

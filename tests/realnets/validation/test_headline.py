@@ -74,7 +74,8 @@ def test_counts_on_made_up_entries():
 
 
 # held out for each, by the dated sections of docs/prediction_rule.md that state them before
-# their runs (sessions 36-42 for rule 4, 41-42 for B_2pt'(med), 46: mnist_cnn)
+# their runs (sessions 36-42 for rule 4, 41-42 for B_2pt'(med), 46: mnist_cnn); the text model,
+# one of the three the first rules were designed on, is seen (stated in session 47)
 _RULE_4_HELD_OUT = {
     ("examples/teacher_student.py:make_workload", "sgd"),
     ("examples/teacher_student.py:make_noisy_workload", "adam"),
@@ -86,7 +87,7 @@ _RULE_4_HELD_OUT = {
     ("examples/synthetic_clusters.py:make_workload", "sgd"),
     ("examples/friedman_regression.py:make_workload", "momentum"),
     ("examples/multilabel_mlp.py:make_workload", "adam"),
-    ("mnist_cnn", "momentum"), ("text_transformer", "adam")}
+    ("mnist_cnn", "momentum")}
 
 
 def test_the_shipped_summary_against_its_stored_ratios():
