@@ -363,6 +363,8 @@ def two_point_command(args, argv) -> str:
     seeds = None
     if args.full_batch_inits is not None:
         seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
+    if args.chunk_rows is not None and args.chunk_rows < 1:
+        raise ValueError(f"chunk-rows must be a whole number >= 1, got {args.chunk_rows}")
     whole = load_sweep(directory)
     k = whole[0].trials if args.prediction_trials is None else args.prediction_trials
     if not 1 <= k <= whole[0].trials:
@@ -379,13 +381,13 @@ def two_point_command(args, argv) -> str:
     task = workloads.get(config.workload).build(text_file=config.text_file)
     say = _progress(args.no_progress)
     journal = directory / DESCENT_JOURNAL        # a killed run resumes its descents from it
-    record = two_point.estimate(task, config, records, repeats, args.batch_size, log=say,
-                                journal=journal)
+    record = two_point.estimate(task, config, records, repeats, args.batch_size,
+                                chunk_rows=args.chunk_rows, log=say, journal=journal)
     if seeds is not None:
         if record["full_set"].get("steps") is not None:
             say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
-        record = two_point.with_median_end(task, config, record, seeds,
-                                           journal=directory / INITS_JOURNAL)
+        record = two_point.with_median_end(task, config, record, seeds, args.chunk_rows,
+                                           journal=directory / INITS_JOURNAL, log=say)
     if k < whole[0].trials:
         measured = two_point.measured_b_crit(whole[1], whole[0])
         record = with_measured_two_point(record, *whole, measured, k)

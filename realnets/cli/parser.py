@@ -293,6 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "against B_crit from all of them (default: all trials)")
     p.add_argument("--batch-size", type=int,
                    help="B_ref (default: the smallest batch size that reached the goal)")
+    p.add_argument("--chunk-rows", type=int, metavar="N",
+                   help="rows of the training set per compiled call in the full-batch descents "
+                        "(default: all at once; a large set or model needs less memory in "
+                        "chunks, with the same result up to float rounding)")
     inits = p.add_mutually_exclusive_group()
     inits.add_argument("--full-batch-inits", metavar="SEEDS",
                        help="the seeds whose initialisations the fastest full-batch "

@@ -240,14 +240,14 @@ def number(x: float | None) -> str:
 
 def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[int],
                     chunk_rows: int | None = None, devices=None,
-                    journal: Path | None = None) -> dict:
+                    journal: Path | None = None, log=None) -> dict:
     """The record with B_2pt'(med) (docs/prediction_rule.md, session 41): its fastest
     full-batch configuration descended again from the initialisations of `seeds` on the same
     whole set (`full_batch_inits.over_inits`, the rows the record's "rows_seed" drew in
     `estimate`), as "full_batch_inits", and "b_2pt_med" {"value", "lo", "hi"}: the two-point
     estimate at the reruns' median, 16th and 84th percentiles with their median full-batch end.
     A record whose whole-set descents all missed the target gets "b_2pt_med" with value None
-    and its "why", and no descents. `journal`: as `over_inits`'s."""
+    and its "why", and no descents. `journal`, `log`: as `over_inits`'s."""
     from realnets.validation.full_batch_inits import median_end, over_inits, why_no_value
 
     if record["full_set"].get("steps") is None:
@@ -256,7 +256,7 @@ def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[i
             "why": "not computed: no full-batch descent of the sweep's trials at B_ref reached "
                    "the target, so there is no fastest configuration to descend again"}}
     inits = over_inits(task, config, record, seeds, int(record.get("rows_seed", 0)),
-                       chunk_rows, devices, journal)
+                       chunk_rows, devices, journal, log)
     median = inits["percentiles"]["50"]
     by = median_end(record["b_ref"], record["reruns"]["percentiles"], median)
     # their cost: steps x rows (a descent not at the target ran to the step limit)

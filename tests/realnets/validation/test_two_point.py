@@ -80,6 +80,43 @@ def test_the_command_reproduces_the_committed_two_ends_record(tmp_path, monkeypa
         capsys.readouterr().out
 
 
+def test_the_descents_in_chunks_of_rows_take_the_same_steps(tmp_path, monkeypatch, capsys):
+    """--chunk-rows 100 on the 455 training rows of sweeps/breast_cancer_mlp (five compiled
+    calls, the last of 55 rows, averaged by their rows): the whole-set target within float
+    rounding of the committed record's and the same S_fb^N and steps from all 16
+    initialisations as its all-at-once descents."""
+    from realnets.calibration import sharded_sample
+
+    monkeypatch.chdir(ROOT)
+    sweep = tmp_path / "bc"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    made, real = [], sharded_sample.ShardedSample
+
+    def recorded(batch, **kwargs):
+        placed = real(batch, **kwargs)
+        made.append([rows for rows, _, _ in placed.chunks])
+        return placed
+
+    monkeypatch.setattr(sharded_sample, "ShardedSample", recorded)
+    assert main(["two-point", str(sweep), "--chunk-rows", "100", "--no-progress"]) == 0
+    # the whole set's target, descents and initialisations' descents, each in five calls
+    assert [100, 100, 100, 100, 55] in made and all(
+        c == [100, 100, 100, 100, 55] for c in made if sum(c) == 455)
+    got = json.loads((sweep / "two_point.json").read_text())
+    ends = json.loads((ROOT / "reports/validation/breast_cancer_mlp/two_ends.json").read_text())
+    assert got["full_set"]["sample_rows"] == 455
+    assert got["full_set"]["target"] == pytest.approx(ends["full_set"]["target"], rel=1e-6)
+    # the record's descents are the first 32 trials' (its predictions' trials), in order
+    first = got["full_set"]["trials"][:len(ends["full_set"]["trials"])]
+    assert first == ends["full_set"]["trials"]
+    assert got["full_set"]["steps"] == ends["full_set"]["steps"]
+    assert got["full_batch_inits"]["steps"] == ends["full_batch_inits"]["steps"]
+    assert "--chunk-rows 100" in got["command"]
+    assert main(["two-point", str(sweep), "--chunk-rows", "0"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == "error: chunk-rows must be a whole number >= 1, got 0"
+
+
 def test_bad_input_is_one_line_before_any_training(tmp_path, monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
     monkeypatch.setattr(two_point, "retrain",
