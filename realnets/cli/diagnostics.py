@@ -200,6 +200,8 @@ def two_ends_command(args, argv) -> str:
 
     if args.sweep and len(args.dirs) > 1:
         raise ValueError("sweep: give --sweep with one DIR only")
+    if args.chunk_rows is not None and args.chunk_rows < 1:
+        raise ValueError(f"chunk-rows must be a whole number >= 1, got {args.chunk_rows}")
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
@@ -233,7 +235,7 @@ def two_ends_command(args, argv) -> str:
             else:
                 missing.append(str(directory))
             continue
-        record = _two_ends_of(directory, args.sweep, argv, say)
+        record = _two_ends_of(directory, args.sweep, argv, say, chunk_rows=args.chunk_rows)
         records.append(record)
         goals.append(_sweep_goal(read_validation(directory).to_dict()))
     if args.format == "json":
@@ -244,12 +246,12 @@ def two_ends_command(args, argv) -> str:
                _written_line(TWO_ENDS_FILE)))
 
 
-def _two_ends_of(directory: Path, sweep: str | None, argv, say, inits_next: bool = False
-                 ) -> dict:
+def _two_ends_of(directory: Path, sweep: str | None, argv, say, inits_next: bool = False,
+                 chunk_rows: int | None = None) -> dict:
     """`two_ends.run_two_ends` on one report (the reference trial retrained to its goal), its
     record written to DIR/two_ends.json and returned; where the record it replaces had
     `full_batch_inits`, a warning to compute them again (not when `inits_next`: the caller
-    does)."""
+    does). `chunk_rows`: rows per compiled call in its descents (None: the report's setting)."""
     import sys
     import time
 
@@ -268,7 +270,10 @@ def _two_ends_of(directory: Path, sweep: str | None, argv, say, inits_next: bool
     say(f"{directory}: retraining the reference trial to its goal")
     _, goal_params = reference_checkpoints(task, config, trials, as_dict["calibration_run"])
     journal = directory / DESCENT_JOURNAL        # a killed run resumes its descents from it
-    record = two_ends.run_two_ends(task, config, trials, as_dict, goal_params,
+    # the descents read their chunking from the document's settings
+    computed = as_dict if chunk_rows is None else {
+        **as_dict, "settings": {**as_dict["settings"], "chunk_rows": chunk_rows}}
+    record = two_ends.run_two_ends(task, config, trials, computed, goal_params,
                                    read_repeats(sweep_dir), log=say, journal=journal)
     record = {**record, "compared": two_ends.compared(summary_entry(as_dict)),
               "command": _command_line(argv),
@@ -503,6 +508,13 @@ def tuning_check_command(args) -> str:
     return tuning_check.table(records, _row_labels(records, [_sweep_goal(d) for d in docs]))
 
 
+def _chunk_rows(args, doc) -> int | None:
+    """Rows per compiled call in a report's whole-set descents: --chunk-rows where given, else
+    the report's own setting (validate's --chunk-rows is that setting)."""
+    given = getattr(args, "chunk_rows", None)
+    return doc.settings.chunk_rows if given is None else given
+
+
 def _goal_metric(directory: Path, args, say) -> dict:
     """A stored two_ends record with its `goal_metric` diagnostic added (and written back)."""
     from realnets import store, workloads
@@ -515,7 +527,7 @@ def _goal_metric(directory: Path, args, say) -> dict:
     _, config, trials = _report_sweep(doc, args.sweep, directory)
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say(f"{directory}: the fastest whole-set descent with the validation metric")
-    got = two_ends.goal_metric_descent(task, config, record, doc.settings.chunk_rows)
+    got = two_ends.goal_metric_descent(task, config, record, _chunk_rows(args, doc))
     largest = [p for p in build_curve(trials, config).points if p.reached][-1]
     got["largest_batch"] = {"batch_size": largest.batch_size, "steps": largest.steps}
     got["reading"] = two_ends.goal_metric_reading(record["full_set"]["steps"],
@@ -575,7 +587,7 @@ def _full_batch_inits(directory: Path, args, seeds, say) -> dict | None:
     task = workloads.get(doc.workload).build(text_file=config.text_file)
     say(f"{directory}: the fastest whole-set descent from {len(seeds)} initialisations")
     journal = directory / INITS_JOURNAL          # a killed run resumes its descents from it
-    got = over_inits(task, config, record, seeds, doc.settings.seed, doc.settings.chunk_rows,
+    got = over_inits(task, config, record, seeds, doc.settings.seed, _chunk_rows(args, doc),
                      journal=journal, log=say)
     _write_beside_report(directory, TWO_ENDS_FILE, {**record, "full_batch_inits": got})
     journal.unlink(missing_ok=True)

@@ -226,6 +226,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "goes to DIR/two_ends.json")
     e.add_argument("--sweep", help="the sweep directory, with one DIR (default: the one the "
                                    "report names)")
+    e.add_argument("--chunk-rows", type=int, metavar="N",
+                   help="rows of the training set per compiled call in the full-batch descents "
+                        "(default: the report's own setting, usually all at once; less memory "
+                        "in chunks, the same result up to float rounding)")
     e.add_argument("--stored", action="store_true",
                    help="run nothing: tabulate the DIRs' stored two_ends.json (a DIR without one "
                         "is named, not an error)")
