@@ -92,6 +92,50 @@ def test_a_killed_run_resumes_from_its_journal(monkeypatch, tmp_path):
     assert len(calls) == 7
 
 
+def test_a_run_killed_inside_a_descent_resumes_it_from_its_last_save(monkeypatch, tmp_path):
+    """Killed inside the second initialisation's descent: the next call takes the first from
+    the journal, starts the second at its last 5-step save (not at step 0), and gives what one
+    uninterrupted call gives; no partial file is left."""
+    task, sweep = _quadratic(monkeypatch)
+    record = {"b_ref": 4, "reruns": {"percentiles": {"16": 30.0, "50": 44.0, "84": 50.0}},
+              "full_set": {"steps": 9, "trial_id": 1, "learning_rate": 0.3, "momentum": None,
+                           "target": 0.05, "step_limit": 200}}
+    seeds, journal = [1, 2], tmp_path / "inits.jsonl"
+    whole = full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU)
+    first, second = whole["steps"]
+    assert first is not None and second is not None and second > 15
+
+    class Killed(Exception):
+        pass
+
+    real, calls = full_batch_inits.sample_loss, []
+
+    def counting(*args, kill_at=None, **kwargs):
+        fn = real(*args, **kwargs)
+
+        def value_and_grad(theta):
+            if len(calls) == kill_at:
+                raise Killed
+            calls.append(1)
+            return fn(theta)
+        return value_and_grad
+
+    # the first descent takes first + 1 evaluations; kill 13 into the second (its save at 10)
+    monkeypatch.setattr(full_batch_inits, "sample_loss",
+                        lambda *a, **k: counting(*a, kill_at=first + 1 + 13, **k))
+    with pytest.raises(Killed):
+        full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU,
+                                    journal=journal)
+    partial = journal.with_suffix(".partial.npz")
+    assert partial.is_file()
+    calls.clear()
+    monkeypatch.setattr(full_batch_inits, "sample_loss", lambda *a, **k: counting(*a, **k))
+    got = full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU,
+                                      journal=journal)
+    assert got["steps"] == whole["steps"] and len(calls) == second + 1 - 10
+    assert not partial.exists()
+
+
 def test_the_reading_by_its_fixed_thresholds():
     read = full_batch_inits.reading
     assert read(10, 15.0) == "explains" and read(10, None) == "explains"
