@@ -13,6 +13,7 @@ import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 from nqm.curve import to_json
 
@@ -24,12 +25,18 @@ def write_json_atomic(path: Path, obj, indent: int | None = 1) -> None:
 def write_text_atomic(path: Path, text: str) -> None:
     """`text` to `path` through a temporary file, fsynced and renamed over it: a reader sees the
     old file or the new one, never a part."""
+    write_atomic(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def write_atomic(path: Path, write: Callable) -> None:
+    """`write(f)` (f a binary file) to `path` through a temporary file, fsynced and renamed over
+    it: a reader sees the old file or the new one, never a part."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         os.fchmod(fd, 0o644)     # mkstemp makes 0600; results are for everyone to read
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)

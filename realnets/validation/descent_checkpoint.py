@@ -14,14 +14,14 @@ ends, so it exists only while a descent is unfinished.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import jax
 import numpy as np
+
+from realnets import store
 
 # a descent's state is saved every this many steps (a whole-set step is seconds; a save of a
 # few parameter vectors is milliseconds)
@@ -93,19 +93,7 @@ def save(checkpoint: Checkpoint, state: DescentState) -> None:
         arrays["rise_step"] = np.array(state.rise[0], np.int64)
         arrays["rise"] = np.array(np.nan if state.rise[1] is None else state.rise[1], np.float64)
         arrays["rise_theta"] = np.asarray(state.rise[2], np.float64)
-    path = Path(checkpoint.path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.fchmod(fd, 0o644)     # mkstemp makes 0600; as every other result file
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    store.write_atomic(checkpoint.path, lambda f: np.savez(f, **arrays))
 
 
 def load(checkpoint: Checkpoint, theta_P: np.ndarray, opt_state) -> DescentState | None:
