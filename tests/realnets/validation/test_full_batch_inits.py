@@ -92,7 +92,8 @@ def test_a_killed_run_resumes_from_its_journal(monkeypatch, tmp_path):
     assert len(calls) == 7
 
 
-def test_a_run_killed_inside_a_descent_resumes_it_from_its_last_save(monkeypatch, tmp_path):
+def test_a_run_killed_inside_a_descent_resumes_it_from_its_last_save(monkeypatch, tmp_path,
+                                                                     killable_loss):
     """Killed inside the second initialisation's descent: the next call takes the first from
     the journal, starts the second at its last 5-step save (not at step 0), and gives what one
     uninterrupted call gives; no partial file is left."""
@@ -104,35 +105,18 @@ def test_a_run_killed_inside_a_descent_resumes_it_from_its_last_save(monkeypatch
     whole = full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU)
     first, second = whole["steps"]
     assert first is not None and second is not None and second > 15
-
-    class Killed(Exception):
-        pass
-
-    real, calls = full_batch_inits.sample_loss, []
-
-    def counting(*args, kill_at=None, **kwargs):
-        fn = real(*args, **kwargs)
-
-        def value_and_grad(theta):
-            if len(calls) == kill_at:
-                raise Killed
-            calls.append(1)
-            return fn(theta)
-        return value_and_grad
-
     # the first descent takes first + 1 evaluations; kill 13 into the second (its save at 10)
-    monkeypatch.setattr(full_batch_inits, "sample_loss",
-                        lambda *a, **k: counting(*a, kill_at=first + 1 + 13, **k))
-    with pytest.raises(Killed):
+    killable_loss.install(full_batch_inits, kill_at=first + 1 + 13)
+    with pytest.raises(killable_loss.Killed):
         full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU,
                                     journal=journal)
     partial = journal.with_suffix(".partial.npz")
     assert partial.is_file()
-    calls.clear()
-    monkeypatch.setattr(full_batch_inits, "sample_loss", lambda *a, **k: counting(*a, **k))
+    killable_loss.calls.clear()
+    killable_loss.install(full_batch_inits)
     got = full_batch_inits.over_inits(task, sweep, record, seeds, rows_seed=0, devices=CPU,
                                       journal=journal)
-    assert got["steps"] == whole["steps"] and len(calls) == second + 1 - 10
+    assert got["steps"] == whole["steps"] and len(killable_loss.calls) == second + 1 - 10
     assert not partial.exists()
 
 
@@ -172,27 +156,18 @@ def test_the_command_needs_a_stored_record(tmp_path, capsys):
     assert "no two_ends.json" in capsys.readouterr().err
 
 
-def test_the_command_writes_the_record_and_refreshes_the_summary_beside(tmp_path, monkeypatch,
-                                                                         capsys):
+def test_the_command_writes_the_record_and_refreshes_the_summary_beside(tmp_path, tabular_report,
+                                                                        capsys):
     """On a copy of a shipped report (the small tabular one) with a summary beside it: the
     record gains `full_batch_inits` for the seeds given, and the summary's entry its
     B_2pt'(med) = B_ref (S~_ref / median - 1) from that record."""
-    import shutil
-    from pathlib import Path
-
     from realnets.cli import main
     from realnets.validation.summary import SUMMARY_FILE, read_summary
 
-    root = Path(__file__).resolve().parents[3]
-    monkeypatch.chdir(root)                       # the report names its sweep from the repo root
-    d = tmp_path / "breast_cancer_mlp"
-    d.mkdir()
-    for f in ("validation.json", TWO_ENDS_FILE, "miss_split.json"):
-        shutil.copy(root / "reports" / "validation" / "breast_cancer_mlp" / f, d / f)
+    d = tabular_report
     stripped = json.loads((d / TWO_ENDS_FILE).read_text())
     stripped.pop("full_batch_inits", None)
     (d / TWO_ENDS_FILE).write_text(json.dumps(stripped))
-    (tmp_path / SUMMARY_FILE).write_text("[]")
     assert main(["two-ends", str(d), "--full-batch-inits", "1,2,3", "--no-progress"]) == 0
     assert "B_2pt'(med) " in capsys.readouterr().out
     got = json.loads((d / TWO_ENDS_FILE).read_text())["full_batch_inits"]

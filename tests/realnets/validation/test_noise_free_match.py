@@ -220,14 +220,11 @@ def test_a_killed_run_resumes_its_descents_from_the_journal(tmp_path, monkeypatc
 
 
 def test_a_run_killed_inside_a_descent_resumes_that_descent_from_its_saved_state(
-        tmp_path, monkeypatch):
+        tmp_path, killable_loss):
     """Killed part-way through trial 0's descent (the first, capped at the step limit): the
     next call starts that descent at its last save, not at step 0, and returns what one
     uninterrupted call does; no partial file is left."""
     from realnets.validation import noise_free_match as nfm
-
-    class Killed(Exception):
-        pass
 
     task, sweep = _task(), _sweep()
     sample = task.draw_batch(np.random.default_rng(0), 256)
@@ -235,27 +232,15 @@ def test_a_run_killed_inside_a_descent_resumes_that_descent_from_its_saved_state
     whole = full_batch_steps(task, sweep, trials, sample, 0.0, step_limit=150, devices=CPU)
     slow = whole["trials"][0]["steps_to_target"]
     assert slow is not None and slow > 20
-    real, calls = nfm.sample_loss, []
-
-    def counting(*args, kill_at=None, **kwargs):
-        fn = real(*args, **kwargs)
-
-        def value_and_grad(theta):
-            if len(calls) == kill_at:
-                raise Killed
-            calls.append(1)
-            return fn(theta)
-        return value_and_grad
-
     journal = tmp_path / "full_batch_descents.jsonl"
-    monkeypatch.setattr(nfm, "sample_loss", lambda *a, **k: counting(*a, kill_at=17, **k))
-    with pytest.raises(Killed):
+    killable_loss.install(nfm, kill_at=17)
+    with pytest.raises(killable_loss.Killed):
         full_batch_steps(task, sweep, trials, sample, 0.0, step_limit=150, devices=CPU,
                          journal=journal)
     partial = journal.with_suffix(".partial.npz")
     assert partial.is_file()
-    calls.clear()
-    monkeypatch.setattr(nfm, "sample_loss", lambda *a, **k: counting(*a, **k))
+    killable_loss.calls.clear()
+    killable_loss.install(nfm)
     lines = []
     resumed = full_batch_steps(task, sweep, trials, sample, 0.0, step_limit=150, devices=CPU,
                                journal=journal, log=lines.append)
@@ -266,7 +251,7 @@ def test_a_run_killed_inside_a_descent_resumes_that_descent_from_its_saved_state
     assert f"full batch: trial 0 reached the target in {slow} steps" in "\n".join(lines)
     assert f"full batch: trial 1 reached the target in {fast} steps" in "\n".join(lines)
     # trial 0 from its save at step 15 (every 5 steps; killed at 17), then all of trial 1
-    assert len(calls) == (slow + 1 - 15) + (fast + 1)
+    assert len(killable_loss.calls) == (slow + 1 - 15) + (fast + 1)
     assert not partial.exists()
 
 

@@ -349,48 +349,31 @@ def test_the_whole_set_of_unlimited_data_is_the_exact_loss_where_it_is_known(mon
         exact + lin @ theta, rel=1e-5)
 
 
-def test_the_commands_chunk_rows_computes_the_same_descents_in_chunks(tmp_path, monkeypatch,
-                                                                      capsys):
+def test_the_commands_chunk_rows_computes_the_same_descents_in_chunks(tabular_report,
+                                                                      chunks_seen, capsys):
     """`two-ends DIR --chunk-rows 100` on a copy of the shipped breast_cancer_mlp report: its 455
     training rows in five compiled calls (the last of 55), the same whole-set descents and
     initialisations' steps as the stored record made all at once; 0 is refused in one line."""
     import json
-    import shutil
-    from pathlib import Path
 
-    from realnets.calibration import sharded_sample
     from realnets.cli import main
-    from realnets.validation.summary import SUMMARY_FILE
 
-    root = Path(__file__).resolve().parents[3]
-    monkeypatch.chdir(root)                       # the report names its sweep from the repo root
-    d = tmp_path / "breast_cancer_mlp"
-    d.mkdir()
-    for f in ("validation.json", TWO_ENDS_FILE, "miss_split.json"):
-        shutil.copy(root / "reports" / "validation" / "breast_cancer_mlp" / f, d / f)
+    d = tabular_report
     stored = json.loads((d / TWO_ENDS_FILE).read_text())
-    (tmp_path / SUMMARY_FILE).write_text("[]")
-    made, real = [], sharded_sample.ShardedSample
-
-    def recorded(batch, **kwargs):
-        placed = real(batch, **kwargs)
-        made.append([rows for rows, _, _ in placed.chunks])
-        return placed
-
-    monkeypatch.setattr(sharded_sample, "ShardedSample", recorded)
     assert main(["two-ends", str(d), "--chunk-rows", "100", "--no-progress"]) == 0
     got = json.loads((d / TWO_ENDS_FILE).read_text())
     assert got["full_set"]["trials"] == stored["full_set"]["trials"]
     assert got["full_set"]["target"] == pytest.approx(stored["full_set"]["target"], rel=1e-6)
-    whole = [c for c in made if sum(c) == 455]
+    whole = [c for c in chunks_seen if sum(c) == 455]
     assert whole and all(c == [100, 100, 100, 100, 55] for c in whole)
     capsys.readouterr()
-    made.clear()
+    chunks_seen.clear()
     assert main(["two-ends", str(d), "--full-batch-inits", ",".join(map(str, range(1, 17))),
                  "--chunk-rows", "100", "--no-progress"]) == 0
     inits = json.loads((d / TWO_ENDS_FILE).read_text())["full_batch_inits"]
     assert inits["steps"] == stored["full_batch_inits"]["steps"]
-    assert made and all(c == [100, 100, 100, 100, 55] for c in made if sum(c) == 455)
+    whole = [c for c in chunks_seen if sum(c) == 455]
+    assert whole and all(c == [100, 100, 100, 100, 55] for c in whole)
     assert main(["two-ends", str(d), "--chunk-rows", "0"]) == 2
     assert capsys.readouterr().err.strip() == \
         "error: chunk-rows must be a whole number >= 1, got 0"

@@ -80,28 +80,19 @@ def test_the_command_reproduces_the_committed_two_ends_record(tmp_path, monkeypa
         capsys.readouterr().out
 
 
-def test_the_descents_in_chunks_of_rows_take_the_same_steps(tmp_path, monkeypatch, capsys):
+def test_the_descents_in_chunks_of_rows_take_the_same_steps(tmp_path, monkeypatch, capsys,
+                                                           chunks_seen):
     """--chunk-rows 100 on the 455 training rows of sweeps/breast_cancer_mlp (five compiled
     calls, the last of 55 rows, averaged by their rows): the whole-set target within float
     rounding of the committed record's and the same S_fb^N and steps from all 16
     initialisations as its all-at-once descents."""
-    from realnets.calibration import sharded_sample
-
     monkeypatch.chdir(ROOT)
     sweep = tmp_path / "bc"
     shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
-    made, real = [], sharded_sample.ShardedSample
-
-    def recorded(batch, **kwargs):
-        placed = real(batch, **kwargs)
-        made.append([rows for rows, _, _ in placed.chunks])
-        return placed
-
-    monkeypatch.setattr(sharded_sample, "ShardedSample", recorded)
     assert main(["two-point", str(sweep), "--chunk-rows", "100", "--no-progress"]) == 0
     # the whole set's target, descents and initialisations' descents, each in five calls
-    assert [100, 100, 100, 100, 55] in made and all(
-        c == [100, 100, 100, 100, 55] for c in made if sum(c) == 455)
+    whole = [c for c in chunks_seen if sum(c) == 455]
+    assert whole and all(c == [100, 100, 100, 100, 55] for c in whole)
     got = json.loads((sweep / "two_point.json").read_text())
     ends = json.loads((ROOT / "reports/validation/breast_cancer_mlp/two_ends.json").read_text())
     assert got["full_set"]["sample_rows"] == 455
