@@ -1,9 +1,9 @@
 """One loss-and-gradient over a workload's whole training set, as the full-batch descents of
 `two-ends` / `two-point` compute it (`quadratic_path.sample_loss`): all rows in one compiled
-call (the baseline, the default) against chunks of `--chunk-rows` rows (`two-point
---chunk-rows`), each in its own process, in the same run.
+call (the baseline; the default until session 48) against chunks of `--chunk-rows` rows (1024,
+`two_ends.WHOLE_SET_CHUNK_ROWS`, is the default since), each in its own process, in the same run.
 
-Run: `python benchmarks/whole_set_chunks.py [--workload digits_cnn] [--chunks 2048,512]`
+Run: `python benchmarks/whole_set_chunks.py [--workload digits_cnn] [--chunks 1024,512]`
 (about a minute for the default; `--workload text_transformer` takes a few minutes and ~15 GB
 all at once). For each configuration it prints the compile-and-first-call time, the median of
 `--calls` further calls, the process's peak resident memory, and the ratios baseline / chunked
@@ -52,7 +52,7 @@ def measure(workload: str, chunk: str, calls: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", default="digits_cnn")
-    parser.add_argument("--chunks", default="2048,512",
+    parser.add_argument("--chunks", default="1024,512",
                         help="comma-separated rows per call to compare with all at once")
     parser.add_argument("--calls", type=int, default=5, help="timed calls after the first")
     args = parser.parse_args()

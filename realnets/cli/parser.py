@@ -146,7 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--sample-rows", type=int, default=1024, help="training rows measured")
     v.add_argument("--noise-rows", type=int, default=128,
                    help="per-example gradients in tr(H Sigma) (one HVP each)")
-    v.add_argument("--chunk-rows", type=int, help="rows per compiled call (default all)")
+    v.add_argument("--chunk-rows", type=int,
+                   help="rows per compiled call over the calibration sample (default all) and "
+                        "over the whole set in full-batch descents (default 1024)")
     v.add_argument("--loss-floor", type=float, default=0.0,
                    help="L*, subtracted from the training loss at the goal for the NQM's target")
     v.add_argument("--seed", type=int, default=0)
@@ -228,8 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
                                    "report names)")
     e.add_argument("--chunk-rows", type=int, metavar="N",
                    help="rows of the training set per compiled call in the full-batch descents "
-                        "(default: the report's own setting, usually all at once; less memory "
-                        "in chunks, the same result up to float rounding)")
+                        "(default: the report's own setting, else 1024; at least the set's rows "
+                        "is all at once: more memory, the same result up to float rounding)")
     e.add_argument("--stored", action="store_true",
                    help="run nothing: tabulate the DIRs' stored two_ends.json (a DIR without one "
                         "is named, not an error)")
@@ -299,8 +301,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="B_ref (default: the smallest batch size that reached the goal)")
     p.add_argument("--chunk-rows", type=int, metavar="N",
                    help="rows of the training set per compiled call in the full-batch descents "
-                        "(default: all at once; a large set or model needs less memory in "
-                        "chunks, with the same result up to float rounding)")
+                        "(default: 1024; at least the set's rows is all at once: more memory, "
+                        "the same result up to float rounding)")
     inits = p.add_mutually_exclusive_group()
     inits.add_argument("--full-batch-inits", metavar="SEEDS",
                        help="the seeds whose initialisations the fastest full-batch "

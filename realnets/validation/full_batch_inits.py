@@ -23,7 +23,7 @@ from realnets.validation import descent_journal
 from realnets.validation.quadratic_path import descend, path_optimizer, sample_loss
 from realnets.validation.reconciliation import rerun_percentiles, two_point_estimate
 from realnets.validation.rerun import init_params_of
-from realnets.validation.two_ends import whole_set
+from realnets.validation.two_ends import whole_set, whole_set_chunk_rows
 from realnets.workloads.tasks import Task
 
 # the fixed reading: the median over initialisations against S_fb^N
@@ -44,7 +44,8 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
       seeds: the initialisations' seeds (whole numbers, each once, not the sweep's own seed:
         under it the trials' initialisations are those S_fb^N already descended from).
       rows_seed: the whole set's draw (the validation's seed, as `two_ends.both_ends`).
-      chunk_rows, devices: how the whole set's loss is computed.
+      chunk_rows, devices: how the whole set's loss is computed (chunk_rows None:
+        `two_ends.WHOLE_SET_CHUNK_ROWS`).
       journal: optional JSON-lines file (`descent_journal`, keyed by seed): each descent is
         appended when finished, and one already there for the same configuration, target, cap
         and rows is taken instead of descending again (a killed call resumes, the descent under
@@ -63,13 +64,12 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
     t0 = time.perf_counter()
     trial = TrialRecord(batch_size=record["b_ref"], trial_id=fb["trial_id"], status="COMPLETE",
                         learning_rate=fb["learning_rate"], momentum=fb["momentum"])
-    rows = whole_set(task, rows_seed)
+    rows, chunk_rows = whole_set(task, rows_seed), whole_set_chunk_rows(chunk_rows)
     header = {"workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
               "trial_id": fb["trial_id"], "learning_rate": fb["learning_rate"],
               "momentum": fb["momentum"], "target": float(fb["target"]),
               "step_limit": int(fb["step_limit"]), "rows_seed": int(rows_seed),
-              "rows": int(len(next(iter(rows.values())))),
-              **({} if chunk_rows is None else {"chunk_rows": int(chunk_rows)})}
+              "rows": int(len(next(iter(rows.values())))), "chunk_rows": chunk_rows}
     done = {} if journal is None else descent_journal.open_journal(journal, header, key="seed")
     network, steps = None, []
     for seed in seeds:

@@ -45,6 +45,11 @@ from realnets.workloads.tasks import Task
 UNLIMITED_ROWS = 16_384
 # rule 3 uses rule 1's NQM: the one fitted at the goal checkpoint
 RULE_3_CHECKPOINT = "goal"
+# rows of the whole set per compiled call where neither the command nor the report names a
+# number: all at once, the text model's 12,685 rows took 8 GB a call and its descents' process
+# 15-23 GB; in 1024-row chunks 1.1 GB a call, 2.4 GB a process, at half the time a step
+# (docs/performance.md, session 48)
+WHOLE_SET_CHUNK_ROWS = 1024
 
 
 def whole_set(task: Task, seed: int) -> dict:
@@ -54,6 +59,12 @@ def whole_set(task: Task, seed: int) -> dict:
     if task.train is None and task.population is not None:
         return task.population
     return calibration_sample(task, task.train_size or UNLIMITED_ROWS, seed)
+
+
+def whole_set_chunk_rows(chunk_rows: int | None) -> int:
+    """Rows of the whole set per compiled call: `chunk_rows` where given, else
+    WHOLE_SET_CHUNK_ROWS (a number at least the set's rows is all at once)."""
+    return WHOLE_SET_CHUNK_ROWS if chunk_rows is None else int(chunk_rows)
 
 
 def descent_cap(s_ref: int, reruns: list[int | None], p84: float | None) -> int:
@@ -179,7 +190,7 @@ def both_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
       goal_params: the reference trial's parameters at its goal (retrained).
       repeats: the sweep's reruns of its winners (`read_repeats`).
       seed, chunk_rows, devices, log: the whole set's draw (unlimited data) and how its loss
-        is computed; progress lines.
+        is computed (chunk_rows None: WHOLE_SET_CHUNK_ROWS); progress lines.
       journal: the descents' journal (`full_batch_steps`): a killed call resumes from it.
 
     Returns {"b_ref", "s_ref", "reruns": {"count", "not_at_goal", "percentiles"}, "full_set":
@@ -191,7 +202,7 @@ def both_ends(task: Task, sweep_config: SweepConfig, records: list[TrialRecord],
     reruns = reference_reruns(repeats, run)
     pct = rerun_percentiles(reruns)
     cap = descent_cap(s_ref, reruns, pct["84"])
-    rows = whole_set(task, seed)
+    rows, chunk_rows = whole_set(task, seed), whole_set_chunk_rows(chunk_rows)
     target = mean_loss(task, goal_params, rows, chunk_rows, devices)
     trials = sorted((r for r in records if r.batch_size == b_ref),
                     key=lambda r: trial_order(r.trial_id))
@@ -366,8 +377,8 @@ def goal_metric_descent(task: Task, sweep_config: SweepConfig, record: dict,
         raise ValueError("the task has no validation rows (the control): no goal metric")
     init = init_params_of(task, sweep_config.seed, int(fb["trial_id"]))
     flat, unravel = ravel_pytree(init)
-    network = sample_loss(task, init, whole_set(task, ValidationConfig().seed), chunk_rows,
-                          devices)
+    network = sample_loss(task, init, whole_set(task, ValidationConfig().seed),
+                          whole_set_chunk_rows(chunk_rows), devices)
     metric = validation_metric(task, unravel)
     seen = []            # the metric at every step the descent takes
 
