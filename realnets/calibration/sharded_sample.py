@@ -8,6 +8,7 @@ from typing import Callable
 
 import jax
 import numpy as np
+from jax.sharding import Mesh
 
 from realnets.training import mesh as meshlib
 
@@ -29,8 +30,10 @@ class ShardedSample:
     """A host sample (dict of arrays with n rows) cut into chunks of at most `chunk_rows` rows.
 
     Each chunk is placed once on its own data mesh (`realnets.training.mesh.data_mesh(rows)`: the rows are
-    split over gcd(rows, device count) devices, as in training; with several processes over every
-    device, so a chunk's rows must be a multiple of the global device count). `mean` runs a
+    split over gcd(rows, device count) devices, as in training). With several processes a
+    sharded chunk must use every device, so each chunk is cut into the largest multiple of the
+    global device count, sharded over every device, and the rows left over, which every process
+    computes whole on its own first device (the same inputs, so the same result on each). `mean` runs a
     function that returns a mean over a chunk's rows and averages the chunks with weights rows / n;
     `rows` runs a per-row function and concatenates its outputs (gathered, so that every process
     gets the whole result). Calls are made one at a time and brought to the host before the next
@@ -46,11 +49,14 @@ class ShardedSample:
         self.num_rows = n
         self._programs = {}
         self.chunks = []            # (rows in chunk, mesh, batch placed on the mesh)
-        for lo in range(0, n, chunk_rows):
-            hi = min(n, lo + chunk_rows)
-            mesh = meshlib.data_mesh(hi - lo, devices)
+        for lo, hi, local in _spans(n, chunk_rows, devices):
             host = {name: np.asarray(rows)[lo:hi] for name, rows in batch.items()}
-            self.chunks.append((hi - lo, mesh, meshlib.place_batch(host, mesh)))
+            if local:
+                mesh = Mesh(np.array(jax.local_devices()[:1]), (meshlib.DATA_AXIS,))
+                self.chunks.append((hi - lo, mesh, jax.device_put(host, mesh.devices.flat[0])))
+            else:
+                mesh = meshlib.data_mesh(hi - lo, devices)
+                self.chunks.append((hi - lo, mesh, meshlib.place_batch(host, mesh)))
 
     def _program(self, fn: Callable, num_replicated: int, per_row: bool, rows: int, mesh):
         """fn jitted for chunks of `rows` rows: replicated arguments first, the rows sharded along
@@ -70,7 +76,7 @@ class ShardedSample:
         total = 0.0
         for rows, mesh, placed in self.chunks:
             program = self._program(fn, len(replicated), False, rows, mesh)
-            out = np.asarray(program(*replicated, placed), np.float64)
+            out = np.asarray(program(*_for(mesh, replicated), placed), np.float64)
             total = total + (rows / self.num_rows) * out
         return total
 
@@ -80,6 +86,36 @@ class ShardedSample:
         outs = []
         for rows, mesh, placed in self.chunks:
             program = self._program(fn, len(replicated), True, rows, mesh)
-            out = program(*replicated, placed)
+            out = program(*_for(mesh, replicated), placed)
             outs.append(jax.tree.map(lambda x: np.asarray(x, np.float64), out))
         return jax.tree.map(lambda *xs: np.concatenate(xs, axis=0), *outs)
+
+
+def _spans(n: int, chunk_rows: int, devices=None) -> list[tuple[int, int, bool]]:
+    """The sample's chunks as (first row, end row, computed on this process's own device): chunks
+    of `chunk_rows` rows; with several processes each cut into a multiple of the global device
+    count (sharded over every device) and the rows left over (local)."""
+    spans = []
+    for lo in range(0, n, chunk_rows):
+        hi = min(n, lo + chunk_rows)
+        if jax.process_count() == 1:
+            spans.append((lo, hi, False))
+            continue
+        count = len(jax.devices() if devices is None else devices)
+        cut = lo + (hi - lo) // count * count
+        spans += [(a, b, local) for a, b, local in ((lo, cut, False), (cut, hi, True)) if b > a]
+    return spans
+
+
+def _for(mesh: Mesh, replicated: tuple) -> tuple:
+    """The replicated arguments as a program on `mesh` takes them: on a process's own device
+    (several processes) the host copy of arrays replicated over every process's devices."""
+    if mesh.is_multi_process or jax.process_count() == 1:
+        return replicated
+
+    def local(x):
+        if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            return np.asarray(x.addressable_data(0))
+        return x
+
+    return jax.tree.map(local, replicated)

@@ -34,7 +34,9 @@ SEED = 0
 BATCH_SIZE = 16       # a multiple of the 4 global devices of the test (2 processes x 2)
 STEPS = 12
 TRIALS = ((0, 0.3, 0.9), (1, 0.05, 0.5))   # (trial id, learning rate, momentum)
-CALIBRATION_ROWS = 64  # two chunks of 32 rows, each a multiple of the 4 global devices
+# two chunks of 33 rows: each 32 rows over the 4 global devices and 1 row left over, which
+# every process computes on its own first device (`ShardedSample`)
+CALIBRATION_ROWS = 66
 
 
 def build_task():
