@@ -29,16 +29,16 @@ def row_count(batch: dict) -> int:
 class ShardedSample:
     """A host sample (dict of arrays with n rows) cut into chunks of at most `chunk_rows` rows.
 
-    Each chunk is placed once on its own data mesh (`realnets.training.mesh.data_mesh(rows)`: the rows are
-    split over gcd(rows, device count) devices, as in training). With several processes a
-    sharded chunk must use every device, so each chunk is cut into the largest multiple of the
-    global device count, sharded over every device, and the rows left over, which every process
-    computes whole on its own first device (the same inputs, so the same result on each). `mean` runs a
-    function that returns a mean over a chunk's rows and averages the chunks with weights rows / n;
-    `rows` runs a per-row function and concatenates its outputs (gathered, so that every process
-    gets the whole result). Calls are made one at a time and brought to the host before the next
-    (multi-device CPU meshes deadlock with several collectives in flight:
-    `realnets.training.mesh.needs_lockstep`).
+    Each chunk is placed once on its own data mesh (`realnets.training.mesh.data_mesh(rows)`:
+    the rows are split over gcd(rows, device count) devices, as in training). With several
+    processes a sharded chunk must use every device, so each chunk is cut into the largest
+    multiple of the global device count, sharded over every device, and the rows left over,
+    which every process computes whole on its own first device (the same inputs, so the same
+    result on each). `mean` runs a function that returns a mean over a chunk's rows and
+    averages the chunks with weights rows / n; `rows` runs a per-row function and concatenates
+    its outputs (gathered, so that every process gets the whole result). Calls are made one at
+    a time and brought to the host before the next (multi-device CPU meshes deadlock with
+    several collectives in flight: `realnets.training.mesh.needs_lockstep`).
     """
 
     def __init__(self, batch: dict, *, chunk_rows: int | None = None, devices=None):

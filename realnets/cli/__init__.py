@@ -49,7 +49,7 @@ COMMANDS = {
     "validate": validate_command,
     "summary": lambda args, argv: summary_text(args.file, args.rebuild),
     "track-record": lambda args, argv: track_record_text(args.file, args.format),
-    "headline": lambda args, argv: headline_text(args.file, args.format),
+    "headline": lambda args, argv: headline_text(args.file, args.format, args.measured),
     "swap-optimizer": lambda args, argv: swap_command(args),
     "adam-basis": adam_basis_command,
     "two-ends": two_ends_command,

@@ -641,18 +641,20 @@ def summary_text(path: str, rebuild: bool = False) -> str:
                if median_end else ""))
 
 
-def headline_text(path: str, fmt: str = "table") -> str:
+def headline_text(path: str, fmt: str = "table", measured: str = "sweep") -> str:
     """`python -m realnets headline`: the README's headline counts over the summary's
-    workloads (`realnets.validation.headline`), as the README's table or JSON; runs nothing."""
+    workloads (`realnets.validation.headline`), as the README's table or JSON; with `measured`
+    'reruns', against each entry's reruns' median curve instead of its sweep; runs nothing."""
     import json
 
-    from realnets.validation.headline import headline, table
+    from realnets.validation.headline import against_reruns, headline, table
     from realnets.validation.summary import read_summary
 
     if not Path(path).is_file():
         raise ValueError(f"summary file {path!r} does not exist (python -m realnets validate "
                          "writes one beside its --out directory)")
-    h = headline(read_summary(Path(path)))
+    entries = read_summary(Path(path))
+    h = headline(entries if measured == "sweep" else against_reruns(entries))
     return json.dumps(h, indent=1) if fmt == "json" else table(h)
 
 

@@ -111,6 +111,10 @@ def build_parser() -> argparse.ArgumentParser:
         k = sub.add_parser(name, help=text)
         _summary_file(k)
         k.add_argument("--format", choices=("table", "json"), default="table")
+        if name == "headline":
+            k.add_argument("--measured", choices=("sweep", "reruns"), default="sweep",
+                           help="the measured B_crit: the sweep's (the bar's) or its winners' "
+                                "rerun median curve's (a diagnostic)")
 
     b = sub.add_parser("import-batch-science",
                        help="read published batch_science data into the same curve format")

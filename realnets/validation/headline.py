@@ -15,6 +15,9 @@ Conventions (docs/validation.md, "The README's headline"):
   momentum, the text model) are seen for every estimate. A workload validated later, a user's
   own included, is held out for every estimate;
 - closeness: |ln(predicted / measured)|, a missing number infinitely far.
+
+`against_reruns` puts the B_crit of each entry's reruns' median curve in place of its sweep's
+(a diagnostic of the bar's comparisons, docs/prediction_rule.md, session 48).
 """
 
 from __future__ import annotations
@@ -66,6 +69,15 @@ _DESIGNED_ON = _SEEN_RULE_1
 SEEN: dict[str, tuple | None] = {"rule 4": _SEEN_RULE_4 + _DESIGNED_ON, "rule 1": _SEEN_RULE_1,
                                  "B_simple": None, "B_2pt'(med)": _SEEN_B_2PT_MED + _DESIGNED_ON,
                                  "B_2pt'": _SEEN_B_2PT + _DESIGNED_ON}
+
+
+def against_reruns(entries: list[dict]) -> list[dict]:
+    """The entries with their measured B_crit (and its 16-84% range) that of their winners' rerun
+    median curve (`reruns`: "b_crit", "lo", "hi"), without their miss split (made against the
+    sweep's); an entry without one is left out."""
+    return [{**e, "measured": {"b_crit": e["reruns"]["b_crit"], "lo": e["reruns"].get("lo"),
+                               "hi": e["reruns"].get("hi")}, "miss_split": None}
+            for e in entries if (e.get("reruns") or {}).get("b_crit")]
 
 
 def key(entry: dict) -> tuple:
@@ -214,14 +226,16 @@ def table(h: dict) -> str:
     lines, control = h["lines"], h["control"]
     missing = lines["rule 4"]["no_number"]
     factors = ", ".join(f"{f} {n}" for f, n in h["rule_1_misses"]["largest_factor"].items())
+    split = (f"largest factor of its misses' split: {factors} "
+             f"(of {h['rule_1_misses']['with_split']} split, {h['rule_1_misses']['misses']} "
+             "misses)" if h["rule_1_misses"]["with_split"]
+             else f"{h['rule_1_misses']['misses']} misses, none split")
     beside = {
         "rule 4": f"at least as close as B_simple on "
                   f"{of(h['rule_4_at_least_as_close_as_b_simple'])}"
                   + (f"; no number on {', '.join(missing)}" if missing else ""),
         "rule 1": f"B_simple strictly closer on {of(h['b_simple_strictly_closer_than_rule_1'])}"
-                  f"; largest factor of its misses' split: {factors} "
-                  f"(of {h['rule_1_misses']['with_split']} split, "
-                  f"{h['rule_1_misses']['misses']} misses)",
+                  f"; {split}",
         "B_simple": "the baseline, tr(Sigma) / \\|G\\|^2",
         "B_2pt'(med)": f"{of(h['b_2pt_med_where_condition'])} where S_fb^N >= "
                        f"{h['where_s_fb_at_least']}",

@@ -1,7 +1,7 @@
 """The tables the README and the docs show from the shipped records are the commands' current
 output, line for line: `headline` in the README; `summary`, `track-record`, `two-ends --stored`,
-`two-ends --curve` and `miss-split --stored` in docs/validation.md; the same in reports/validation/README.md where
-it shows them."""
+`two-ends --curve`, `miss-split --stored` and `headline --measured reruns` in
+docs/validation.md; the same in reports/validation/README.md where it shows them."""
 
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ REPORTS = sorted(str(d) for d in (ROOT / "reports" / "validation").iterdir() if 
 # command -> its arguments over the shipped records
 COMMANDS = {"summary": [str(SUMMARY)], "track-record": [str(SUMMARY)],
             "two-ends": [*REPORTS, "--stored"], "miss-split": [*REPORTS, "--stored"],
-            "two-ends --curve": [*REPORTS, "--curve"]}
+            "two-ends --curve": [*REPORTS, "--curve"],
+            "headline --measured reruns": [str(SUMMARY), "--measured", "reruns"]}
 
 
 def _tables(capsys, *argv) -> list[str]:
