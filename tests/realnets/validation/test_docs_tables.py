@@ -50,3 +50,12 @@ def test_the_validation_docs_tables_are_the_commands_output(capsys, command):
         if table.splitlines()[0] in readme.splitlines():
             assert table in readme, f"reports/validation/README.md: rerun python -m realnets " \
                                     f"{command}: {table.splitlines()[0][:80]}"
+
+
+def test_the_curve_tables_count_line_is_the_commands_output(capsys):
+    """The line under `two-ends --curve`'s table (within 2x at every batch size) is current in
+    docs/validation.md too."""
+    assert main(["two-ends", *REPORTS, "--curve"]) == 0
+    [line] = [x for x in capsys.readouterr().out.splitlines()
+              if x.startswith("Within 2x of the reruns' median at every batch size")]
+    assert line in (ROOT / "docs" / "validation.md").read_text(encoding="utf-8").splitlines()
