@@ -8,7 +8,8 @@ Run: `python benchmarks/whole_set_chunks.py [--workload digits_cnn] [--chunks 10
 all at once). For each configuration it prints the compile-and-first-call time, the median of
 `--calls` further calls, the process's peak resident memory, and the ratios baseline / chunked
 (above 1: the chunks are faster or smaller), with the loss's relative difference from the
-baseline (float rounding only).
+baseline (float rounding only). Each process first sets glibc's allocator as `python -m
+realnets` does (`realnets.training.host_allocator`; REALNETS_MALLOC=default leaves it).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import sys
 
 CHILD = r"""
 import json, resource, sys, time
+from realnets.training import host_allocator
+host_allocator.tune_for_cpu()       # what python -m realnets does first, before numpy or jax
 import numpy as np
 from jax.flatten_util import ravel_pytree
 from realnets import workloads

@@ -52,7 +52,7 @@ class ShardedSample:
         for lo, hi, local in _spans(n, chunk_rows, devices):
             host = {name: np.asarray(rows)[lo:hi] for name, rows in batch.items()}
             if local:
-                mesh = Mesh(np.array(jax.local_devices()[:1]), (meshlib.DATA_AXIS,))
+                mesh = Mesh(np.array(_own_device(devices)), (meshlib.DATA_AXIS,))
                 self.chunks.append((hi - lo, mesh, jax.device_put(host, mesh.devices.flat[0])))
             else:
                 mesh = meshlib.data_mesh(hi - lo, devices)
@@ -107,6 +107,13 @@ def _spans(n: int, chunk_rows: int, devices=None) -> list[tuple[int, int, bool]]
     return spans
 
 
+def _own_device(devices=None) -> list:
+    """[this process's first device among `devices` (default: every device)]."""
+    pool = jax.devices() if devices is None else devices
+    own = [d for d in pool if d.process_index == jax.process_index()]
+    return own[:1] or jax.local_devices()[:1]
+
+
 def _for(mesh: Mesh, replicated: tuple) -> tuple:
     """The replicated arguments as a program on `mesh` takes them: on a process's own device
     (several processes) the host copy of arrays replicated over every process's devices."""
@@ -115,6 +122,8 @@ def _for(mesh: Mesh, replicated: tuple) -> tuple:
 
     def local(x):
         if isinstance(x, jax.Array) and not x.is_fully_addressable:
+            if not x.sharding.is_fully_replicated:
+                raise ValueError("a replicated argument is sharded over several processes")
             return np.asarray(x.addressable_data(0))
         return x
 

@@ -69,7 +69,9 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
               "trial_id": fb["trial_id"], "learning_rate": fb["learning_rate"],
               "momentum": fb["momentum"], "target": float(fb["target"]),
               "step_limit": int(fb["step_limit"]), "rows_seed": int(rows_seed),
-              "rows": int(len(next(iter(rows.values())))), "chunk_rows": chunk_rows}
+              "rows": int(len(next(iter(rows.values()))))}
+    if chunk_rows < header["rows"]:      # else all at once: the header of a journal before chunking
+        header["chunk_rows"] = chunk_rows
     done = {} if journal is None else descent_journal.open_journal(journal, header, key="seed")
     network, steps = None, []
     for seed in seeds:

@@ -80,7 +80,9 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
     rows = int(len(next(iter(sample.values()))))
     header = {"workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
               "seed": sweep_config.seed, "target": float(target), "step_limit": int(step_limit),
-              "sample_rows": rows, **({} if chunk_rows is None else {"chunk_rows": chunk_rows})}
+              "sample_rows": rows,
+              # all rows in one call, however asked for, reads as a journal made before chunking
+              **({} if chunk_rows is None or chunk_rows >= rows else {"chunk_rows": chunk_rows})}
     done = {} if journal is None else descent_journal.open_journal(journal, header)
     if done:
         say(f"full batch: {len(done)} descents already in {journal}")

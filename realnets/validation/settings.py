@@ -36,7 +36,8 @@ class ValidationConfig:
         flatter than that are left out of the NQM (their share of tr(H) and tr(Sigma) is reported).
       sample_rows: training rows of the calibration sample (Hessian, gradient statistics, target).
       noise_rows: per-example gradients in tr(H Sigma) (one HVP each).
-      chunk_rows: rows per compiled call over the sample (None: all at once).
+      chunk_rows: rows per compiled call over the sample (None: all at once) and over the whole
+        set in full-batch descents (None: `two_ends.WHOLE_SET_CHUNK_ROWS`).
       loss_floor: L*, subtracted from the training loss at the goal for the NQM's target (the NQM
         measures loss above its minimum).
       seed: calibration sample and Lanczos/SLQ probes.

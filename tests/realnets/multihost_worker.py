@@ -10,8 +10,9 @@ function on two processes). With NUM_PROCESSES 1 the coordinator is ignored and 
 runtime is started: that is the single-process reference the test compares against.
 
 Then every process measures what calibrates the NQM at trial 0's final parameters
-(`realnets.calibration.gradient_stats.gradient_statistics` and a Hessian-vector product, their rows sharded over
-every device of every process). Each process writes `OUT_DIR/process{I}.json` (its loss curve,
+(`realnets.calibration.gradient_stats.gradient_statistics` and a Hessian-vector product, their
+rows sharded over every device of every process but for each chunk's row left over, which every
+process computes on its own device). Each process writes `OUT_DIR/process{I}.json` (its loss curve,
 sums of its own copy of the final parameters and the calibration numbers, seed included); process 0 also writes `OUT_DIR/params.npz` (the
 final parameters, one array per leaf, no pickle). Set XLA_FLAGS and JAX_PLATFORMS in the
 environment before starting it: jax reads them at import.
@@ -91,8 +92,9 @@ def train_loop(task, specs):
 
 def calibration(task, params) -> dict:
     """The calibration measurements at trial 0's final parameters on CALIBRATION_ROWS training
-    rows, in chunks over every device of every process: per-example gradient statistics along
-    two fixed unit vectors and one Hessian-vector product."""
+    rows, in chunks of 33 (32 over every device of every process, 1 on each process's own
+    device): per-example gradient statistics along two fixed unit vectors and one Hessian-vector
+    product."""
     from jax.flatten_util import ravel_pytree
 
     from realnets.calibration import gradient_stats, hessian_products

@@ -4,6 +4,7 @@ the fixed reading; bad seeds and bad command lines refused in one line."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import jax
@@ -221,3 +222,35 @@ def test_two_ends_checks_every_directory_before_any_descent(tmp_path, monkeypatc
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no whole-set descent" in err and str(dirs[1]) in err
     assert (dirs[0] / TWO_ENDS_FILE).read_text() == before
+
+
+def test_the_journal_names_the_chunking_only_where_the_set_takes_several_calls(monkeypatch,
+                                                                                tmp_path):
+    """A journal header carries chunk_rows only when the whole set is cut into several calls, so
+    a journal made all at once (before chunking was the default) resumes with chunk_rows at
+    least the set's rows; a run in smaller chunks starts it afresh. (The task without its exact
+    loss: its whole set is 4,096 drawn rows.)"""
+    task, sweep = _quadratic(monkeypatch)
+    task = dataclasses.replace(task, population=None)
+    record = {"b_ref": 4, "reruns": {"percentiles": {"16": 30.0, "50": 44.0, "84": 50.0}},
+              "full_set": {"steps": 9, "trial_id": 1, "learning_rate": 0.9, "momentum": None,
+                           "target": 0.05, "step_limit": 40}}
+    journal = tmp_path / "inits.jsonl"
+    full_batch_inits.over_inits(task, sweep, record, [1, 2], rows_seed=0, devices=CPU,
+                                journal=journal)             # the default, 1,024 rows a call
+    header = json.loads(journal.read_text().splitlines()[0])["header"]
+    rows = header["rows"]
+    assert rows > 1024 and header["chunk_rows"] == 1024
+    # as a journal made all at once was written: no chunk_rows
+    old = {k: v for k, v in header.items() if k != "chunk_rows"}
+    lines = journal.read_text().splitlines()
+    journal.write_text("\n".join([json.dumps({"header": old})] + lines[1:]) + "\n")
+    calls, real = [], full_batch_inits.descend
+    monkeypatch.setattr(full_batch_inits, "descend",
+                        lambda *a, **k: calls.append(1) or real(*a, **k))
+    full_batch_inits.over_inits(task, sweep, record, [1, 2], rows_seed=0, devices=CPU,
+                                chunk_rows=rows, journal=journal)
+    assert calls == []                                         # both taken from the journal
+    full_batch_inits.over_inits(task, sweep, record, [1, 2], rows_seed=0, devices=CPU,
+                                chunk_rows=rows // 2, journal=journal)
+    assert len(calls) == 2                                     # other chunking: afresh

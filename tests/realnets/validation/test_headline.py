@@ -138,7 +138,7 @@ def test_against_the_reruns_the_ratios_are_rescaled_by_the_reruns_b_crit(capsys)
     closer = sum(abs(math.log(r)) <= abs(math.log(b)) for r, b in zip(ratios, simple))
     assert h["rule_4_at_least_as_close_as_b_simple"] == [closer, len(real)]
     assert h["rule_1_misses"]["with_split"] == 0
-    assert h != headline(entries)          # the reruns move some counts
+    assert h["lines"] != headline(entries)["lines"]      # the reruns move some counts
     assert main(["headline", str(SUMMARY), "--measured", "reruns"]) == 0
     out = capsys.readouterr().out
     assert f"at least as close as B_simple on {closer} of {len(real)}" in out

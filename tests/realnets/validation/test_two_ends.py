@@ -382,8 +382,9 @@ def test_the_commands_chunk_rows_computes_the_same_descents_in_chunks(tabular_re
 def test_whole_set_descents_are_chunked_by_default_and_all_at_once_on_request(
         tabular_report, chunks_seen, monkeypatch):
     """Without --chunk-rows (and none in the report) the whole set goes in chunks of
-    WHOLE_SET_CHUNK_ROWS (here 200 for the 455 rows: 200, 200, 55) with the stored record's
-    descents; --chunk-rows at least the set's rows puts it in one call."""
+    WHOLE_SET_CHUNK_ROWS (here 200 for the 455 rows: 200, 200, 55), for the trials' descents and
+    the 16 initialisations', with the stored record's steps; --chunk-rows at least the set's
+    rows puts it in one call."""
     import json
 
     from realnets.cli import main
@@ -395,6 +396,13 @@ def test_whole_set_descents_are_chunked_by_default_and_all_at_once_on_request(
     assert main(["two-ends", str(d), "--no-progress"]) == 0
     got = json.loads((d / TWO_ENDS_FILE).read_text())
     assert got["full_set"]["trials"] == stored["full_set"]["trials"]
+    whole = [c for c in chunks_seen if sum(c) == 455]
+    assert whole and all(c == [200, 200, 55] for c in whole)
+    chunks_seen.clear()
+    assert main(["two-ends", str(d), "--full-batch-inits", ",".join(map(str, range(1, 17))),
+                 "--no-progress"]) == 0
+    inits = json.loads((d / TWO_ENDS_FILE).read_text())["full_batch_inits"]
+    assert inits["steps"] == stored["full_batch_inits"]["steps"]
     whole = [c for c in chunks_seen if sum(c) == 455]
     assert whole and all(c == [200, 200, 55] for c in whole)
     chunks_seen.clear()
