@@ -55,7 +55,8 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
     Returns JSON-ready {"trial_id", "learning_rate", "momentum", "seeds", "steps" (per seed,
     None: not at the target within "step_limit"), "percentiles" {"16", "50", "84"} (a descent
     not at the target the slowest), "s_fb", "over_s_fb" (median / S_fb^N), "two_point"
-    (B_2pt' with the median: examples per step, or None), "reading", "seconds"}.
+    (B_2pt' with the median: examples per step, or None), "reading", "step_limit", "chunk_rows"
+    (rows of the whole set per compiled call), "seconds"}.
     """
     seeds = check_seeds(seeds, sweep_config.seed)
     fb = record["full_set"]
@@ -104,7 +105,7 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
             "two_point": (None if median is None or s_ref is None
                           else two_point_estimate(int(record["b_ref"]), median, s_ref)),
             "reading": reading(s_fb, median), "step_limit": int(fb["step_limit"]),
-            "seconds": time.perf_counter() - t0}
+            "chunk_rows": min(chunk_rows, header["rows"]), "seconds": time.perf_counter() - t0}
 
 
 def median_end(b_ref: int, reruns: dict, median: float | None) -> dict:

@@ -67,8 +67,9 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
     Returns:
       JSON-ready {"steps": S_fb or None (no trial reached the target), "trial_id",
       "learning_rate", "momentum" (the fastest trial's; None with no S_fb), "target",
-      "step_limit", "sample_rows", "trials": [per trial: "trial_id", "learning_rate",
-      "momentum", "status" ('reached', 'not reached', 'diverged'), "steps_to_target",
+      "step_limit", "sample_rows", "chunk_rows" (rows per compiled call), "trials": [per
+      trial: "trial_id", "learning_rate", "momentum", "status" ('reached', 'not reached',
+      'diverged'), "steps_to_target",
       "step_limit" (its own cap)], "seconds"}.
     """
     if step_limit < 1:
@@ -124,8 +125,9 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
             "learning_rate": None if best is None else best["learning_rate"],
             "momentum": None if best is None else best["momentum"],
             "target": float(target), "step_limit": int(step_limit),
-            "sample_rows": rows, "trials": runs,
-            "seconds": time.perf_counter() - start}
+            "sample_rows": rows,
+            "chunk_rows": rows if chunk_rows is None else min(int(chunk_rows), rows),
+            "trials": runs, "seconds": time.perf_counter() - start}
 
 
 def _outcome(status: str, steps: int | None, cap: int) -> str:

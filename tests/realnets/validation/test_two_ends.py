@@ -384,7 +384,7 @@ def test_whole_set_descents_are_chunked_by_default_and_all_at_once_on_request(
     """Without --chunk-rows (and none in the report) the whole set goes in chunks of
     WHOLE_SET_CHUNK_ROWS (here 200 for the 455 rows: 200, 200, 55), for the trials' descents and
     the 16 initialisations', with the stored record's steps; --chunk-rows at least the set's
-    rows puts it in one call."""
+    rows puts it in one call; the records name the rows per call."""
     import json
 
     from realnets.cli import main
@@ -396,18 +396,19 @@ def test_whole_set_descents_are_chunked_by_default_and_all_at_once_on_request(
     assert main(["two-ends", str(d), "--no-progress"]) == 0
     got = json.loads((d / TWO_ENDS_FILE).read_text())
     assert got["full_set"]["trials"] == stored["full_set"]["trials"]
+    assert got["full_set"]["chunk_rows"] == 200 and "chunk_rows" not in stored["full_set"]
     whole = [c for c in chunks_seen if sum(c) == 455]
     assert whole and all(c == [200, 200, 55] for c in whole)
     chunks_seen.clear()
     assert main(["two-ends", str(d), "--full-batch-inits", ",".join(map(str, range(1, 17))),
                  "--no-progress"]) == 0
     inits = json.loads((d / TWO_ENDS_FILE).read_text())["full_batch_inits"]
-    assert inits["steps"] == stored["full_batch_inits"]["steps"]
+    assert inits["steps"] == stored["full_batch_inits"]["steps"] and inits["chunk_rows"] == 200
     whole = [c for c in chunks_seen if sum(c) == 455]
     assert whole and all(c == [200, 200, 55] for c in whole)
     chunks_seen.clear()
-    assert main(["two-ends", str(d), "--chunk-rows", "455", "--no-progress"]) == 0
-    assert json.loads((d / TWO_ENDS_FILE).read_text())["full_set"]["trials"] == \
-        stored["full_set"]["trials"]
+    assert main(["two-ends", str(d), "--chunk-rows", "1000", "--no-progress"]) == 0
+    full_set = json.loads((d / TWO_ENDS_FILE).read_text())["full_set"]
+    assert full_set["trials"] == stored["full_set"]["trials"] and full_set["chunk_rows"] == 455
     whole = [c for c in chunks_seen if sum(c) == 455]
     assert whole and all(c == [455] for c in whole)
