@@ -200,6 +200,8 @@ def headline(entries: list[dict]) -> dict:
                       "no_number": list(x.no_number)} for n, x in lines.items()},
         "rule_4_at_least_as_close_as_b_simple": list(_pair(closer(entries, "rule 4",
                                                                    "B_simple", False))),
+        # what the NQM's bend adds to the two measured ends it is given
+        "rule_4_closer_than_b_2pt": list(_pair(closer(entries, "rule 4", "B_2pt'", True))),
         "b_simple_strictly_closer_than_rule_1": list(_pair(closer(entries, "B_simple",
                                                                    "rule 1", True))),
         "where_s_fb_at_least": TRUST_MIN_STEPS,
@@ -232,7 +234,8 @@ def table(h: dict) -> str:
              else f"{h['rule_1_misses']['misses']} misses, none split")
     beside = {
         "rule 4": f"at least as close as B_simple on "
-                  f"{of(h['rule_4_at_least_as_close_as_b_simple'])}"
+                  f"{of(h['rule_4_at_least_as_close_as_b_simple'])}; closer than B_2pt' (its "
+                  f"two ends without the NQM) on {of(h['rule_4_closer_than_b_2pt'])}"
                   + (f"; no number on {', '.join(missing)}" if missing else ""),
         "rule 1": f"B_simple strictly closer on {of(h['b_simple_strictly_closer_than_rule_1'])}"
                   f"; {split}",

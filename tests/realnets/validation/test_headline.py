@@ -64,6 +64,9 @@ def test_counts_on_made_up_entries():
     assert h["b_2pt_med_where_condition"] == [1, 1]          # new_b's S_fb^N is 4
     # rule 4 against B_simple: new_a ln 2 < ln 2.5, new_b ln 2.01 < ln 3, tabular 0 < ln 4
     assert h["rule_4_at_least_as_close_as_b_simple"] == [3, 3]
+    # rule 4 strictly closer than B_2pt': new_a no (ln 2 > ln 1.2), new_b no (ln 2.01 > ln 1.9),
+    # the tabular yes (no B_2pt' there: infinitely far)
+    assert h["rule_4_closer_than_b_2pt"] == [1, 3]
     # B_simple strictly closer than rule 1: new_a no (ln 2.5 > ln 2), the three others yes
     assert h["b_simple_strictly_closer_than_rule_1"] == [3, 4]
     assert h["rule_1_misses"] == {"largest_factor": {"noise_free": 2, "shape_net": 1},
@@ -72,6 +75,7 @@ def test_counts_on_made_up_entries():
     text = table(h)
     assert "| rule 4 | 2 of 3 | 1 of 2 | 1.07 |" in text
     assert "no number on mnist_mlp (momentum)" in text
+    assert "closer than B_2pt' (its two ends without the NQM) on 1 of 3" in text
 
 
 # held out for each, by the dated sections of docs/prediction_rule.md that state them before
