@@ -156,7 +156,8 @@ def validate_command(args, argv) -> str:
                                             command=prov.command, wall_seconds=prov.wall_seconds)
     summary_path = Path(args.summary) if args.summary else out.resolve().parent / SUMMARY_FILE
     sides = files.side_records(out, as_dict)
-    update_summary(summary_path, summary_entry(as_dict, sides))
+    entry = summary_entry(as_dict, sides)
+    update_summary(summary_path, entry)
 
     def number(x, width, digits):
         return f"{'nan' if x is None else format(float(x), f'.{digits}g'):>{width}}"
@@ -174,9 +175,37 @@ def validate_command(args, argv) -> str:
     for row in doc.comparison:
         lines.append(f"{row['quantity']:<76} {row['checkpoint'] or '-':>10} "
                      f"{number(row['value'], 10, 4)} {number(row['ratio'], 7, 3)}")
+    lines.append(record_bar_line(summary_path, entry))
     lines.append(f"report: {report}")
     lines.append(f"summary: {summary_path}")
     return "\n".join(lines)
+
+
+def record_bar_line(summary_path: Path, entry: dict) -> str:
+    """One line: the error bar the track record of the summary's other workloads puts on an
+    entry's prediction of record (`track_record.error_bar` at 68%; its own 16-84% interval is
+    too narrow, docs/validation.md), or why there is none."""
+    from realnets.validation.summary import read_summary
+    from realnets.validation.track_record import error_bar
+
+    predictor = str(entry.get("rule", "")).replace("_", " ")
+    value = (entry.get("predicted") or {}).get("b_crit")
+    if value is None or not value > 0:
+        return "no error bar from the track record: no prediction of record"
+    try:
+        bar = error_bar(read_summary(summary_path), predictor, float(value), entry["workload"])
+    except (ValueError, KeyError, TypeError, AttributeError) as err:
+        return f"no error bar from the track record: {summary_path} does not read ({err})"
+    if bar.entries == 0:
+        return (f"no error bar from the track record: no other validated workload in "
+                f"{summary_path}")
+    if not bar.factor < float("inf"):
+        return (f"error bar from the track record of {predictor} ({bar.entries} other validated "
+                f"entries, {summary_path}): too few with a number to bound it at 68%")
+    return (f"error bar from the track record of {predictor} ({bar.entries} other validated "
+            f"entries, {summary_path}; python -m realnets track-record): {bar.lo:.4g} .. "
+            f"{bar.hi:.4g} (x{bar.factor:.3g}, 68%); the 16-84% range above counts one source "
+            "of error only")
 
 
 def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):

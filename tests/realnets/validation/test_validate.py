@@ -517,3 +517,29 @@ def test_reuse_with_other_settings_is_an_error_naming_them_not_a_fresh_validatio
     status, _, err = _run(capsys, "validate", "--workload", "mnist_cnn", "--out", str(out),
                           "--reuse", "--sweep", str(tmp_path / "no_sweep"))
     assert status == 2 and "workload 'text_transformer', not 'mnist_cnn'" in err
+
+
+def test_validate_ends_with_the_track_records_error_bar_on_the_prediction_of_record(tmp_path):
+    """`record_bar_line`: the 68% factor of the summary's other workloads around the entry's
+    prediction of record (rule 4 or rule 1), lo = value / factor, hi = value x factor; one line
+    saying why where there is none."""
+    from realnets.cli.validate import record_bar_line
+    from realnets.validation.track_record import record_factor, workloads_of
+
+    path = Path(__file__).resolve().parents[3] / "reports" / "validation" / "summary.json"
+    entries = json.loads(path.read_text())
+    text = next(e for e in entries if e["workload"] == "text_transformer")
+    factor, n = record_factor(entries, "rule 4", without="text_transformer")
+    value = text["predicted"]["b_crit"]
+    line = record_bar_line(path, text)
+    assert line.startswith(f"error bar from the track record of rule 4 ({n} other validated")
+    assert f"{value / factor:.4g} .. {value * factor:.4g} (x{factor:.3g}, 68%)" in line
+    assert 1.2 < factor < 2.0 and n == len(workloads_of(entries)) - 1    # all real but its own
+    rule_1 = next(e for e in entries if e["rule"] == "rule_1")
+    assert "of rule 1 (" in record_bar_line(path, rule_1)
+    alone = tmp_path / "summary.json"
+    alone.write_text(json.dumps([text]))
+    assert record_bar_line(alone, text) == (
+        f"no error bar from the track record: no other validated workload in {alone}")
+    assert record_bar_line(path, {**text, "predicted": {"b_crit": None}}) == \
+        "no error bar from the track record: no prediction of record"
