@@ -45,3 +45,19 @@ def _write_beside_report(directory: Path, name: str, record: dict) -> None:
 
     store.write_json_atomic(directory / name, record)
     refresh_summary(directory)
+
+
+def start_distributed(args) -> None:
+    """Joins this process to a multi-host job when `args.coordinator` is given (before anything
+    touches a device); ValueError for a timeout below 1 s, or process flags without one."""
+    if args.coordinator:
+        if args.distributed_timeout < 1:
+            raise ValueError(f"distributed-timeout must be >= 1 second, got "
+                             f"{args.distributed_timeout}")
+        from realnets.training import mesh
+
+        mesh.initialize_distributed(args.coordinator, args.num_processes, args.process_id,
+                                    timeout_seconds=args.distributed_timeout)
+    elif args.num_processes != 1 or args.process_id != 0:
+        raise ValueError("num-processes and process-id need --coordinator HOST:PORT (the address "
+                         "of process 0)")

@@ -361,9 +361,12 @@ def two_point_command(args, argv) -> str:
     from realnets.validation.files import DESCENT_JOURNAL, INITS_JOURNAL, TWO_POINT_FILE
     from realnets.validation.remeasure import first_sweep, with_measured_two_point
 
+    from realnets.cli.common import start_distributed
+    from realnets.training.mesh import is_writer
+    from realnets.validation.full_batch_inits import check_seeds, default_seeds
+
     start = time.perf_counter()
     directory = Path(args.dir)
-    from realnets.validation.full_batch_inits import check_seeds, default_seeds
 
     seeds = None
     if args.full_batch_inits is not None:
@@ -383,6 +386,7 @@ def two_point_command(args, argv) -> str:
         seeds = default_seeds(config.seed)
     repeats = read_repeats(directory)
     two_point.check_inputs(config, records, repeats, args.batch_size)
+    start_distributed(args)         # every input checked: now the processes join (multi-host)
     task = workloads.get(config.workload).build(text_file=config.text_file)
     say = _progress(args.no_progress)
     journal = directory / DESCENT_JOURNAL        # a killed run resumes its descents from it
@@ -398,13 +402,15 @@ def two_point_command(args, argv) -> str:
         record = with_measured_two_point(record, *whole, measured, k)
     record = {**record, "command": _command_line(argv),
               "wall_seconds": time.perf_counter() - start}
-    store.write_json_atomic(directory / TWO_POINT_FILE, record)
-    journal.unlink(missing_ok=True)
-    (directory / INITS_JOURNAL).unlink(missing_ok=True)
+    if is_writer():
+        store.write_json_atomic(directory / TWO_POINT_FILE, record)
+        journal.unlink(missing_ok=True)
+        (directory / INITS_JOURNAL).unlink(missing_ok=True)
     if args.format == "json":
         return json.dumps(record, indent=1)
     return (two_point.text(record) + "\n" + _error_bar_line(record, args.summary)
-            + f"\nwritten: {directory / TWO_POINT_FILE}")
+            + f"\n{'written' if is_writer() else 'written by process 0'}: "
+            f"{directory / TWO_POINT_FILE}")
 
 
 def _error_bar_line(record: dict, summary: str) -> str:

@@ -52,11 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--text-file", help="text for the text_transformer workload")
     s.add_argument("--out", required=True, help="sweep directory (rerun to resume)")
     s.add_argument("--no-progress", action="store_true")
-    s.add_argument("--coordinator", help="HOST:PORT of process 0, for a multi-host sweep")
-    s.add_argument("--num-processes", type=int, default=1)
-    s.add_argument("--process-id", type=int, default=0)
-    s.add_argument("--distributed-timeout", type=int, default=300,
-                   help="seconds to wait for every process to join")
+    _distributed_flags(s, "sweep")
     s.add_argument("--backend", choices=("serial", "ray"), default="serial",
                    help="run the blocks of trials in this process (serial) or as Ray tasks "
                         "(docs/cluster.md); the files and results are the same")
@@ -94,6 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--step-cap", type=float, default=3.0,
                    help="stop a rerun at this multiple of the sweep's steps at its batch size")
     q.add_argument("--no-progress", action="store_true")
+    _distributed_flags(q, "repeat (process 0 writes)")
 
     m = sub.add_parser("summary", help="the validation summary (summary.json) as a Markdown table")
     _summary_file(m)
@@ -324,6 +321,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "%(default)s; a missing file is said, not an error)")
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.add_argument("--no-progress", action="store_true")
+    _distributed_flags(p, "two-point (process 0 writes; docs/trainer.md)")
     _add_branch_parser(sub)
     _add_plan_parsers(sub)
     return parser
@@ -398,6 +396,16 @@ def _add_branch_parser(sub) -> None:
     b.add_argument("--max-rows-per-device", type=int, default=4096)
     b.add_argument("--out", required=True, help="JSON file written (atomically)")
     b.add_argument("--no-progress", action="store_true")
+
+
+def _distributed_flags(parser, what: str) -> None:
+    """--coordinator, --num-processes, --process-id, --distributed-timeout: one command run on
+    every host of a multi-host job (`realnets.cli.common.start_distributed`)."""
+    parser.add_argument("--coordinator", help=f"HOST:PORT of process 0, for a multi-host {what}")
+    parser.add_argument("--num-processes", type=int, default=1)
+    parser.add_argument("--process-id", type=int, default=0)
+    parser.add_argument("--distributed-timeout", type=int, default=300,
+                        help="seconds to wait for every process to join")
 
 
 def _summary_file(parser) -> None:

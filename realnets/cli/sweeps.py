@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nqm.validation import parse_batch_sizes, parse_optional_range
 from nqm.curve import to_json
-from realnets.cli.common import _check_text_file, _log, _progress, _whole_list
+from realnets.cli.common import _check_text_file, _log, _progress, _whole_list, start_distributed
 
 
 def _goal(text: str | None) -> float | None:
@@ -54,7 +54,6 @@ def sweep_config(args):
 
 def run_sweep_command(args) -> str:
     from realnets import workloads
-    from realnets.training import mesh
     from realnets.sweeps import report
     from realnets.sweeps.pilot import with_pilot_goal
     from realnets.sweeps.runner import run_sweep
@@ -69,14 +68,7 @@ def run_sweep_command(args) -> str:
             raise ValueError("--backend ray and --coordinator exclude each other: Ray spreads "
                              "blocks of trials over hosts, --coordinator one trial's batch")
         resources = parse_resources(args.resources_per_block)
-    if args.coordinator:
-        if args.distributed_timeout < 1:
-            raise ValueError(f"distributed-timeout must be >= 1 second, got {args.distributed_timeout}")
-        mesh.initialize_distributed(args.coordinator, args.num_processes, args.process_id,
-                                    timeout_seconds=args.distributed_timeout)
-    elif args.num_processes != 1 or args.process_id != 0:
-        raise ValueError("num-processes and process-id need --coordinator HOST:PORT (the address "
-                         "of process 0)")
+    start_distributed(args)
     config = sweep_config(args)
     if args.goal_min_steps is not None and not 1 <= args.goal_min_steps <= config.max_steps:
         raise ValueError(f"goal-min-steps must be in 1 .. max-steps ({config.max_steps}), got "
@@ -180,13 +172,18 @@ def repeat_command(args) -> str:
 
     config = RepeatConfig(seeds=_whole_list(args.seeds, "seeds"), inits=args.inits,
                           step_cap=args.step_cap)
+    start_distributed(args)
     say = _progress(args.no_progress)
 
     def done(block, records):
         steps = [r["steps_to_goal"] for r in records]
         say(f"B = {block.run.batch_size}, seed {block.run.seed}: steps to goal {steps}")
 
+    from realnets.training.mesh import is_writer
+
     run_repeats(Path(args.dir), config, on_block=done)
+    if not is_writer():
+        return f"reruns done; process 0 writes {Path(args.dir) / 'repeats.jsonl'} and the report"
     write_curve(Path(args.dir))
     return report_text(args.dir, "table")
 

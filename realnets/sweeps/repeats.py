@@ -168,9 +168,11 @@ def run_repeats(sweep_dir: Path, config: RepeatConfig, task=None,
       on_block: called with each block and its records once they are written.
     Every check is made before anything is written. Writes repeats.json, then appends each
     block's records to repeats.jsonl; the caller rewrites curve.json
-    (`realnets.sweeps.runner.write_curve`).
+    (`realnets.sweeps.runner.write_curve`). In a multi-host job every process runs the blocks
+    and process 0 alone writes (`mesh.is_writer`).
     """
     from realnets import workloads
+    from realnets.training.mesh import is_writer
 
     sweep_dir = Path(sweep_dir)
     sweep, records = load_sweep(sweep_dir)
@@ -179,10 +181,13 @@ def run_repeats(sweep_dir: Path, config: RepeatConfig, task=None,
     if path.exists():
         old = located(path, RepeatConfig.from_dict, store.read_json(path, "repeats config"))
         check_extends(old, config, path)
-    store.repair_jsonl(sweep_dir / REPEATS_FILE)
-    done = read_repeats(sweep_dir)
+    writer = is_writer()
+    if writer:
+        store.repair_jsonl(sweep_dir / REPEATS_FILE)
+    done = read_repeats(sweep_dir)        # a cut last line is left out on every process
     blocks = plan_repeats(sweep, records, config, done)    # refuses the sweep's own seed
-    store.write_json_atomic(path, config.to_dict())
+    if writer:
+        store.write_json_atomic(path, config.to_dict())
     if run_trials is None:
         from realnets.training.trainer import run_trials
     if blocks and task is None:
@@ -190,7 +195,8 @@ def run_repeats(sweep_dir: Path, config: RepeatConfig, task=None,
     for block in blocks:
         made = [_capped(r, block, config.step_cap)
                 for r in run_trials(task, block.run, list(block.trials))]
-        store.append_jsonl(sweep_dir / REPEATS_FILE, made)
+        if writer:
+            store.append_jsonl(sweep_dir / REPEATS_FILE, made)
         done.extend(TrialRecord.from_dict(r) for r in made)
         if on_block is not None:
             on_block(block, made)

@@ -53,6 +53,12 @@ def devices_for_batch(batch_size: int, devices=None) -> list:
     return devices[:math.gcd(batch_size, len(devices))]
 
 
+def is_writer() -> bool:
+    """Whether this process writes a command's files: process 0 of a multi-host job (the others
+    compute the same and read them), the only process otherwise."""
+    return jax.process_index() == 0
+
+
 def data_mesh(batch_size: int, devices=None) -> Mesh:
     """A 1-D mesh with axis `data` over `devices_for_batch(batch_size)` (auto-sharded axis)."""
     used = devices_for_batch(batch_size, devices)

@@ -22,6 +22,7 @@ import jax
 import numpy as np
 
 from realnets import store
+from realnets.training.mesh import is_writer
 
 # a descent's state is saved every this many steps (a whole-set step is seconds; a save of a
 # few parameter vectors is milliseconds)
@@ -93,7 +94,8 @@ def save(checkpoint: Checkpoint, state: DescentState) -> None:
         arrays["rise_step"] = np.array(state.rise[0], np.int64)
         arrays["rise"] = np.array(np.nan if state.rise[1] is None else state.rise[1], np.float64)
         arrays["rise_theta"] = np.asarray(state.rise[2], np.float64)
-    store.write_atomic(checkpoint.path, lambda f: np.savez(f, **arrays))
+    if is_writer():
+        store.write_atomic(checkpoint.path, lambda f: np.savez(f, **arrays))
 
 
 def load(checkpoint: Checkpoint, theta_P: np.ndarray, opt_state) -> DescentState | None:
@@ -131,6 +133,6 @@ def load(checkpoint: Checkpoint, theta_P: np.ndarray, opt_state) -> DescentState
 
 
 def remove(checkpoint: Checkpoint | None) -> None:
-    """Deletes the checkpoint's file (the descent ended)."""
-    if checkpoint is not None:
+    """Deletes the checkpoint's file (the descent ended; the writing process)."""
+    if checkpoint is not None and is_writer():
         Path(checkpoint.path).unlink(missing_ok=True)

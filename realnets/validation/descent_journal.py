@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 from realnets import store
+from realnets.training.mesh import is_writer
 from realnets.validation.descent_checkpoint import Checkpoint
 
 
@@ -28,23 +29,29 @@ def _normal(obj) -> dict:
 def open_journal(path: Path, header: dict, key: str = "trial_id") -> dict[str, dict]:
     """The runs already finished under `header`, keyed by str(run[key]) (the trial id, or the
     seed of `full_batch_inits`); where `path` is missing, unreadable or has another header, a
-    new journal holding only `header` replaces it and {} is returned."""
+    new journal holding only `header` replaces it and {} is returned. Only the writing process
+    (`mesh.is_writer`) repairs or replaces it; the others read what it holds at the start,
+    which is the same: no process can finish a descent before every process has begun it."""
     wanted = {"header": _normal(header)}
+    writer = is_writer()
     if path.is_file():
-        store.repair_jsonl(path)
+        if writer:
+            store.repair_jsonl(path)
         try:
             rows = store.read_jsonl(path)
         except ValueError:
             rows = []
         if rows and rows[0] == wanted:
             return {str(r[key]): r for r in rows[1:] if key in r}
-    store.write_text_atomic(path, store.to_json(wanted) + "\n")
+    if writer:
+        store.write_text_atomic(path, store.to_json(wanted) + "\n")
     return {}
 
 
 def append_run(path: Path, run: dict) -> None:
-    """Adds one finished run (JSON-ready, with its key) to the journal."""
-    store.append_jsonl(path, [run])
+    """Adds one finished run (JSON-ready, with its key) to the journal (the writing process)."""
+    if is_writer():
+        store.append_jsonl(path, [run])
 
 
 def reusable(run: dict | None, trial_id, learning_rate: float, momentum: float | None,

@@ -180,3 +180,61 @@ def test_two_process_sweep_writes_once_and_matches_one_process(tmp_path):
     single_curve = json.loads((single / "curve.json").read_text())
     assert ([p["steps"] for p in multi_curve["points"]]
             == [p["steps"] for p in single_curve["points"]])
+
+
+def test_two_process_two_point_writes_once_and_reproduces_the_shipped_record(tmp_path):
+    """`python -m realnets two-point` on a copy of the shipped breast-cancer sweep, run by two
+    processes (4 global devices): the reference trial retrained at B = 8 over both, the whole
+    set's 455 rows as 452 sharded and 3 on each process's own device, the descents journalled
+    and checkpointed by process 0 alone. It gives the shipped two_ends.json's ends and the 16
+    initialisations' steps (made by one process on one device), and one two_point.json."""
+    import shutil
+
+    sweep = tmp_path / "bc"
+    shutil.copytree(REPO / "sweeps" / "breast_cancer_mlp", sweep)
+    (sweep / "two_point.json").unlink(missing_ok=True)
+    jobs = multihost_jobs(lambda coord, i: [
+        sys.executable, "-m", "realnets", "two-point", str(sweep), "--no-progress",
+        "--coordinator", coord, "--num-processes", str(PROCESSES), "--process-id", str(i)])
+    stdout = run_all(jobs, tmp_path / "logs", REPO)
+    assert f"written: {sweep / 'two_point.json'}" in stdout["process0"]
+    assert f"written by process 0: {sweep / 'two_point.json'}" in stdout["process1"]
+    got = json.loads((sweep / "two_point.json").read_text())
+    ends = json.loads((REPO / "reports/validation/breast_cancer_mlp/two_ends.json").read_text())
+    assert (got["b_ref"], got["reruns"], got["two_point"]) == (ends["b_ref"], ends["reruns"],
+                                                               ends["two_point"])
+    assert got["full_set"]["steps"] == ends["full_set"]["steps"]
+    assert got["full_set"]["target"] == pytest.approx(ends["full_set"]["target"], rel=1e-5)
+    assert got["full_batch_inits"]["steps"] == ends["full_batch_inits"]["steps"]
+    assert sorted(p.name for p in sweep.iterdir() if "journal" in p.name or "descents" in p.name
+                  or p.suffix == ".npz") == []
+
+
+def test_two_process_repeat_writes_once_and_matches_one_process(tmp_path):
+    """`python -m realnets repeat` on a finished two-batch-size sweep, by two processes and by
+    one process with the same 4 devices: the same reruns (batch size, seed, trial, steps to
+    goal), written once by process 0."""
+    import shutil
+
+    base = tmp_path / "base"
+    run_all({"sweep": ([sys.executable, *SWEEP_ARGS, "--out", str(base)],
+                       jax_env(PROCESSES * LOCAL_DEVICES))}, tmp_path / "logs0", tmp_path)
+    multi, single = tmp_path / "multi", tmp_path / "single"
+    shutil.copytree(base, multi)
+    shutil.copytree(base, single)
+    repeat = ["-m", "realnets", "repeat", "--seeds", "1,2", "--no-progress"]
+    jobs = multihost_jobs(lambda coord, i: [
+        sys.executable, *repeat, str(multi), "--coordinator", coord,
+        "--num-processes", str(PROCESSES), "--process-id", str(i)])
+    jobs["single"] = ([sys.executable, *repeat, str(single)], jax_env(PROCESSES * LOCAL_DEVICES))
+    stdout = run_all(jobs, tmp_path / "logs", tmp_path)
+    assert "process 0 writes" in stdout["process1"] and "digits_mlp" in stdout["process0"]
+
+    def reruns(path):
+        rows = [json.loads(x) for x in (path / "repeats.jsonl").read_text().splitlines()]
+        return sorted((r["batch_size"], r["seed"], r["trial_id"], r["status"],
+                       r["steps_to_goal"], r["steps_run"]) for r in rows)
+
+    got, want = reruns(multi), reruns(single)
+    assert got == want and len(got) == 4          # 2 batch sizes x 2 seeds, each line once
+    assert {r[1] for r in got} == {1, 2}
