@@ -18,14 +18,13 @@ import dataclasses
 from pathlib import Path
 from typing import Callable, Iterator, Sequence
 
-import jax
-
 from nqm.curve import ScalingCurve
 from realnets import store, workloads
 from realnets.sweeps.blocks import Block, Executor, as_if_stopped_at
 from realnets.sweeps.curve import build_curve, curve_document
 from realnets.sweeps.records import (IDENTITY, SweepConfig, TrialRecord, load_sweep, read_config,
                                      read_repeats, read_trials)
+from realnets.training.mesh import is_writer
 from realnets.training.search import TrialSpec, trial_specs
 from realnets.training.trainer import RunConfig, run_trials
 from realnets.workloads.tasks import check_batch_sizes_fit
@@ -116,7 +115,7 @@ def run_sweep(config: SweepConfig, out_dir: Path, progress: bool = True,
         directory, each block once it returned, cut to the serial rule.
     """
     out_dir = Path(out_dir)
-    writer = jax.process_index() == 0
+    writer = is_writer()
     if task is None:
         task = workloads.get(config.workload).build(text_file=config.text_file)
     check_batch_sizes_fit(task.train_size, config.batch_sizes)    # before anything is written

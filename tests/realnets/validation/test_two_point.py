@@ -389,3 +389,23 @@ def test_prediction_trials_estimate_from_the_first_trials_against_all(tmp_path, 
     assert got["s_ref"] == doc["calibration_run"]["sweep_steps_to_goal"]
     assert got["measured"] == pytest.approx(doc["measured"]["fit"]["b_crit"], rel=1e-12)
     assert got["ratio"] == pytest.approx(got["value"] / got["measured"])
+
+
+def test_the_distributed_flags_are_checked_in_one_line(tmp_path, monkeypatch, capsys):
+    """--num-processes without --coordinator, or a timeout below a second, is refused in one
+    line before anything trains or joins (the two-process run is in tests/realnets/
+    test_multihost.py)."""
+    monkeypatch.chdir(ROOT)
+    sweep = tmp_path / "bc"
+    shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
+    assert main(["two-point", str(sweep), "--num-processes", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == ("error: num-processes and process-id need --coordinator HOST:PORT (the "
+                   "address of process 0)")
+    assert main(["two-point", str(sweep), "--coordinator", "127.0.0.1:1",
+                 "--distributed-timeout", "0"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "error: distributed-timeout must be >= 1 second, got 0"
+    assert not (sweep / "two_point.json").exists()
+    assert main(["repeat", str(sweep), "--seeds", "1", "--process-id", "1"]) == 2
+    assert "need --coordinator" in capsys.readouterr().err
