@@ -39,12 +39,14 @@ def _command_line(argv: list[str]) -> str:
 
 def _write_beside_report(directory: Path, name: str, record: dict) -> None:
     """A record written beside a validation report (atomically), and the report's entry in the
-    summary.json beside its directory refreshed (`summary.refresh_summary`)."""
+    summary.json beside its directory refreshed (`summary.refresh_summary`); by process 0 alone
+    in a multi-host job."""
     from realnets import store
     from realnets.validation.summary import refresh_summary
 
-    store.write_json_atomic(directory / name, record)
-    refresh_summary(directory)
+    if is_writer():
+        store.write_json_atomic(directory / name, record)
+        refresh_summary(directory)
 
 
 def start_distributed(args) -> None:
@@ -61,3 +63,10 @@ def start_distributed(args) -> None:
     elif args.num_processes != 1 or args.process_id != 0:
         raise ValueError("num-processes and process-id need --coordinator HOST:PORT (the address "
                          "of process 0)")
+
+
+def is_writer() -> bool:
+    """`realnets.training.mesh.is_writer`, imported when called (jax loads with it)."""
+    from realnets.training.mesh import is_writer as writer
+
+    return writer()

@@ -10,7 +10,8 @@ import math
 from pathlib import Path
 
 from nqm.validation import parse_range
-from realnets.cli.common import _command_line, _progress, _whole_list, _write_beside_report
+from realnets.cli.common import (_command_line, _progress, _whole_list, _write_beside_report,
+                                 is_writer, start_distributed)
 
 
 def swap_command(args) -> str:
@@ -205,6 +206,8 @@ def two_ends_command(args, argv) -> str:
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
+    if args.coordinator and (args.stored or args.curve):
+        raise ValueError("coordinator: --stored and --curve run nothing; give them without it")
     if args.full_batch_inits is not None:
         if args.stored or args.goal_metric or args.curve:
             raise ValueError("full-batch-inits: runs on the stored records; give it without "
@@ -214,12 +217,15 @@ def two_ends_command(args, argv) -> str:
         seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
         for d in directories:        # every directory checked before any descent
             _check_inits_input(d, args, seeds)
+        start_distributed(args)
         got = [_full_batch_inits(d, args, seeds, say) for d in directories]
         if args.format == "json":
             return json.dumps(got, indent=1)
         return "\n".join(_full_batch_inits_line(d, r) for d, r in zip(directories, got))
     if args.curve:
         return _two_point_curve(directories, args.goal_metric, args.format)
+    if not args.stored:
+        start_distributed(args)
     records, missing, goals = [], [], []
     for directory in directories:
         if args.goal_metric:
@@ -283,7 +289,8 @@ def _two_ends_of(directory: Path, sweep: str | None, argv, say, inits_next: bool
               f"python -m realnets two-ends {directory} --full-batch-inits SEEDS",
               file=sys.stderr)
     _write_beside_report(directory, TWO_ENDS_FILE, record)
-    journal.unlink(missing_ok=True)
+    if is_writer():
+        journal.unlink(missing_ok=True)
     return record
 
 
@@ -361,8 +368,6 @@ def two_point_command(args, argv) -> str:
     from realnets.validation.files import DESCENT_JOURNAL, INITS_JOURNAL, TWO_POINT_FILE
     from realnets.validation.remeasure import first_sweep, with_measured_two_point
 
-    from realnets.cli.common import start_distributed
-    from realnets.training.mesh import is_writer
     from realnets.validation.full_batch_inits import check_seeds, default_seeds
 
     start = time.perf_counter()
@@ -539,7 +544,8 @@ def _goal_metric(directory: Path, args, say) -> dict:
     got["reading"] = two_ends.goal_metric_reading(record["full_set"]["steps"],
                                                   got["steps_to_goal"], largest.steps)
     record = {**record, "goal_metric": got}
-    store.write_json_atomic(directory / TWO_ENDS_FILE, record)
+    if is_writer():
+        store.write_json_atomic(directory / TWO_ENDS_FILE, record)
     return record
 
 
@@ -596,8 +602,9 @@ def _full_batch_inits(directory: Path, args, seeds, say) -> dict | None:
     got = over_inits(task, config, record, seeds, doc.settings.seed, _chunk_rows(args, doc),
                      journal=journal, log=say)
     _write_beside_report(directory, TWO_ENDS_FILE, {**record, "full_batch_inits": got})
-    journal.unlink(missing_ok=True)
-    rerender(directory)
+    if is_writer():
+        journal.unlink(missing_ok=True)
+        rerender(directory)
     return got
 
 

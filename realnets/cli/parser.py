@@ -251,6 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "docs/prediction_rule.md, session 40, last)")
     e.add_argument("--format", choices=("table", "json"), default="table")
     e.add_argument("--no-progress", action="store_true")
+    _distributed_flags(e, "two-ends (process 0 writes)")
     m = sub.add_parser("miss-split",
                        help="reports with a two_ends.json: the headline's predicted / measured "
                             "B_crit split exactly into four measured factors (the NQM's shape, "

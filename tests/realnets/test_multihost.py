@@ -238,3 +238,30 @@ def test_two_process_repeat_writes_once_and_matches_one_process(tmp_path):
     got, want = reruns(multi), reruns(single)
     assert got == want and len(got) == 4          # 2 batch sizes x 2 seeds, each line once
     assert {r[1] for r in got} == {1, 2}
+
+
+def test_two_process_two_ends_writes_once_and_reproduces_the_shipped_record(tmp_path):
+    """`python -m realnets two-ends` on a copy of the shipped breast-cancer report by two
+    processes: the record written once (process 0), with the shipped record's ends and B_2pt';
+    then `--full-batch-inits 1,...,16` the same way gives its 16 initialisations' steps."""
+    import shutil
+
+    shipped = REPO / "reports" / "validation" / "breast_cancer_mlp"
+    report = tmp_path / "bc"
+    report.mkdir()
+    for name in ("validation.json", "two_ends.json", "miss_split.json"):
+        shutil.copy(shipped / name, report / name)
+    want = json.loads((shipped / "two_ends.json").read_text())
+    for extra in ([], ["--full-batch-inits", ",".join(map(str, range(1, 17)))]):
+        jobs = multihost_jobs(lambda coord, i: [
+            sys.executable, "-m", "realnets", "two-ends", str(report), "--no-progress", *extra,
+            "--coordinator", coord, "--num-processes", str(PROCESSES), "--process-id", str(i)])
+        run_all(jobs, tmp_path / f"logs{len(extra)}", REPO)
+    got = json.loads((report / "two_ends.json").read_text())
+    assert (got["b_ref"], got["reruns"], got["two_point"]) == (want["b_ref"], want["reruns"],
+                                                               want["two_point"])
+    assert got["full_set"]["steps"] == want["full_set"]["steps"]
+    assert got["full_set"]["target"] == pytest.approx(want["full_set"]["target"], rel=1e-5)
+    assert got["full_batch_inits"]["steps"] == want["full_batch_inits"]["steps"]
+    assert sorted(p.name for p in report.iterdir()) == ["miss_split.json", "report.md",
+                                                       "two_ends.json", "validation.json"]

@@ -393,8 +393,9 @@ def test_prediction_trials_estimate_from_the_first_trials_against_all(tmp_path, 
 
 def test_the_distributed_flags_are_checked_in_one_line(tmp_path, monkeypatch, capsys):
     """--num-processes without --coordinator, or a timeout below a second, is refused in one
-    line before anything trains or joins (the two-process run is in tests/realnets/
-    test_multihost.py)."""
+    line before anything trains or joins, by two-point, repeat and two-ends (whose --stored and
+    --curve run nothing to distribute); the two-process runs are in tests/realnets/
+    test_multihost.py."""
     monkeypatch.chdir(ROOT)
     sweep = tmp_path / "bc"
     shutil.copytree(ROOT / "sweeps" / "breast_cancer_mlp", sweep)
@@ -408,4 +409,10 @@ def test_the_distributed_flags_are_checked_in_one_line(tmp_path, monkeypatch, ca
         "error: distributed-timeout must be >= 1 second, got 0"
     assert not (sweep / "two_point.json").exists()
     assert main(["repeat", str(sweep), "--seeds", "1", "--process-id", "1"]) == 2
+    assert "need --coordinator" in capsys.readouterr().err
+    report = str(ROOT / "reports" / "validation" / "breast_cancer_mlp")
+    assert main(["two-ends", report, "--stored", "--coordinator", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err.strip() == \
+        "error: coordinator: --stored and --curve run nothing; give them without it"
+    assert main(["two-ends", report, "--num-processes", "2"]) == 2
     assert "need --coordinator" in capsys.readouterr().err
