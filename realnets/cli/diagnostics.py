@@ -366,9 +366,8 @@ def two_point_command(args, argv) -> str:
     from realnets.sweeps.records import load_sweep, read_repeats
     from realnets.validation import two_point
     from realnets.validation.files import DESCENT_JOURNAL, INITS_JOURNAL, TWO_POINT_FILE
-    from realnets.validation.remeasure import first_sweep, with_measured_two_point
-
     from realnets.validation.full_batch_inits import check_seeds, default_seeds
+    from realnets.validation.remeasure import first_sweep, with_measured_two_point
 
     start = time.perf_counter()
     directory = Path(args.dir)

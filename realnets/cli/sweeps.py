@@ -9,7 +9,8 @@ from pathlib import Path
 
 from nqm.validation import parse_batch_sizes, parse_optional_range
 from nqm.curve import to_json
-from realnets.cli.common import _check_text_file, _log, _progress, _whole_list, start_distributed
+from realnets.cli.common import (_check_text_file, _log, _progress, _whole_list, is_writer,
+                                 start_distributed)
 
 
 def _goal(text: str | None) -> float | None:
@@ -178,8 +179,6 @@ def repeat_command(args) -> str:
     def done(block, records):
         steps = [r["steps_to_goal"] for r in records]
         say(f"B = {block.run.batch_size}, seed {block.run.seed}: steps to goal {steps}")
-
-    from realnets.training.mesh import is_writer
 
     run_repeats(Path(args.dir), config, on_block=done)
     if not is_writer():
