@@ -47,6 +47,7 @@ def _write_beside_report(directory: Path, name: str, record: dict) -> None:
     if is_writer():
         store.write_json_atomic(directory / name, record)
         refresh_summary(directory)
+    wait_for_writer(f"{directory / name}")      # the next step may read it, on every process
 
 
 def start_distributed(args) -> None:
@@ -70,3 +71,10 @@ def is_writer() -> bool:
     from realnets.training.mesh import is_writer as writer
 
     return writer()
+
+
+def wait_for_writer(name: str) -> None:
+    """`realnets.training.mesh.wait_for_writer`, imported when called."""
+    from realnets.training.mesh import wait_for_writer as wait
+
+    wait(name)

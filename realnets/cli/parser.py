@@ -191,6 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "carry rule 4 (docs/prediction_rule.md, session 36) and B_2pt'(med); "
                         "needs the sweep's winners rerun (python -m realnets repeat)")
     v.add_argument("--no-progress", action="store_true")
+    _distributed_flags(v, "validate (process 0 writes)")
     w = sub.add_parser("swap-optimizer",
                        help="a report's calibrated NQM tuned as another optimizer (a diagnostic: "
                             "is the miss the quadratic's or the optimizer model's?)")

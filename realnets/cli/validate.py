@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from realnets.cli.common import _command_line, _progress, _write_beside_report
+from realnets.cli.common import (_command_line, _progress, _write_beside_report, is_writer,
+                                 start_distributed, wait_for_writer)
 from realnets.cli.diagnostics import _full_batch_inits, _miss_split_of, _two_ends_of
 
 
@@ -89,6 +90,7 @@ def validate_command(args, argv) -> str:
     if args.retune and args.reuse:
         raise ValueError("retune: give --retune or --reuse, not both (--retune rewrites what "
                          "--reuse would re-render)")
+    start_distributed(args)         # the options checked: now the processes join (multi-host)
     if args.retune:
         doc = _retuned(out, workload, vcfg, sweep_dir, argv, say)
     elif args.reuse and (out / files.VALIDATION_FILE).exists():
@@ -124,7 +126,7 @@ def validate_command(args, argv) -> str:
         elif doc.full_batch is None and can_add(doc.to_dict()):
             say("running rule 2 (the noise-free match), which it lacks")
             doc = _add_noise_free(doc, workload, sweep_dir, sweep, vcfg, say)
-        files.write_validation(out, doc)
+        _write_doc(out, doc)
     if doc is None:
         config, records = ensure_sweep(workload, sweep_dir, args.trials,
                                                 progress=not args.no_progress, log=say)
@@ -143,13 +145,15 @@ def validate_command(args, argv) -> str:
         made["provenance"] = {"command": _command_line(argv),
                               "sweep": str(sweep_dir), "wall_seconds": time.perf_counter() - start}
         doc = files.ValidationDocument.from_dict(made)
-        files.write_validation(out, doc)
+        _write_doc(out, doc)
     if args.rule_4:
         say("rule 4: both ends on the network (two-ends), then the split (miss-split)")
         _two_ends_of(out, str(sweep_dir), argv, say, inits_next=True)
         # B_2pt'(med), the two-point estimate of record (session 42): its 16 descents
         _full_batch_inits(out, args, None, say)
         _miss_split_of(out, argv, say)
+    if not is_writer():
+        return f"validated; process 0 writes {out} (validation.json, report.md) and the summary"
     prov = doc.provenance or files.Provenance()
     as_dict = doc.to_dict()
     report = validation_report.write_report(out, as_dict, export_charts(out, as_dict), notes=notes,
@@ -255,7 +259,7 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
             retune_seconds=time.perf_counter() - start))
 
     doc = stamped(doc)
-    files.write_validation(out, doc)       # the miss split below reads it from OUT
+    _write_doc(out, doc)       # the miss split below reads it from OUT
     if sides["two_ends"] is not None:
         say("retune: two_ends.json's rule 3 again")
         as_dict = doc.to_dict()
@@ -266,7 +270,7 @@ def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):
             say("retune: miss_split.json again")
             _miss_split_of(out, argv, say)
     doc = stamped(doc)
-    files.write_validation(out, doc)
+    _write_doc(out, doc)
     return doc
 
 
@@ -390,3 +394,13 @@ def _with_transfer_time(doc, seconds: float | None):
         moved = (seconds or 0.0) - doc.seconds.get("transfer", 0.0)
         prov = dataclasses.replace(prov, wall_seconds=prov.wall_seconds + moved)
     return dataclasses.replace(doc, seconds=phases, provenance=prov)
+
+
+def _write_doc(out: Path, doc) -> None:
+    """OUT/validation.json written by process 0 of a multi-host job (the only process
+    otherwise), every process waiting until it is there: later steps read it from OUT."""
+    from realnets.validation import files
+
+    if is_writer():
+        files.write_validation(out, doc)
+    wait_for_writer(str(out / files.VALIDATION_FILE))

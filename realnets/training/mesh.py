@@ -59,6 +59,15 @@ def is_writer() -> bool:
     return jax.process_index() == 0
 
 
+def wait_for_writer(name: str) -> None:
+    """A barrier across the processes of a multi-host job (nothing with one process): after
+    process 0 wrote a file that every process reads next."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
 def data_mesh(batch_size: int, devices=None) -> Mesh:
     """A 1-D mesh with axis `data` over `devices_for_batch(batch_size)` (auto-sharded axis)."""
     used = devices_for_batch(batch_size, devices)

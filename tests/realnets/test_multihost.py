@@ -46,8 +46,9 @@ def jax_env(devices: int) -> dict:
     return env
 
 
-def run_all(jobs: dict[str, tuple[list[str], dict]], logs: Path, cwd: Path) -> dict[str, str]:
-    """Starts every job at once, waits for all (TIMEOUT_S in total); returns their stdout.
+def run_all(jobs: dict[str, tuple[list[str], dict]], logs: Path, cwd: Path,
+            timeout_s: float = TIMEOUT_S) -> dict[str, str]:
+    """Starts every job at once, waits for all (`timeout_s` in total); returns their stdout.
 
     A job that fails or a timeout kills the others at once (a process whose peer died would
     otherwise wait in a collective until the distributed runtime gives up) and fails the test
@@ -59,7 +60,7 @@ def run_all(jobs: dict[str, tuple[list[str], dict]], logs: Path, cwd: Path) -> d
         out = open(logs / f"{name}.out", "w")
         err = open(logs / f"{name}.err", "w")
         procs[name] = (subprocess.Popen(argv, env=env, cwd=cwd, stdout=out, stderr=err), out, err)
-    deadline = time.monotonic() + TIMEOUT_S
+    deadline = time.monotonic() + timeout_s
     problem = None
     while problem is None:
         codes = {name: p.poll() for name, (p, _, _) in procs.items()}
@@ -69,7 +70,7 @@ def run_all(jobs: dict[str, tuple[list[str], dict]], logs: Path, cwd: Path) -> d
         elif all(c == 0 for c in codes.values()):
             break
         elif time.monotonic() > deadline:
-            problem = f"timed out after {TIMEOUT_S} s"
+            problem = f"timed out after {timeout_s} s"
         else:
             time.sleep(0.2)
     for p, out, err in procs.values():
@@ -265,3 +266,31 @@ def test_two_process_two_ends_writes_once_and_reproduces_the_shipped_record(tmp_
     assert got["full_batch_inits"]["steps"] == want["full_batch_inits"]["steps"]
     assert sorted(p.name for p in report.iterdir()) == ["miss_split.json", "report.md",
                                                        "two_ends.json", "validation.json"]
+
+
+def test_two_process_validate_writes_once_and_matches_one_process(tmp_path):
+    """`python -m realnets validate` of the breast-cancer sweep (without branching, transfer or
+    bootstrap, to keep it short) by two processes and by one process with the same 4 devices:
+    the same comparison (measured B_crit, the NQM's predictions, B_simple, B_noise) to float
+    tolerance, one validation.json, report.md and summary, written by process 0."""
+    args = ["-m", "realnets", "validate", "--workload", "examples/breast_cancer.py:make_workload",
+            "--sweep", str(REPO / "sweeps" / "breast_cancer_mlp"), "--branch-repeats", "0",
+            "--no-transfer", "--bootstrap", "0", "--no-progress"]
+    multi, single = tmp_path / "multi" / "bc", tmp_path / "single" / "bc"
+    jobs = multihost_jobs(lambda coord, i: [
+        sys.executable, *args, "--out", str(multi), "--coordinator", coord,
+        "--num-processes", str(PROCESSES), "--process-id", str(i)])
+    jobs["single"] = ([sys.executable, *args, "--out", str(single)],
+                      jax_env(PROCESSES * LOCAL_DEVICES))
+    stdout = run_all(jobs, tmp_path / "logs", REPO, timeout_s=400)
+    assert "process 0 writes" in stdout["process1"] and "report:" in stdout["process0"]
+    got, want = (json.loads((d / "validation.json").read_text()) for d in (multi, single))
+    def rows(doc):
+        return [((r["quantity"], r["checkpoint"]), r["value"]) for r in doc["comparison"]]
+
+    assert [k for k, _ in rows(got)] == [k for k, _ in rows(want)] and len(rows(want)) > 5
+    for (key, value), (_, expected) in zip(rows(got), rows(want)):
+        assert value == (None if expected is None else pytest.approx(expected, rel=1e-3)), key
+    assert sorted(p.name for p in multi.parent.iterdir()) == ["bc", "summary.json"]
+    assert len(json.loads((multi.parent / "summary.json").read_text())) == 1
+    assert (multi / "report.md").is_file()
