@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from nqm.validation import parse_range
+from nqm.validation import check_whole, parse_range
 from realnets.cli.common import (_command_line, _progress, _whole_list, _write_beside_report,
                                  is_writer, start_distributed)
 
@@ -201,8 +201,8 @@ def two_ends_command(args, argv) -> str:
 
     if args.sweep and len(args.dirs) > 1:
         raise ValueError("sweep: give --sweep with one DIR only")
-    if args.chunk_rows is not None and args.chunk_rows < 1:
-        raise ValueError(f"chunk-rows must be a whole number >= 1, got {args.chunk_rows}")
+    if args.chunk_rows is not None:
+        check_whole("chunk-rows", args.chunk_rows, 1)
     directories, say = _report_directories(args.dirs), _progress(args.no_progress)
     if args.stored and args.goal_metric:
         raise ValueError("goal-metric: runs on the stored records; give it without --stored")
@@ -375,8 +375,8 @@ def two_point_command(args, argv) -> str:
     seeds = None
     if args.full_batch_inits is not None:
         seeds = check_seeds(_whole_list(args.full_batch_inits, "full-batch-inits"))
-    if args.chunk_rows is not None and args.chunk_rows < 1:
-        raise ValueError(f"chunk-rows must be a whole number >= 1, got {args.chunk_rows}")
+    if args.chunk_rows is not None:
+        check_whole("chunk-rows", args.chunk_rows, 1)
     whole = load_sweep(directory)
     k = whole[0].trials if args.prediction_trials is None else args.prediction_trials
     if not 1 <= k <= whole[0].trials:

@@ -190,7 +190,7 @@ def record_bar_line(summary_path: Path, entry: dict) -> str:
     entry's prediction of record (`track_record.error_bar` at 68%; its own 16-84% interval is
     too narrow, docs/validation.md), or why there is none."""
     from realnets.validation.summary import read_summary
-    from realnets.validation.track_record import error_bar
+    from realnets.validation.track_record import bar_line, error_bar
 
     predictor = str(entry.get("rule", "")).replace("_", " ")
     value = (entry.get("predicted") or {}).get("b_crit")
@@ -203,13 +203,7 @@ def record_bar_line(summary_path: Path, entry: dict) -> str:
     if bar.entries == 0:
         return (f"no error bar from the track record: no other validated workload in "
                 f"{summary_path}")
-    if not bar.factor < float("inf"):
-        return (f"error bar from the track record of {predictor} ({bar.entries} other validated "
-                f"entries, {summary_path}): too few with a number to bound it at 68%")
-    return (f"error bar from the track record of {predictor} ({bar.entries} other validated "
-            f"entries, {summary_path}; python -m realnets track-record): {bar.lo:.4g} .. "
-            f"{bar.hi:.4g} (x{bar.factor:.3g}, 68%); the 16-84% range above counts one source "
-            "of error only")
+    return bar_line(bar, summary_path, "the 16-84% range above counts one source of error only")
 
 
 def _retuned(out: Path, workload, vcfg, sweep_dir: Path, argv, say):

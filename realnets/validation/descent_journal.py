@@ -21,6 +21,18 @@ from realnets.training.mesh import is_writer
 from realnets.validation.descent_checkpoint import Checkpoint
 
 
+def rows_per_call(chunk_rows: int | None, rows: int) -> int:
+    """Rows of a `rows`-row set per compiled call in chunks of `chunk_rows` (None: all)."""
+    return rows if chunk_rows is None else min(int(chunk_rows), rows)
+
+
+def chunking(chunk_rows: int | None, rows: int) -> dict:
+    """A header's chunking: {"chunk_rows": N} where the set takes several calls, else {}, so
+    that all rows in one call, however asked for, reads as a journal made before chunking."""
+    per_call = rows_per_call(chunk_rows, rows)
+    return {"chunk_rows": per_call} if per_call < rows else {}
+
+
 def _normal(obj) -> dict:
     """obj as it reads back from JSON (tuples become lists, numpy scalars numbers)."""
     return json.loads(store.to_json(obj))

@@ -71,8 +71,7 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
               "momentum": fb["momentum"], "target": float(fb["target"]),
               "step_limit": int(fb["step_limit"]), "rows_seed": int(rows_seed),
               "rows": int(len(next(iter(rows.values()))))}
-    if chunk_rows < header["rows"]:      # else all at once: the header of a journal before chunking
-        header["chunk_rows"] = chunk_rows
+    header.update(descent_journal.chunking(chunk_rows, header["rows"]))
     done = {} if journal is None else descent_journal.open_journal(journal, header, key="seed")
     network, steps = None, []
     for seed in seeds:
@@ -105,7 +104,8 @@ def over_inits(task: Task, sweep_config: SweepConfig, record: dict, seeds: Seque
             "two_point": (None if median is None or s_ref is None
                           else two_point_estimate(int(record["b_ref"]), median, s_ref)),
             "reading": reading(s_fb, median), "step_limit": int(fb["step_limit"]),
-            "chunk_rows": min(chunk_rows, header["rows"]), "seconds": time.perf_counter() - t0}
+            "chunk_rows": descent_journal.rows_per_call(chunk_rows, header["rows"]),
+            "seconds": time.perf_counter() - t0}
 
 
 def median_end(b_ref: int, reruns: dict, median: float | None) -> dict:

@@ -81,9 +81,7 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
     rows = int(len(next(iter(sample.values()))))
     header = {"workload": sweep_config.workload, "optimizer": sweep_config.optimizer,
               "seed": sweep_config.seed, "target": float(target), "step_limit": int(step_limit),
-              "sample_rows": rows,
-              # all rows in one call, however asked for, reads as a journal made before chunking
-              **({} if chunk_rows is None or chunk_rows >= rows else {"chunk_rows": chunk_rows})}
+              "sample_rows": rows, **descent_journal.chunking(chunk_rows, rows)}
     done = {} if journal is None else descent_journal.open_journal(journal, header)
     if done:
         say(f"full batch: {len(done)} descents already in {journal}")
@@ -126,7 +124,7 @@ def full_batch_steps(task: Task, sweep_config: SweepConfig, trials: list[TrialRe
             "momentum": None if best is None else best["momentum"],
             "target": float(target), "step_limit": int(step_limit),
             "sample_rows": rows,
-            "chunk_rows": rows if chunk_rows is None else min(int(chunk_rows), rows),
+            "chunk_rows": descent_journal.rows_per_call(chunk_rows, rows),
             "trials": runs, "seconds": time.perf_counter() - start}
 
 

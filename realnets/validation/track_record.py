@@ -289,6 +289,19 @@ def error_bar(entries: list[dict], predictor: str, value: float,
     return ErrorBar(predictor, value, factor, value / factor, value * factor, n, held)
 
 
+def bar_line(bar: ErrorBar, summary, caveat: str) -> str:
+    """`bar` in words for the terminal, read from `summary`; `caveat` says what the
+    prediction's own interval counts (the record's bar is wider)."""
+    whose = (f"{bar.entries} other validated entries" if bar.held_out
+             else f"{bar.entries} validated entries")
+    if not bar.factor < math.inf:
+        return (f"error bar from the track record of {bar.predictor} ({whose}, {summary}): "
+                "too few entries with a number to bound it at 68%")
+    return (f"error bar from the track record of {bar.predictor} ({whose}, {summary}; "
+            f"python -m realnets track-record): {bar.lo:.4g} .. {bar.hi:.4g} "
+            f"(x{bar.factor:.3g}, 68%); {caveat}")
+
+
 def _num(x: float) -> str:
     return "inf" if x == math.inf else "-" if math.isnan(x) else f"{x:.3g}"
 

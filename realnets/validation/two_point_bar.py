@@ -12,9 +12,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from realnets.validation.track_record import ErrorBar, workloads_of
+from realnets.validation.track_record import ErrorBar, bar_line, workloads_of
 from realnets.validation.track_record import error_bar as track_error_bar
-from realnets.validation.two_point import TRUST_MIN_STEPS, chosen, number
+from realnets.validation.two_point import TRUST_MIN_STEPS, chosen
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,4 @@ def error_bar_line(bar: TwoPointBar | None, summary: str) -> str:
                 f"its entries are mostly ones where S_fb^N >= {TRUST_MIN_STEPS} "
                 f"({bar.entries_condition_held} of {bar.entries}), and here that condition "
                 "does not hold")
-    if not bar.factor < float("inf"):
-        return (f"error bar from the track record of {bar.predictor} ({whose}, {summary}): "
-                "too few entries with a number to bound it at 68%")
-    return (f"error bar from the track record of {bar.predictor} ({whose}, {summary}; "
-            f"python -m realnets track-record): {number(bar.lo)} .. {number(bar.hi)} "
-            f"(x{bar.factor:.3g}, 68%); the 16-84% above counts the reruns' spread only")
+    return bar_line(bar, summary, "the 16-84% above counts the reruns' spread only")

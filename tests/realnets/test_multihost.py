@@ -93,6 +93,28 @@ def multihost_jobs(argv_for, local_devices: int = LOCAL_DEVICES) -> dict:
             for i in range(PROCESSES)}
 
 
+def cli_jobs(argv: list[str], single: list[str] | None = None) -> dict:
+    """`python ARGV` (a `python -m realnets` command) on PROCESSES processes joined through one
+    coordinator, and with `single` that command line on one process with all their devices."""
+    jobs = multihost_jobs(lambda coord, i: [
+        sys.executable, *argv, "--coordinator", coord, "--num-processes", str(PROCESSES),
+        "--process-id", str(i)])
+    if single is not None:
+        jobs["single"] = ([sys.executable, *single], jax_env(PROCESSES * LOCAL_DEVICES))
+    return jobs
+
+
+def assert_the_shipped_ends(got: dict, want: dict) -> None:
+    """A two-point or two-ends record against the shipped one (made by one process on one
+    device): the same B_ref, reruns, B_2pt', whole-set steps and the 16 initialisations'
+    steps; the whole-set target up to the all-reduce's float rounding."""
+    assert (got["b_ref"], got["reruns"], got["two_point"]) == (want["b_ref"], want["reruns"],
+                                                               want["two_point"])
+    assert got["full_set"]["steps"] == want["full_set"]["steps"]
+    assert got["full_set"]["target"] == pytest.approx(want["full_set"]["target"], rel=1e-5)
+    assert got["full_batch_inits"]["steps"] == want["full_batch_inits"]["steps"]
+
+
 def test_two_processes_train_to_the_parameters_of_one(tmp_path):
     multi, single = tmp_path / "multi", tmp_path / "single"
     jobs = multihost_jobs(lambda coord, i: [sys.executable, str(WORKER), coord, str(PROCESSES),
@@ -146,11 +168,7 @@ SWEEP_ARGS = ["-m", "realnets", "sweep", "--workload", "digits_mlp", "--batch-si
 
 def test_two_process_sweep_writes_once_and_matches_one_process(tmp_path):
     multi, single = tmp_path / "multi", tmp_path / "single"
-    jobs = multihost_jobs(lambda coord, i: [
-        sys.executable, *SWEEP_ARGS, "--out", str(multi), "--coordinator", coord,
-        "--num-processes", str(PROCESSES), "--process-id", str(i)])
-    jobs["single"] = ([sys.executable, *SWEEP_ARGS, "--out", str(single)],
-                      jax_env(PROCESSES * LOCAL_DEVICES))
+    jobs = cli_jobs([*SWEEP_ARGS, "--out", str(multi)], [*SWEEP_ARGS, "--out", str(single)])
     stdout = run_all(jobs, tmp_path / "logs", tmp_path)
     assert "digits_mlp" in stdout["process0"] and "digits_mlp" in stdout["process1"]
 
@@ -194,19 +212,13 @@ def test_two_process_two_point_writes_once_and_reproduces_the_shipped_record(tmp
     sweep = tmp_path / "bc"
     shutil.copytree(REPO / "sweeps" / "breast_cancer_mlp", sweep)
     (sweep / "two_point.json").unlink(missing_ok=True)
-    jobs = multihost_jobs(lambda coord, i: [
-        sys.executable, "-m", "realnets", "two-point", str(sweep), "--no-progress",
-        "--coordinator", coord, "--num-processes", str(PROCESSES), "--process-id", str(i)])
+    jobs = cli_jobs(["-m", "realnets", "two-point", str(sweep), "--no-progress"])
     stdout = run_all(jobs, tmp_path / "logs", REPO)
     assert f"written: {sweep / 'two_point.json'}" in stdout["process0"]
     assert f"written by process 0: {sweep / 'two_point.json'}" in stdout["process1"]
-    got = json.loads((sweep / "two_point.json").read_text())
-    ends = json.loads((REPO / "reports/validation/breast_cancer_mlp/two_ends.json").read_text())
-    assert (got["b_ref"], got["reruns"], got["two_point"]) == (ends["b_ref"], ends["reruns"],
-                                                               ends["two_point"])
-    assert got["full_set"]["steps"] == ends["full_set"]["steps"]
-    assert got["full_set"]["target"] == pytest.approx(ends["full_set"]["target"], rel=1e-5)
-    assert got["full_batch_inits"]["steps"] == ends["full_batch_inits"]["steps"]
+    assert_the_shipped_ends(
+        json.loads((sweep / "two_point.json").read_text()),
+        json.loads((REPO / "reports/validation/breast_cancer_mlp/two_ends.json").read_text()))
     assert sorted(p.name for p in sweep.iterdir() if "journal" in p.name or "descents" in p.name
                   or p.suffix == ".npz") == []
 
@@ -224,10 +236,7 @@ def test_two_process_repeat_writes_once_and_matches_one_process(tmp_path):
     shutil.copytree(base, multi)
     shutil.copytree(base, single)
     repeat = ["-m", "realnets", "repeat", "--seeds", "1,2", "--no-progress"]
-    jobs = multihost_jobs(lambda coord, i: [
-        sys.executable, *repeat, str(multi), "--coordinator", coord,
-        "--num-processes", str(PROCESSES), "--process-id", str(i)])
-    jobs["single"] = ([sys.executable, *repeat, str(single)], jax_env(PROCESSES * LOCAL_DEVICES))
+    jobs = cli_jobs([*repeat, str(multi)], [*repeat, str(single)])
     stdout = run_all(jobs, tmp_path / "logs", tmp_path)
     assert "process 0 writes" in stdout["process1"] and "digits_mlp" in stdout["process0"]
 
@@ -254,16 +263,9 @@ def test_two_process_two_ends_writes_once_and_reproduces_the_shipped_record(tmp_
         shutil.copy(shipped / name, report / name)
     want = json.loads((shipped / "two_ends.json").read_text())
     for extra in ([], ["--full-batch-inits", ",".join(map(str, range(1, 17)))]):
-        jobs = multihost_jobs(lambda coord, i: [
-            sys.executable, "-m", "realnets", "two-ends", str(report), "--no-progress", *extra,
-            "--coordinator", coord, "--num-processes", str(PROCESSES), "--process-id", str(i)])
+        jobs = cli_jobs(["-m", "realnets", "two-ends", str(report), "--no-progress", *extra])
         run_all(jobs, tmp_path / f"logs{len(extra)}", REPO)
-    got = json.loads((report / "two_ends.json").read_text())
-    assert (got["b_ref"], got["reruns"], got["two_point"]) == (want["b_ref"], want["reruns"],
-                                                               want["two_point"])
-    assert got["full_set"]["steps"] == want["full_set"]["steps"]
-    assert got["full_set"]["target"] == pytest.approx(want["full_set"]["target"], rel=1e-5)
-    assert got["full_batch_inits"]["steps"] == want["full_batch_inits"]["steps"]
+    assert_the_shipped_ends(json.loads((report / "two_ends.json").read_text()), want)
     assert sorted(p.name for p in report.iterdir()) == ["miss_split.json", "report.md",
                                                        "two_ends.json", "validation.json"]
 
@@ -277,14 +279,11 @@ def test_two_process_validate_writes_once_and_matches_one_process(tmp_path):
             "--sweep", str(REPO / "sweeps" / "breast_cancer_mlp"), "--branch-repeats", "0",
             "--no-transfer", "--bootstrap", "0", "--no-progress"]
     multi, single = tmp_path / "multi" / "bc", tmp_path / "single" / "bc"
-    jobs = multihost_jobs(lambda coord, i: [
-        sys.executable, *args, "--out", str(multi), "--coordinator", coord,
-        "--num-processes", str(PROCESSES), "--process-id", str(i)])
-    jobs["single"] = ([sys.executable, *args, "--out", str(single)],
-                      jax_env(PROCESSES * LOCAL_DEVICES))
+    jobs = cli_jobs([*args, "--out", str(multi)], [*args, "--out", str(single)])
     stdout = run_all(jobs, tmp_path / "logs", REPO, timeout_s=400)
     assert "process 0 writes" in stdout["process1"] and "report:" in stdout["process0"]
     got, want = (json.loads((d / "validation.json").read_text()) for d in (multi, single))
+
     def rows(doc):
         return [((r["quantity"], r["checkpoint"]), r["value"]) for r in doc["comparison"]]
 
