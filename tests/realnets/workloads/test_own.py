@@ -531,3 +531,93 @@ def test_the_multilabel_example_is_the_stated_data_and_network(monkeypatch):
     assert task.metric == "loss" and float(out["count"]) == 32
     np.testing.assert_allclose(float(out["metric_sum"]), bce.sum(), rtol=1e-4)
     assert example.make_workload().optimizer == "adam"
+
+
+def _statsmodels_csv(name: str) -> tuple[list[str], np.ndarray]:
+    """The columns and float64 rows of the CSV statsmodels ships for dataset `name`, read with
+    numpy straight from the installed package (not through statsmodels' loader)."""
+    import importlib
+
+    path = Path(importlib.import_module(f"statsmodels.datasets.{name}").__file__).parent
+    with open(path / f"{name}.csv") as f:
+        header = [c.strip('"') for c in f.readline().strip().split(",")]
+    return header, np.loadtxt(path / f"{name}.csv", delimiter=",", skiprows=1)
+
+
+def test_the_rand_hie_example_is_the_stated_data_and_network(monkeypatch):
+    """examples/rand_hie.py (held out in docs/prediction_rule.md, session 49): the 20,190 rows
+    of statsmodels' randhie.csv shuffled by default_rng(0), 16,000 training rows, the 9
+    covariates standardised on them and the visit counts unchanged; the MLP's log rate written
+    out in numpy (ReLU), float64, and from it the workload's loss and validation metric, the
+    Poisson negative log-likelihood, against scipy's Poisson log pmf; momentum."""
+    import jax
+    from scipy.stats import poisson
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/rand_hie.py:make_workload").build()
+    header, table = _statsmodels_csv("randhie")
+    assert header[0] == "mdvis" and table.shape == (20190, 10)
+    table = table[np.random.default_rng(0).permutation(20190)]
+    raw, visits = table[:, 1:], table[:, 0]
+    z = (raw - raw[:16000].mean(axis=0)) / raw[:16000].std(axis=0)
+    np.testing.assert_allclose(np.asarray(task.train["x"]), z[:16000], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(task.val["x"]), z[16000:], atol=1e-5)
+    assert np.array_equal(np.asarray(task.train["y"]), visits[:16000])
+    assert np.array_equal(np.asarray(task.val["y"]), visits[16000:])
+    assert task.metric == "loss" and visits.max() == 77
+    params = task.init_params(jax.random.key(7))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    h = z[16000:16032]
+    for name in ("Dense_0", "Dense_1"):
+        h = np.maximum(h @ p[name]["kernel"] + p[name]["bias"], 0.0)
+    log_rate = (h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"])[:, 0]
+    example = _example_module("rand_hie")
+    _check_logits(example.PoissonMLP(), params, task.val["x"][:32], log_rate)
+    y = visits[16000:16032]
+    nll = -poisson.logpmf(y, np.exp(log_rate))
+    assert np.all(nll >= 0)
+    rows = {"x": jnp.asarray(np.asarray(task.val["x"])[:32]), "y": jnp.asarray(y, jnp.float32)}
+    np.testing.assert_allclose(float(task.loss_fn(params, rows)), nll.mean(), rtol=1e-4)
+    out = task.eval_fn(params, {**rows, "mask": jnp.ones(32, jnp.float32)})
+    assert float(out["count"]) == 32
+    np.testing.assert_allclose(float(out["metric_sum"]), nll.sum(), rtol=1e-4)
+    assert example.make_workload().optimizer == "momentum"
+
+
+def test_the_fair_example_is_the_stated_data_and_network(monkeypatch):
+    """examples/fair_affairs.py (held out in docs/prediction_rule.md, session 49): the 6,366
+    rows of statsmodels' fair.csv shuffled by default_rng(0), 5,000 training rows, the 8
+    answers standardised on them, the label 1 where `affairs` > 0 (about a third); the MLP's
+    logits written out in numpy (tanh), float64, and from them the workload's loss and
+    validation metric, the softmax cross-entropy; Adam."""
+    import jax
+
+    monkeypatch.chdir(ROOT)
+    task = workloads.get("examples/fair_affairs.py:make_workload").build()
+    header, table = _statsmodels_csv("fair")
+    assert header[-1] == "affairs" and table.shape == (6366, 9)
+    table = table[np.random.default_rng(0).permutation(6366)]
+    raw, labels = table[:, :-1], (table[:, -1] > 0).astype(int)
+    z = (raw - raw[:5000].mean(axis=0)) / raw[:5000].std(axis=0)
+    np.testing.assert_allclose(np.asarray(task.train["x"]), z[:5000], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(task.val["x"]), z[5000:], atol=1e-5)
+    assert np.array_equal(np.asarray(task.train["y"]), labels[:5000])
+    assert np.array_equal(np.asarray(task.val["y"]), labels[5000:])
+    assert 0.30 < labels.mean() < 0.35
+    params = task.init_params(jax.random.key(8))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    h = z[5000:5032]
+    for name in ("Dense_0", "Dense_1"):
+        h = np.tanh(h @ p[name]["kernel"] + p[name]["bias"])
+    logits = h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"]
+    example = _example_module("fair_affairs")
+    _check_logits(example.AffairsMLP(), params, task.val["x"][:32], logits)
+    y = labels[5000:5032]
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    nll = -(shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True)))[np.arange(32), y]
+    rows = {"x": jnp.asarray(np.asarray(task.val["x"])[:32]), "y": jnp.asarray(y, jnp.int32)}
+    np.testing.assert_allclose(float(task.loss_fn(params, rows)), nll.mean(), rtol=1e-4)
+    out = task.eval_fn(params, {**rows, "mask": jnp.ones(32, jnp.float32)})
+    assert task.metric == "cross_entropy" and float(out["count"]) == 32
+    np.testing.assert_allclose(float(out["metric_sum"]), nll.sum(), rtol=1e-4)
+    assert example.make_workload().optimizer == "adam"
