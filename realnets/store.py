@@ -2,6 +2,8 @@
 
 - `write_json_atomic`: write to a temporary file in the same directory, fsync, `os.replace`:
   a reader sees the old file or the new one, never half of one.
+- `updating(path)`: a lock held by one process at a time around a read-modify-write of `path`
+  (the validated workloads' summary, which several `validate` runs may update at once).
 - `append_jsonl`: one record a line, flushed and fsynced before returning. A process killed in
   the middle of a write leaves at most one final line without its newline; `read_jsonl` ignores
   it and `repair_jsonl` cuts it off before the next append.
@@ -14,6 +16,8 @@ import os
 import tempfile
 from pathlib import Path
 from typing import Callable
+
+from filelock import FileLock
 
 from nqm.curve import to_json
 
@@ -44,6 +48,14 @@ def write_atomic(path: Path, write: Callable) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def updating(path: Path) -> FileLock:
+    """A lock on `path` for a read-modify-write (`with store.updating(path): ...`): another
+    process taking it waits until the first is done, so neither loses the other's change. The
+    lock is the file `path` + ".lock" beside it (left in place, as filelock does on POSIX);
+    it works across processes on one host and on file systems with POSIX locks."""
+    return FileLock(str(path) + ".lock")
 
 
 def read_json(path: Path, what: str) -> dict:

@@ -47,7 +47,8 @@ Each entry also holds the sweep's "goal". Unknown numbers are null. An entry is 
 workload, optimizer and goal (the same network and data may be swept with momentum and with Adam,
 or to two goals: one entry each); the tables name the goal where a workload and optimizer come
 twice. `python -m realnets validate` replaces
-its key's entry and keeps the others (`update_summary`); the file is written atomically.
+its key's entry and keeps the others (`update_summary`, under `store.updating`'s lock, so that
+runs finishing at once keep each other's entries); the file is written atomically.
 """
 
 from __future__ import annotations
@@ -254,9 +255,10 @@ def update_summary(path: Path, entry: dict) -> None:
         return entry_key(e) == entry_key(entry) or (
             e.get("goal") is None and entry_key(e)[:2] == entry_key(entry)[:2])
 
-    entries = [e for e in read_summary(path) if not replaced(e)]
-    entries.append(entry)
-    store.write_json_atomic(Path(path), sorted(entries, key=entry_key))
+    with store.updating(path):       # several validate runs may finish at once
+        entries = [e for e in read_summary(path) if not replaced(e)]
+        entries.append(entry)
+        store.write_json_atomic(Path(path), sorted(entries, key=entry_key))
 
 
 def directory_entry(directory: Path) -> dict:
@@ -278,7 +280,8 @@ def rebuild_summary(path: Path) -> list[dict]:
     dirs = sorted(d for d in path.parent.iterdir() if (d / VALIDATION_FILE).is_file())
     if not dirs:
         raise ValueError(f"no validation documents beside {path} (DIR/{VALIDATION_FILE})")
-    store.write_json_atomic(path, sorted((directory_entry(d) for d in dirs), key=entry_key))
+    with store.updating(path):
+        store.write_json_atomic(path, sorted((directory_entry(d) for d in dirs), key=entry_key))
     return read_summary(path)
 
 

@@ -163,6 +163,32 @@ def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
         read_summary(path)
 
 
+def _update_many(path: str, name: str, count: int) -> None:
+    """`count` updates of the summary at `path`, each adding entry `name`-i (a child process's
+    work in the test below)."""
+    for i in range(count):
+        update_summary(Path(path), summary_entry(_doc(f"{name}-{i}")))
+
+
+def test_updates_from_processes_at_once_keep_every_entry(tmp_path):
+    """Four processes each add 15 entries to one summary at the same time (validate runs that
+    finish together): all 60 are there, none lost to another's read-modify-write. Without the
+    lock (`store.updating`) entries were lost: the test failed when the lock was taken out."""
+    import multiprocessing
+
+    path = tmp_path / SUMMARY_FILE
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_update_many, args=(str(path), f"p{k}", 15))
+               for k in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    assert [w.exitcode for w in workers] == [0, 0, 0, 0]
+    names = sorted(e["workload"] for e in read_summary(path))
+    assert names == sorted(f"p{k}-{i}" for k in range(4) for i in range(15))
+
+
 def test_committed_summary_matches_every_committed_report():
     entries = {entry_key(e): e for e in read_summary(REPORTS / SUMMARY_FILE)}
     docs = sorted(p.parent for p in REPORTS.glob("*/validation.json"))
