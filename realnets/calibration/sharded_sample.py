@@ -31,10 +31,10 @@ class ShardedSample:
 
     Each chunk is placed once on its own data mesh (`realnets.training.mesh.data_mesh(rows)`:
     the rows are split over gcd(rows, device count) devices, as in training). With several
-    processes a sharded chunk must use every device, so each chunk is cut into the largest
-    multiple of the global device count, sharded over every device, and the rows left over,
-    which every process computes whole on its own first device (the same inputs, so the same
-    result on each). `mean` runs a function that returns a mean over a chunk's rows and
+    processes a sharded chunk must use every device, so chunks are a multiple of the global
+    device count (`_spans`), sharded over every device, and the rows left over at the end, which
+    every process computes whole on its own first device (the same inputs, so the same result on
+    each). `mean` runs a function that returns a mean over a chunk's rows and
     averages the chunks with weights rows / n; `rows` runs a per-row function and concatenates
     its outputs (gathered, so that every process gets the whole result). Calls are made one at
     a time and brought to the host before the next (multi-device CPU meshes deadlock with
@@ -92,16 +92,17 @@ class ShardedSample:
 
 
 def _spans(n: int, chunk_rows: int, devices=None) -> list[tuple[int, int, bool]]:
-    """The sample's chunks as (first row, end row, computed on this process's own device): chunks
-    of `chunk_rows` rows; with several processes each cut into a multiple of the global device
-    count (sharded over every device) and the rows left over (local)."""
+    """The sample's chunks as (first row, end row, computed on this process's own device).
+
+    One process: chunks of `chunk_rows` rows. Several: chunks of `chunk_rows` rounded down to a
+    multiple of the global device count, but at least one row per device (so no device holds
+    more rows than `chunk_rows`), each sharded over every device; only the rows left over at the
+    end, fewer than the device count, are computed whole on each process's own device."""
+    count = 1 if jax.process_count() == 1 else len(jax.devices() if devices is None else devices)
+    step = max(count, chunk_rows // count * count)
     spans = []
-    for lo in range(0, n, chunk_rows):
-        hi = min(n, lo + chunk_rows)
-        if jax.process_count() == 1:
-            spans.append((lo, hi, False))
-            continue
-        count = len(jax.devices() if devices is None else devices)
+    for lo in range(0, n, step):
+        hi = min(n, lo + step)
         cut = lo + (hi - lo) // count * count
         spans += [(a, b, local) for a, b, local in ((lo, cut, False), (cut, hi, True)) if b > a]
     return spans

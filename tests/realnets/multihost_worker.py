@@ -35,8 +35,8 @@ SEED = 0
 BATCH_SIZE = 16       # a multiple of the 4 global devices of the test (2 processes x 2)
 STEPS = 12
 TRIALS = ((0, 0.3, 0.9), (1, 0.05, 0.5))   # (trial id, learning rate, momentum)
-# two chunks of 33 rows: each 32 rows over the 4 global devices and 1 row left over, which
-# every process computes on its own first device (`ShardedSample`)
+# chunks of 33 rows asked: 33 rounded down to 32 over the 4 global devices, twice, and 2 rows
+# left over, which every process computes on its own first device (`ShardedSample`)
 CALIBRATION_ROWS = 66
 
 
@@ -92,8 +92,8 @@ def train_loop(task, specs):
 
 def calibration(task, params) -> dict:
     """The calibration measurements at trial 0's final parameters on CALIBRATION_ROWS training
-    rows, in chunks of 33 (32 over every device of every process, 1 on each process's own
-    device): per-example gradient statistics along two fixed unit vectors and one Hessian-vector
+    rows, in chunks of 33 asked (two of 32 over every device of every process, 2 rows on each
+    process's own device): per-example gradient statistics along two fixed unit vectors and one Hessian-vector
     product."""
     from jax.flatten_util import ravel_pytree
 

@@ -18,11 +18,15 @@ def test_one_process_cuts_chunks_of_chunk_rows_and_a_shorter_last():
 
 
 @pytest.mark.parametrize("n, chunk, want", [
-    # 4 global devices: each chunk's largest multiple of 4 sharded, the rest on each process
-    (66, 33, [(0, 32, False), (32, 33, True), (33, 65, False), (65, 66, True)]),
+    # 4 global devices: chunks of the largest multiple of 4 in `chunk` (at least 4), sharded;
+    # only the rows left at the end on each process
+    (66, 33, [(0, 32, False), (32, 64, False), (64, 66, True)]),
     (64, 32, [(0, 32, False), (32, 64, False)]),
     (3, 100, [(0, 3, True)]),
     (10, 4, [(0, 4, False), (4, 8, False), (8, 10, True)]),
+    # fewer rows asked per chunk than devices: one row per device, not every row local
+    (10, 2, [(0, 4, False), (4, 8, False), (8, 10, True)]),
+    (9, 7, [(0, 4, False), (4, 8, False), (8, 9, True)]),
 ])
 def test_several_processes_shard_multiples_of_the_devices_and_keep_the_rest_local(
         monkeypatch, n, chunk, want):
