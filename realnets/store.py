@@ -53,9 +53,10 @@ def write_atomic(path: Path, write: Callable) -> None:
 def updating(path: Path) -> FileLock:
     """A lock on `path` for a read-modify-write (`with store.updating(path): ...`): another
     process taking it waits until the first is done, so neither loses the other's change. The
-    lock is the file `path` + ".lock" beside it (left in place, as filelock does on POSIX);
-    it works across processes on one host and on file systems with POSIX locks."""
-    return FileLock(str(path) + ".lock")
+    lock is the hidden file ".NAME.lock" beside `path` (left in place, as filelock does on
+    POSIX); it works across processes on one host and on file systems with POSIX locks."""
+    path = Path(path)
+    return FileLock(str(path.with_name(f".{path.name}.lock")))
 
 
 def read_json(path: Path, what: str) -> dict:

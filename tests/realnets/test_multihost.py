@@ -290,6 +290,8 @@ def test_two_process_validate_writes_once_and_matches_one_process(tmp_path):
     assert [k for k, _ in rows(got)] == [k for k, _ in rows(want)] and len(rows(want)) > 5
     for (key, value), (_, expected) in zip(rows(got), rows(want)):
         assert value == (None if expected is None else pytest.approx(expected, rel=1e-3)), key
-    assert sorted(p.name for p in multi.parent.iterdir()) == ["bc", "summary.json"]
+    # the summary's lock (store.updating) stays beside it, hidden
+    assert sorted(p.name for p in multi.parent.iterdir()) == [".summary.json.lock", "bc",
+                                                              "summary.json"]
     assert len(json.loads((multi.parent / "summary.json").read_text())) == 1
     assert (multi / "report.md").is_file()
