@@ -46,7 +46,8 @@ import numpy as np
 from realnets.sweeps.report import runs_drawn
 from realnets.sweeps.report import search_record
 from realnets.sweeps.robustness import SEARCH_FACTORS, search_interval
-from realnets.validation.comparison import points_bound, ratio_se, value_and_error
+from realnets.validation.comparison import (points_bound, ratio_se, unbounded_note,
+                                           value_and_error)
 from realnets.validation.settings import RULE_2, TARGET_LABELS
 
 MEASURED = "measured B_crit (fit)"
@@ -222,13 +223,21 @@ def reconciliation(doc: dict, sides: dict | None = None) -> list[dict]:
                                               else "")
     grad = record.get("gradient") or {}
     value, _ = value_and_error(grad.get("b_simple"))
+    unbounded = "" if value is not None else unbounded_note("B_simple", "|G|^2",
+                                                           grad.get("grad_sq_norm"))
     rows.append(_row(B_SIMPLE, b_crit, value=value, se=ratio_se(value, grad),
-                     note=f"per-example gradients on the calibration sample {at}; ± standard "
-                          "error over examples" if grad else f"not measured {at}"))
-    value, se = value_and_error((record.get("b_noise") or {}).get("b_noise"))
+                     note=f"not measured {at}" if not grad
+                     else f"per-example gradients on the calibration sample {at}; "
+                          + (unbounded or "± standard error over examples")))
+    noise = record.get("b_noise") or {}
+    value, se = value_and_error(noise.get("b_noise"))
+    unbounded = "" if value is not None else unbounded_note("B_noise", "G^T H G",
+                                                           noise.get("grad_h_grad"))
     rows.append(_row(B_NOISE, b_crit, value=value, se=se,
                      note=f"Hessian-vector products on the calibration sample {at}; ± standard "
-                          "error over examples" if value is not None else f"not measured {at}"))
+                          "error over examples" if value is not None
+                     else f"Hessian-vector products on the calibration sample {at}; {unbounded}"
+                     if unbounded else f"not measured {at}"))
     rows.append(_prediction_row(NQM, b_crit, rule, record, pred, at))
     if rule != RULE_2 and doc.get("full_batch") is not None:
         rows.append(_prediction_row(NQM_RULE_2, b_crit, RULE_2, record,

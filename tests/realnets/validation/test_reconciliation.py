@@ -127,6 +127,32 @@ def test_missing_pieces_say_why_and_leave_no_ratio():
     assert all(r["ratio"] is None for r in rec.reconciliation(doc))
 
 
+def test_a_baseline_whose_denominator_is_not_positive_says_so_rather_than_not_measured():
+    """Measured, but |G|^2 or G^T H G estimated at or below zero (fair_affairs with momentum at
+    its goal): no number and no ratio, and the note gives the estimate and calls the baseline
+    unbounded; only a missing record reads "not measured"."""
+    from realnets.validation.comparison import comparison
+
+    doc = synthetic()
+    doc["measured"]["b_simple_pooled"] = 30.0
+    goal = doc["checkpoints"]["goal"]
+    goal["gradient"].update(b_simple=None,
+                            grad_sq_norm={"value": -0.0047, "uncertainty": 0.006})
+    goal["b_noise"] = {"b_noise": {"value": None, "uncertainty": None}, "grad_h_grad": -0.02}
+    by = _by_name(rec.reconciliation(doc))
+    for name, text in ((rec.B_SIMPLE, "|G|^2 estimated at -0.0047 +- 0.006, not positive"),
+                       (rec.B_NOISE, "G^T H G estimated at -0.02, not positive")):
+        assert by[name]["value"] is None and by[name]["ratio"] is None
+        assert text in by[name]["note"] and "unbounded" in by[name]["note"]
+        assert "not measured" not in by[name]["note"]
+    rows = {(r["quantity"], r["checkpoint"]): r for r in comparison(doc)}
+    assert "unbounded" in rows[("B_simple = tr(Sigma) / ‖G‖²", "goal")]["note"]
+    assert "unbounded" in rows[("B_noise = tr(H Sigma) / (G^T H G)", "goal")]["note"]
+    # a positive denominator keeps the ordinary note
+    goal["gradient"]["grad_sq_norm"] = {"value": 0.1, "uncertainty": 0.01}
+    assert "unbounded" not in _by_name(rec.reconciliation(doc))[rec.B_SIMPLE]["note"]
+
+
 def test_chart_curves_in_absolute_steps_and_marks():
     doc = synthetic()
     measured_label, predicted_label = rec.curve_labels(doc)
