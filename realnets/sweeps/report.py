@@ -12,7 +12,7 @@ from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.sweeps.records import CurveDocument
 from realnets.sweeps.robustness import (FEW_STEPS, SEARCH_CHECKS, SHORTFALL_CHECK,
-                                        few_steps)
+                                        few_steps, near_goal)
 
 COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
            "reached", "not_reached", "infeasible", "b_simple", "edge")
@@ -163,6 +163,18 @@ def _resolution_lines(doc: CurveDocument) -> list[str]:
             "two; a lower goal (--goal) gives a curve to fit"]
 
 
+def _near_goal_lines(doc: CurveDocument) -> list[str]:
+    """A warning when the goal is a few steps away at some batch size (`robustness.near_goal`):
+    the two-point estimate's whole-set end will likely fail its condition."""
+    near = near_goal(doc.points)
+    if near is None:
+        return []
+    return [f"near goal: S(B) = {near[1]} at B = {near[0]}, so a whole-set descent will likely "
+            "reach the goal in under 5 steps, too few for the two-point estimate (its condition "
+            "S_fb^N >= 5: python -m realnets two-point); a lower goal needs more steps at every "
+            "batch size, --goal-min-steps floors them at the smallest only (docs/own_workload.md)"]
+
+
 def _luck_lines(doc: CurveDocument) -> list[str]:
     """A warning where the winners' reruns under other seeds mostly miss the goal (their median
     is None at a batch size the sweep reached): the sweep's steps there are its fastest trial's
@@ -182,8 +194,9 @@ def _luck_lines(doc: CurveDocument) -> list[str]:
 
 def curve_warnings(doc: CurveDocument) -> list[str]:
     """What makes a measured curve's B_crit weak, one line each (the report prints them; the app
-    shows them): too few steps at the smallest batch size, steps that are the winners' luck."""
-    return _resolution_lines(doc) + _luck_lines(doc)
+    shows them): too few steps at the smallest batch size, a goal a few steps away at some batch
+    size, steps that are the winners' luck."""
+    return _resolution_lines(doc) + _near_goal_lines(doc) + _luck_lines(doc)
 
 
 def _bound_lines(doc: CurveDocument) -> list[str]:

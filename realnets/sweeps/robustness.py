@@ -43,6 +43,11 @@ SEARCH_CHECKS = {8: {"within": 11, "of": 15, "held_out_within": 7, "held_out": 8
 # below this many steps at the smallest batch size one step is over a tenth of S(B): B_crit rests
 # on a step or two (the breast-cancer workload's pilot goal, sweeps/README.md)
 FEW_STEPS = 10
+# at most this many steps at the batch size nearest the goal: the whole-set descent of the
+# two-point estimate will likely take fewer than its condition's 5 steps (on the shipped record
+# the six sweeps so near their goal include all four whose descent took under 5, and no other
+# sweep's did: docs/own_workload.md, session 49)
+NEAR_GOAL_STEPS = 3
 
 
 def search_interval(b_crit: float | None, trials: int) -> tuple[float, float] | None:
@@ -69,6 +74,16 @@ def few_steps(points) -> tuple[int, int] | None:
     if reached and reached[0][1] < FEW_STEPS:
         return reached[0]
     return None
+
+
+def near_goal(points) -> tuple[int, int] | None:
+    """(B, S) of the batch size with the fewest steps to the goal when they are at most
+    NEAR_GOAL_STEPS (the largest such B on a tie), else None. `points` as in `few_steps`."""
+    reached = [(int(p.steps), -int(p.batch_size)) for p in points if p.steps is not None]
+    if not reached:
+        return None
+    steps, minus_b = min(reached)
+    return (-minus_b, steps) if steps <= NEAR_GOAL_STEPS else None
 
 
 def _steps(points) -> tuple[np.ndarray, np.ndarray]:

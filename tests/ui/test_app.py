@@ -197,14 +197,16 @@ def test_an_arm_of_a_study_is_listed_and_named_with_its_study():
 
 
 def test_a_weak_curve_is_flagged_above_its_chart():
-    """The report's warnings (too few steps, steps that are luck) stand above the curve in the
-    app: on the shipped diabetes sweep the luck at B >= 32, on mnist_mlp none."""
+    """The report's warnings (too few steps, a goal a few steps away, steps that are luck) stand
+    above the curve in the app: on the shipped diabetes sweep the goal 2 steps away at B = 256
+    and the luck at B >= 32, on mnist_mlp none."""
     at = section_app("Measured curves")
     at.selectbox(key="measured_sweep").set_value("sweeps/diabetes_mlp").run()
     assert not at.exception and not errors(at)
     shown = at.session_state["curve_warnings"]
-    assert len(shown) == 1 and shown[0].startswith("luck: at B = 32, 64, 128, 256")
-    assert shown[0] in [w.value for w in at.warning]
+    assert len(shown) == 2 and shown[0].startswith("near goal: S(B) = 2 at B = 256")
+    assert shown[1].startswith("luck: at B = 32, 64, 128, 256")
+    assert all(w in [x.value for x in at.warning] for w in shown)
     at.selectbox(key="measured_sweep").set_value("sweeps/mnist_mlp").run()
     assert at.session_state["curve_warnings"] == []
 
