@@ -295,3 +295,28 @@ def test_two_process_validate_writes_once_and_matches_one_process(tmp_path):
                                                               "summary.json"]
     assert len(json.loads((multi.parent / "summary.json").read_text())) == 1
     assert (multi / "report.md").is_file()
+
+
+def test_two_process_validate_rule_4_chains_its_records_written_once(tmp_path):
+    """`python -m realnets validate --rule-4` (validate, then two-ends with the 16
+    initialisations, then miss-split, each stage reading what process 0 wrote before it) by two
+    processes, on the shipped breast-cancer sweep's first 32 trials (as its shipped report was
+    made), without branching, transfer or bootstrap: the shipped report's two_ends.json and
+    miss_split.json, each written once by process 0, and one summary entry."""
+    args = ["-m", "realnets", "validate", "--workload", "examples/breast_cancer.py:make_workload",
+            "--sweep", str(REPO / "sweeps" / "breast_cancer_mlp"), "--rule-4",
+            "--prediction-trials", "32", "--branch-repeats", "0", "--no-transfer",
+            "--bootstrap", "0", "--no-progress"]
+    out = tmp_path / "reports" / "bc"
+    stdout = run_all(cli_jobs([*args, "--out", str(out)]), tmp_path / "logs", REPO, timeout_s=400)
+    assert "process 0 writes" in stdout["process1"] and "report:" in stdout["process0"]
+    shipped = REPO / "reports" / "validation" / "breast_cancer_mlp"
+    assert_the_shipped_ends(json.loads((out / "two_ends.json").read_text()),
+                            json.loads((shipped / "two_ends.json").read_text()))
+    got, want = (json.loads((d / "miss_split.json").read_text()) for d in (out, shipped))
+    assert got["factors"] == pytest.approx(want["factors"]) and got["largest"] == want["largest"]
+    assert not [p.name for p in out.iterdir() if "journal" in p.name or p.suffix == ".npz"]
+    [entry] = json.loads((out.parent / "summary.json").read_text())
+    [same] = [e for e in json.loads((shipped.parent / "summary.json").read_text())
+              if (e["workload"], e["goal"]) == (entry["workload"], entry["goal"])]
+    assert entry["two_ends"]["b_2pt_med"] == pytest.approx(same["two_ends"]["b_2pt_med"])
