@@ -12,7 +12,7 @@ from nqm.scaling import b_crit_bound
 from realnets.sweeps.curve import curve_document
 from realnets.sweeps.records import CurveDocument
 from realnets.sweeps.robustness import (FEW_STEPS, SEARCH_CHECKS, SHORTFALL_CHECK,
-                                        few_steps, near_goal)
+                                        TRUST_MIN_STEPS, few_steps, near_goal)
 
 COLUMNS = ("batch_size", "steps", "learning_rate", "momentum", "efficiency", "regime",
            "reached", "not_reached", "infeasible", "b_simple", "edge")
@@ -170,9 +170,10 @@ def _near_goal_lines(doc: CurveDocument) -> list[str]:
     if near is None:
         return []
     return [f"near goal: S(B) = {near[1]} at B = {near[0]}, so a whole-set descent will likely "
-            "reach the goal in under 5 steps, too few for the two-point estimate (its condition "
-            "S_fb^N >= 5: python -m realnets two-point); a lower goal needs more steps at every "
-            "batch size, --goal-min-steps floors them at the smallest only (docs/own_workload.md)"]
+            f"reach the goal in under {TRUST_MIN_STEPS} steps, too few for the two-point estimate "
+            f"(its condition S_fb^N >= {TRUST_MIN_STEPS}: python -m realnets two-point); a lower "
+            "goal needs more steps at every batch size, --goal-min-steps floors them at the "
+            "smallest only (docs/own_workload.md)"]
 
 
 def _luck_lines(doc: CurveDocument) -> list[str]:

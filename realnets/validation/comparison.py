@@ -55,7 +55,8 @@ def ratio_se(b_simple, gradient: dict):
 def unbounded_note(name: str, denominator: str, record) -> str:
     """Why a baseline (B_simple, B_noise) has no number where its `denominator` (|G|^2 or
     G^T H G, a `measured_value` record or a plain number) was measured but is not positive:
-    the mean gradient is lost in its noise and the ratio unbounded. '' where that is not why."""
+    the mean gradient is lost in its noise and the ratio unbounded. '' where the denominator is
+    positive (the baseline has its number) or missing (not measured)."""
     value, se = value_and_error(record)
     if value is None or value > 0:
         return ""
@@ -112,15 +113,13 @@ def comparison(doc: dict) -> list[dict]:
         noise = c.get("b_noise") or {}
         value, err = value_and_error(noise.get("b_noise"))
         add("B_noise = tr(H Sigma) / (G^T H G)", ckpt, value, err,
-            note="Hessian-vector products on the calibration sample" if value is not None
-            else unbounded_note("B_noise", "G^T H G", noise.get("grad_h_grad")) or
-            "Hessian-vector products on the calibration sample")
+            note=unbounded_note("B_noise", "G^T H G", noise.get("grad_h_grad"))
+            or "Hessian-vector products on the calibration sample")
         grad = c.get("gradient") or {}
         value, _ = value_and_error(grad.get("b_simple"))
-        unbounded = "" if value is not None or not grad else unbounded_note(
-            "B_simple", "|G|^2", grad.get("grad_sq_norm"))
         add("B_simple = tr(Sigma) / ‖G‖²", ckpt, value, ratio_se(value, grad),
-            note=unbounded or ("per-example gradients on the calibration sample" if grad else ""))
+            note=unbounded_note("B_simple", "|G|^2", grad.get("grad_sq_norm"))
+            or ("per-example gradients on the calibration sample" if grad else ""))
     add("B_simple (sweep, moving averages)", None, doc["measured"]["b_simple_pooled"],
         note="measured during training, best trials pooled over batch sizes (weights B^2)")
     ref = doc.get("reference")

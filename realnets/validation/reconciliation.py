@@ -202,6 +202,15 @@ def _local_cbs_rows(doc: dict, b_crit: float | None) -> list[dict]:
     return rows
 
 
+def _baseline_note(how: str, at: str, measured: bool, unbounded: str) -> str:
+    """The note of a B_simple or B_noise row: how it was measured and its error, or why it has
+    no number (`comparison.unbounded_note`), or that it was not measured."""
+    if not (measured or unbounded):
+        return f"not measured {at}"
+    return (f"{how} on the calibration sample {at}; "
+            + (unbounded or "± standard error over examples"))
+
+
 def reconciliation(doc: dict, sides: dict | None = None) -> list[dict]:
     """The table of one workload (see the module docstring for its rows and columns); `sides`:
     the records made from the document beside it (`files.side_records`), or None."""
@@ -223,21 +232,16 @@ def reconciliation(doc: dict, sides: dict | None = None) -> list[dict]:
                                               else "")
     grad = record.get("gradient") or {}
     value, _ = value_and_error(grad.get("b_simple"))
-    unbounded = "" if value is not None else unbounded_note("B_simple", "|G|^2",
-                                                           grad.get("grad_sq_norm"))
     rows.append(_row(B_SIMPLE, b_crit, value=value, se=ratio_se(value, grad),
-                     note=f"not measured {at}" if not grad
-                     else f"per-example gradients on the calibration sample {at}; "
-                          + (unbounded or "± standard error over examples")))
+                     note=_baseline_note("per-example gradients", at, bool(grad),
+                                         unbounded_note("B_simple", "|G|^2",
+                                                        grad.get("grad_sq_norm")))))
     noise = record.get("b_noise") or {}
     value, se = value_and_error(noise.get("b_noise"))
-    unbounded = "" if value is not None else unbounded_note("B_noise", "G^T H G",
-                                                           noise.get("grad_h_grad"))
     rows.append(_row(B_NOISE, b_crit, value=value, se=se,
-                     note=f"Hessian-vector products on the calibration sample {at}; ± standard "
-                          "error over examples" if value is not None
-                     else f"Hessian-vector products on the calibration sample {at}; {unbounded}"
-                     if unbounded else f"not measured {at}"))
+                     note=_baseline_note("Hessian-vector products", at, value is not None,
+                                         unbounded_note("B_noise", "G^T H G",
+                                                        noise.get("grad_h_grad")))))
     rows.append(_prediction_row(NQM, b_crit, rule, record, pred, at))
     if rule != RULE_2 and doc.get("full_batch") is not None:
         rows.append(_prediction_row(NQM_RULE_2, b_crit, RULE_2, record,

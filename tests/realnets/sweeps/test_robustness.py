@@ -196,7 +196,10 @@ def test_a_goal_a_few_steps_away_is_flagged_and_foretells_a_short_whole_set_desc
     from realnets.sweeps.curve import build_curve
     from realnets.sweeps.records import load_sweep
     from realnets.sweeps.report import render
-    from realnets.sweeps.robustness import NEAR_GOAL_STEPS, near_goal
+    from realnets.sweeps.robustness import NEAR_GOAL_STEPS, TRUST_MIN_STEPS, near_goal
+    from realnets.validation import two_point
+
+    assert two_point.TRUST_MIN_STEPS == TRUST_MIN_STEPS > NEAR_GOAL_STEPS   # one constant
 
     assert near_goal([P(batch_size=8, steps=40), P(batch_size=512, steps=NEAR_GOAL_STEPS),
                       P(batch_size=1024, steps=NEAR_GOAL_STEPS), P(batch_size=2048, steps=None)]
@@ -212,9 +215,9 @@ def test_a_goal_a_few_steps_away_is_flagged_and_foretells_a_short_whole_set_desc
         points = [P(batch_size=p["batch_size"], steps=p["steps"])
                   for p in doc["measured"]["points"]]
         s_fb = json.loads(ends.read_text())["full_set"]["steps"]
-        assert near_goal(points) is None or s_fb <= 5, ends.parent.name
+        assert near_goal(points) is None or s_fb <= TRUST_MIN_STEPS, ends.parent.name
         flagged |= {ends.parent.name} if near_goal(points) else set()
-        short |= {ends.parent.name} if s_fb < 5 else set()
+        short |= {ends.parent.name} if s_fb < TRUST_MIN_STEPS else set()
     assert short and short <= flagged, (short, flagged)
     for name, warned in (("rand_hie", True), ("digits_mlp", False)):
         config, records = load_sweep(root / "sweeps" / name)

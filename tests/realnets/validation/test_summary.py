@@ -163,22 +163,25 @@ def test_update_replaces_one_workload_and_keeps_the_rest(tmp_path):
         read_summary(path)
 
 
-def _update_many(path: str, name: str, count: int) -> None:
-    """`count` updates of the summary at `path`, each adding entry `name`-i (a child process's
-    work in the test below)."""
+def _update_many(path: str, name: str, count: int, start) -> None:
+    """`count` updates of the summary at `path`, each adding entry `name`-i, once every process
+    has reached the barrier `start` (a child process's work in the test below)."""
+    start.wait(timeout=60)
     for i in range(count):
         update_summary(Path(path), summary_entry(_doc(f"{name}-{i}")))
 
 
 def test_updates_from_processes_at_once_keep_every_entry(tmp_path):
-    """Four processes each add 15 entries to one summary at the same time (validate runs that
-    finish together): all 60 are there, none lost to another's read-modify-write. Without the
-    lock (`store.updating`) entries were lost: the test failed when the lock was taken out."""
+    """Four processes each add 15 entries to one summary, starting together at a barrier
+    (validate runs that finish at once): all 60 are there, none lost to another's
+    read-modify-write. With the lock (`store.updating`) taken out the test failed in each of
+    three runs."""
     import multiprocessing
 
     path = tmp_path / SUMMARY_FILE
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_update_many, args=(str(path), f"p{k}", 15))
+    start = context.Barrier(4)
+    workers = [context.Process(target=_update_many, args=(str(path), f"p{k}", 15, start))
                for k in range(4)]
     for w in workers:
         w.start()
