@@ -161,12 +161,19 @@ class HessianNoiseScale:
     noise_rows: int
     num_examples: int
 
+    def _b_noise_null_reason(self) -> str | None:
+        if math.isfinite(self.grad_h_grad) and self.grad_h_grad <= 0:
+            return (f"G^T H G estimated at {self.grad_h_grad:.3g}, not positive: the mean gradient "
+                    "is not distinguishable from zero, so B_noise is unbounded")
+        return None
+
     def to_dict(self) -> dict:
         return {"trace_h_cov": measured.measured_value(self.trace_h_cov, self.trace_h_cov_se,
                                          "standard error over the rows' quadratic forms"),
                 "grad_h_grad": measured.finite_or_none(self.grad_h_grad),
-                "b_noise": measured.measured_value(self.b_noise, self.b_noise_se,
-                                     "first-order standard error from tr(H Sigma) only"),
+                "b_noise": measured.measured_value(
+                    self.b_noise, self.b_noise_se, "first-order standard error from tr(H Sigma) only",
+                    null_reason=self._b_noise_null_reason()),
                 "noise_rows": self.noise_rows, "num_examples": self.num_examples}
 
 

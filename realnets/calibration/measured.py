@@ -20,8 +20,12 @@ def finite_or_none(x):
     return x if math.isfinite(x) else None
 
 
-def measured_value(value, uncertainty, kind: str) -> dict:
-    """{"value", "uncertainty", "uncertainty_kind"}: floats or lists, non-finite as null."""
+GENERIC_NULL_REASON = "not finite (e.g. no uncertainty given, or fewer than 2 samples)"
+
+
+def measured_value(value, uncertainty, kind: str, null_reason: str | None = None) -> dict:
+    """{"value", "uncertainty", "uncertainty_kind"}: floats or lists, non-finite as null; where
+    any is null, "null_reason" says why (`null_reason`, or the generic reason when None)."""
     def conv(x):
         if x is None:
             return None
@@ -33,5 +37,5 @@ def measured_value(value, uncertainty, kind: str) -> dict:
     flat = [v for x in (out["value"], out["uncertainty"])
             for v in (x if isinstance(x, list) else [x])]
     if None in flat:
-        out["null_reason"] = "not finite (e.g. no uncertainty given, or fewer than 2 samples)"
+        out["null_reason"] = GENERIC_NULL_REASON if null_reason is None else null_reason
     return out

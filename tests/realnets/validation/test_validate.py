@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from pathlib import Path
 
 import jax
@@ -20,7 +21,7 @@ from nqm import noise_scale
 from nqm.problem import NQMConfig
 from nqm.scaling import analyse_curve, fit_mccandlish
 from nqm.tuning import OptimizerSpec, tune_curve
-from realnets.calibration import gradient_stats, hessian_products
+from realnets.calibration import gradient_stats, hessian_products, measured
 from realnets.workloads import tasks
 from realnets.calibration.fitting import quadratic_target
 from realnets.validation import files, report as validation_report
@@ -68,6 +69,22 @@ def test_hessian_noise_scale_equals_the_closed_form_on_the_nqm(one_device):
     with pytest.raises(ValueError, match="chunk_rows"):
         gradient_stats.hessian_noise_scale(hessian, task.loss_fn, params, sample, noise_rows=8,
                                       chunk_rows=0)
+
+
+def test_b_noise_record_says_why_it_has_no_number():
+    """Where G^T H G is estimated at or below zero B_noise is unbounded and its record says so
+    with the estimate; any other missing number keeps the generic reason; a number has none."""
+    def record(ghg, b, se):
+        return gradient_stats.HessianNoiseScale(
+            trace_h_cov=2.0, trace_h_cov_se=0.1, grad_h_grad=ghg, b_noise=b, b_noise_se=se,
+            noise_rows=64, num_examples=256).to_dict()["b_noise"]
+
+    unbounded = record(-0.0123, math.nan, math.nan)
+    assert unbounded["value"] is None
+    assert unbounded["null_reason"].startswith("G^T H G estimated at -0.0123, not positive")
+    assert "B_noise is unbounded" in unbounded["null_reason"]
+    assert record(0.5, 4.0, math.nan)["null_reason"] == measured.GENERIC_NULL_REASON
+    assert "null_reason" not in record(0.5, 4.0, 0.3)
 
 
 def test_quadratic_target_is_the_loss_when_every_direction_is_measured(one_device):
