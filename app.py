@@ -216,15 +216,15 @@ def show_explorer(config: NQMConfig, optimizers: list, powers: list, batch_sizes
 def show_surge(config: NQMConfig, batch_sizes: tuple):
     """The surge preset's chart: Adam's greedy one-step rate against B (`explorer.surge`)."""
     try:
-        table, b_simple = cached_surge(config, batch_sizes)
+        table, b_simple, law = cached_surge(config, batch_sizes)
     except ValueError as err:
         st.info(f"The surge chart is not drawn: {err}")
         return
     st.session_state["surge"] = table
     st.subheader("Adam's one-step optimal learning rate")
-    chart = charts.surge_chart(table, b_simple)
+    chart = charts.surge_chart(table, {"B_simple": b_simple, "B_peak (law)": law.peak_batch})
     st.altair_chart(charts.on_page(chart), width="stretch")
-    st.caption(explorer.surge_caption(table, b_simple))
+    st.caption(explorer.surge_caption(table, b_simple, law))
     with st.container(horizontal=True):
         export_buttons(chart, "nqm_adam_surge", "export_surge")
 

@@ -13,7 +13,14 @@ re-checks the claims on smaller problems.
 3. Fact 1 (Zhang et al. 2019): `tune_adam_curve` against `tune_curve` (momentum, with and without
    H^-p), `NQMConfig(dim=100, target=0.01)`, B = 1 .. 16384.
 4. Fact 2 (Li et al. 2024): the rate tuned for steps to target (`optimal_learning_rates`, d = 8)
-   and the greedy one-step rate (`greedy_learning_rate`, d = 100 and 8).
+   and the greedy one-step rate (`greedy_learning_rate`, d = 100 and 8), with the small-signal
+   law's peak (`surge_law`) beside the greedy peak (d = 100 and 300).
+5. Fact 2 in steps to target (session 50's pre-stated check): `optimal_learning_rates` at
+   `NQMConfig(dim=32, noise_scale=30, target=0.1)`, three arms (rotated with independent noise,
+   rotated with the noise along, diagonal), about 10 minutes alone (`--quick`: 8 rates per
+   decade).
+
+`--only NAME` (repeatable: segments, monte-carlo, zhang, li, li-steps) prints those sections only.
 """
 
 from __future__ import annotations
@@ -134,7 +141,7 @@ def fact_li(quick: bool) -> str:
         lines.append(f"tuned for steps to target, d = 8, {name}: B = {', '.join(f'{b:g}' for b in bs)}"
                      f"; rate {', '.join(f'{x:.3g}' for x in best)}; steps "
                      f"{', '.join(map(str, steps))}")
-    for d in (100, 8):
+    for d in (100, 300, 8):
         problem = NQMConfig(dim=d).problem()
         theta = np.random.default_rng(1).standard_normal(d)
         bs = 2.0 ** np.arange(0, 17)
@@ -150,20 +157,71 @@ def fact_li(quick: bool) -> str:
                          f"{lr[k]:.3g} at B = {bs[k]:g}, {lr[-1]:.3g} at B = {bs[-1]:g} "
                          f"(surge {100 * (lr[k] / lr[0] - 1):.0f}%, fall "
                          f"{100 * (1 - lr[-1] / lr[k]):.0f}%; B_simple = {b_simple:.3g})")
+        law = adam_rotated.surge_law(problem, R, theta)
+        ratio = np.diag((R * problem.noise_D) @ R.T) / (R @ (problem.curvature_D * theta)) ** 2
+        lines.append(f"small-signal law, d = {d}, rotated, independent noise: B_peak = tr H / Q = "
+                     f"{law.peak_batch:.3g}, a_max {law.peak_rate:.3g}; median C_ii / mu_i^2 "
+                     f"{np.median(ratio):.3g} (min {ratio.min():.3g})")
+    return "\n".join(lines)
+
+
+def fact_li_steps(quick: bool) -> str:
+    """Session 50's check (docs/nqm_adam.md): does the tuned rate fall at large B in steps to
+    target when the noise is independent per Adam coordinate?"""
+    problem = NQMConfig(dim=32, noise_scale=30.0, target=0.1).problem()
+    R = adam_rotated.random_rotation(32, 0)
+    bs = 4.0 ** np.arange(0, 7)
+    per_decade = 8 if quick else 24
+    lrs = np.geomspace(0.01, 3.0, int(round(np.log10(300.0) * per_decade)) + 1)
+    step = lrs[1] / lrs[0]
+    lines = [f"d = 32, noise_scale 30, target 0.1, b1 0.9, b2 0.999, {lrs.size} rates "
+             f"{lrs[0]:g} .. {lrs[-1]:g} (grid step x{step:.3f}), at most 5,000 steps; initial "
+             f"loss {problem.initial_loss():.3g}"]
+    first = adam_rotated.first_step_learning_rate(problem, R, bs, independent_noise=True)
+    k = int(np.argmax(first))
+    lines.append(f"first step's greedy rate from the ensemble (rotated, independent noise): "
+                 f"{', '.join(f'{x:.3g}' for x in first)}; peak at B = {bs[k]:g}, fall "
+                 f"{100 * (1 - first[-1] / first[k]):.0f}% to B = {bs[-1]:g}")
+    for name, RR, indep in (("rotated, noise independent per coordinate", R, True),
+                            ("rotated, noise rotated along", R, False),
+                            ("diagonal", np.eye(32), False)):
+        start = time.perf_counter()
+        best, steps, _ = adam_rotated.optimal_learning_rates(
+            problem, RR, bs, lrs, 0.9, 0.999, max_steps=5000, independent_noise=indep)
+        k = int(np.nanargmax(best))
+        edge = [f"B = {b:g}" for b, r in zip(bs, best)
+                if np.isclose(r, lrs[0], rtol=1e-9) or np.isclose(r, lrs[-1], rtol=1e-9)]
+        missed = [f"B = {b:g}" for b, r in zip(bs, best) if np.isnan(r)]
+        lines.append(f"{name}: B = {', '.join(f'{b:g}' for b in bs)}; rate "
+                     f"{', '.join(f'{x:.3g}' for x in best)}; steps {', '.join(map(str, steps))}; "
+                     f"peak {best[k]:.3g} at B = {bs[k]:g}, at B = {bs[-1]:g} "
+                     f"{best[-1]:.3g} ({np.log(best[k] / best[-1]) / np.log(step):.1f} grid steps "
+                     f"below the peak); on the grid's edge: {', '.join(edge) or 'none'}; no rate "
+                     f"at the target in 5,000 steps: {', '.join(missed) or 'none'} "
+                     f"({time.perf_counter() - start:.0f} s)")
     return "\n".join(lines)
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer batch sizes and MC runs")
+    parser.add_argument("--only", action="append", choices=("segments", "monte-carlo", "zhang",
+                                                            "li", "li-steps"),
+                        help="print only this section (repeatable)")
     args = parser.parse_args(argv)
     batch = [4 ** k for k in range(0, 8)] if args.quick else [2 ** k for k in range(0, 15)]
-    sections = [("Segments against the step-by-step mean field (d = 16)", segments),
-                ("Mean field against Monte Carlo of real Adam (d = 16)",
+    sections = [("segments", "Segments against the step-by-step mean field (d = 16)", segments),
+                ("monte-carlo", "Mean field against Monte Carlo of real Adam (d = 16)",
                  lambda: monte_carlo(100 if args.quick else 400)),
-                ("Fact 1: Adam-like preconditioning and perfect scaling", lambda: fact_zhang(batch)),
-                ("Fact 2: the surge of the optimal learning rate", lambda: fact_li(args.quick))]
-    for title, run in sections:
+                ("zhang", "Fact 1: Adam-like preconditioning and perfect scaling",
+                 lambda: fact_zhang(batch)),
+                ("li", "Fact 2: the surge of the optimal learning rate",
+                 lambda: fact_li(args.quick)),
+                ("li-steps", "Fact 2 in steps to target (d = 32, independent noise)",
+                 lambda: fact_li_steps(args.quick))]
+    for key, title, run in sections:
+        if args.only and key not in args.only:
+            continue
         start = time.perf_counter()
         body = run()
         print(f"## {title} ({time.perf_counter() - start:.1f} s)\n\n{body}\n", flush=True)

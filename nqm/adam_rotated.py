@@ -11,9 +11,12 @@ commutes with H, so the directions couple and the state is the full covariance S
     f = [[-diag(eta)], [I]],       eta = a (1 - b1) / (1 - b1^k) / (sqrt(V / (1 - b2^k)) + epsilon).
 
 With R = I it is `nqm.adam` with init_nodes=1 (the tests hold them together). Cost O(steps N d^3):
-meant for d up to a few dozen. This is the model in which the optimal learning rate falls again
-at large batch sizes (the surge): the off-diagonal terms of H make the second-order term of the
-loss, sum_ij H_ij E[u_i u_j] / sqrt(v_i v_j), grow with B (docs/nqm_adam.md).
+meant for d up to a few dozen. This is the model in which the greedy one-step learning rate
+falls again at large batch sizes (the surge): the off-diagonal terms of H make the second-order
+term of the loss, sum_ij H_ij E[u_i u_j] / sqrt(v_i v_j), grow with B; `surge_law` gives its
+small-signal form, Li et al.'s law, and `first_step_learning_rate` the same rate for the
+ensemble's first step. The rate tuned for steps to target does not fall (d = 8 and 32;
+docs/nqm_adam.md, 'Fact 2').
 
 References:
   Li et al. 2024, "Surge phenomenon in optimal learning rate and batch size scaling", section 3
@@ -21,6 +24,8 @@ References:
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -44,10 +49,12 @@ class RotatedMeanFieldAdam:
       problem: the NQM arrays (d,) in the eigenbasis.
       rotation_DD: orthogonal R (d, d).
       batch_size, learning_rate, beta1, beta2, epsilon: scalars or arrays of one shape (N,).
+      independent_noise: keep only the diagonal of C = R diag(c) R^T, i.e. gradient noise
+        independent per Adam coordinate (Li et al. 2024's assumption; `greedy_learning_rate`).
     """
 
     def __init__(self, problem: Problem, rotation_DD, batch_size, learning_rate, beta1=0.9,
-                 beta2=0.999, epsilon=0.0):
+                 beta2=0.999, epsilon=0.0, independent_noise: bool = False):
         if not isinstance(problem, Problem):
             raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
         check_adam(batch_size, learning_rate, beta1, beta2, epsilon)
@@ -57,7 +64,10 @@ class RotatedMeanFieldAdam:
         batch, self.lr_N, self.b1_N, self.b2_N, self.eps_N = _rows(
             batch_size, learning_rate, beta1, beta2, epsilon)
         self.H = (R * problem.curvature_D) @ R.T
-        self.C_NDD = ((R * problem.noise_D) @ R.T)[None] * problem.noise_factor(batch)[:, None, None]
+        C = (R * problem.noise_D) @ R.T
+        if independent_noise:
+            C = np.diag(np.diag(C))
+        self.C_NDD = C[None] * problem.noise_factor(batch)[:, None, None]
         n = self.lr_N.shape[0]
         S = np.zeros((n, 2 * d, 2 * d))
         S[:, :d, :d] = (R * problem.init_second_moment_D) @ R.T
@@ -94,11 +104,12 @@ class RotatedMeanFieldAdam:
 
 
 def iterate_losses(problem: Problem, rotation_DD, steps: int, batch_size, learning_rate,
-                   beta1=0.9, beta2=0.999, epsilon=0.0) -> np.ndarray:
+                   beta1=0.9, beta2=0.999, epsilon=0.0,
+                   independent_noise: bool = False) -> np.ndarray:
     """E[L] at t = 0..steps for N rows, (N, steps + 1)."""
     steps = validation.check_whole("steps", steps, 0)
     model = RotatedMeanFieldAdam(problem, rotation_DD, batch_size, learning_rate, beta1, beta2,
-                                 epsilon)
+                                 epsilon, independent_noise)
     out = np.empty((model.lr_N.shape[0], steps + 1))
     out[:, 0] = model.loss()
     with np.errstate(over="ignore", invalid="ignore"):
@@ -109,12 +120,13 @@ def iterate_losses(problem: Problem, rotation_DD, steps: int, batch_size, learni
 
 
 def steps_to_target(problem: Problem, rotation_DD, batch_size, learning_rate, beta1=0.9,
-                    beta2=0.999, epsilon=0.0, max_steps: int = 10_000) -> np.ndarray:
+                    beta2=0.999, epsilon=0.0, max_steps: int = 10_000,
+                    independent_noise: bool = False) -> np.ndarray:
     """First step with E[L] <= problem.target per row (every step checked); -1 if not within
     max_steps. int64 (N,)."""
     max_steps = validation.check_whole("max_steps", max_steps, 1, 10 ** 7)
     model = RotatedMeanFieldAdam(problem, rotation_DD, batch_size, learning_rate, beta1, beta2,
-                                 epsilon)
+                                 epsilon, independent_noise)
     out = np.full(model.lr_N.shape[0], -1, dtype=np.int64)
     out[model.loss() <= problem.target] = 0
     with np.errstate(over="ignore", invalid="ignore"):
@@ -127,7 +139,8 @@ def steps_to_target(problem: Problem, rotation_DD, batch_size, learning_rate, be
 
 
 def optimal_learning_rates(problem: Problem, rotation_DD, batch_sizes, learning_rates,
-                           beta1=0.9, beta2=0.999, epsilon=0.0, max_steps: int = 10_000):
+                           beta1=0.9, beta2=0.999, epsilon=0.0, max_steps: int = 10_000,
+                           independent_noise: bool = False):
     """The learning rate with the fewest steps to target at each batch size, from a grid.
 
     Args:
@@ -142,7 +155,8 @@ def optimal_learning_rates(problem: Problem, rotation_DD, batch_sizes, learning_
     lr = validation.check_all_in_range("learning_rates", learning_rates, 0.0, np.inf,
                                        closed_low=False).reshape(-1)
     steps = steps_to_target(problem, rotation_DD, np.repeat(b, lr.size), np.tile(lr, b.size),
-                            beta1, beta2, epsilon, max_steps).reshape(b.size, lr.size)
+                            beta1, beta2, epsilon, max_steps,
+                            independent_noise).reshape(b.size, lr.size)
     s = np.where(steps < 0, np.iinfo(np.int64).max, steps)
     best = s.min(axis=1)
     tied = (s == best[:, None]) & (steps >= 0)
@@ -185,4 +199,85 @@ def greedy_learning_rate(problem: Problem, rotation_DD, theta_D, batch_sizes,
         p = 1.0 / np.sqrt(mu * mu + np.diag(C) * f)
         second = (p[:, None] * (np.outer(mu, mu) + C * f) * p[None, :])
         out[i] = (mu * p) @ mu / np.sum(H * second)
+    return out
+
+
+@dataclass(frozen=True)
+class SurgeLaw:
+    """Li et al.'s law a(B) = peak_rate / (1/2 (sqrt(peak_batch / B) + sqrt(B / peak_batch))),
+    the small-signal form of `greedy_learning_rate` with independent noise (docs/nqm_adam.md,
+    'Fact 2').
+
+    Attributes:
+      peak_batch: B_peak = tr H / Q, Q = sum_{i != j} H_ij w_i w_j, w_i = mu_i / sqrt(C_ii)
+        (examples); inf where Q <= 0 (the rate only rises: no surge).
+      peak_rate: a_max = sum_i mu_i w_i / (2 sqrt(tr H Q)) (the learning rate's units); where
+        Q <= 0 the large-B limit is not reached by this form, and peak_rate is inf.
+      signal: sum_i mu_i w_i, the small-signal numerator's coefficient of sqrt(B).
+    """
+
+    peak_batch: float
+    peak_rate: float
+    signal: float
+
+    def rate(self, batch_sizes) -> np.ndarray:
+        """The law's learning rate at each batch size, (n_B,)."""
+        b = validation.check_all_in_range("batch_sizes", batch_sizes, 0.0, np.inf,
+                                          closed_low=False).reshape(-1)
+        if not np.isfinite(self.peak_batch):
+            return np.full(b.size, np.inf)
+        x = b / self.peak_batch
+        return self.peak_rate / (0.5 * (np.sqrt(1.0 / x) + np.sqrt(x)))
+
+
+def surge_law(problem: Problem, rotation_DD, theta_D) -> SurgeLaw:
+    """The small-signal law of the greedy one-step rate with noise independent per Adam
+    coordinate, from a point theta (eigen-coordinates, (d,)).
+
+    For B well below every C_ii / mu_i^2, beta_i = mu_i^2 / (mu_i^2 + C_ii / B) ~ B w_i^2 and
+    `greedy_learning_rate` tends to sqrt(B) signal / (tr H + B Q), which peaks at B = tr H / Q.
+    Halving theta quarters Q: the peak moves to 4 times the batch size.
+    """
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+    R = check_rotation(rotation_DD, problem.dim)
+    theta = validation.check_array("theta", theta_D, positive=False)
+    if theta.shape != (problem.dim,):
+        raise ValueError(f"theta must have length d = {problem.dim}, got {theta.shape[0]}")
+    H = (R * problem.curvature_D) @ R.T
+    noise = np.einsum("ij,j,ij->i", R, problem.noise_D, R)          # diag(R diag(c) R^T)
+    mu = H @ (R @ theta)
+    w = mu / np.sqrt(noise)
+    trace = float(np.trace(H))
+    q = float(w @ H @ w - np.sum(np.diag(H) * w * w))
+    signal = float(mu @ w)
+    if q <= 0.0:
+        return SurgeLaw(np.inf, np.inf, signal)
+    return SurgeLaw(trace / q, signal / (2.0 * np.sqrt(trace * q)), signal)
+
+
+def first_step_learning_rate(problem: Problem, rotation_DD, batch_sizes,
+                             independent_noise: bool = False) -> np.ndarray:
+    """The greedy rate of the first step of `RotatedMeanFieldAdam` from its ensemble of starts
+    (E theta theta^T = diag(init_second_moment), so in Adam's coordinates the signal second
+    moment is M = H R diag(m0) R^T H, a full matrix), per batch size, (n_B,).
+
+    At step 1 the bias corrections cancel and u = g / sqrt(E[g^2]) per coordinate, so with
+    P = diag(1 / sqrt(M_ii + C_ii f(B))): a* = tr(P M) / tr(H P (M + C f(B)) P). b1, b2 and
+    epsilon = 0 drop out.
+    """
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+    R = check_rotation(rotation_DD, problem.dim)
+    b = validation.check_all_in_range("batch_sizes", batch_sizes, 1.0, np.inf).reshape(-1)
+    problem.check_batch_sizes(b, "batch_sizes")
+    H = (R * problem.curvature_D) @ R.T
+    M = H @ ((R * problem.init_second_moment_D) @ R.T) @ H
+    C = (R * problem.noise_D) @ R.T
+    if independent_noise:
+        C = np.diag(np.diag(C))
+    out = np.empty(b.size)
+    for i, f in enumerate(problem.noise_factor(b)):
+        p = 1.0 / np.sqrt(np.diag(M) + np.diag(C) * f)
+        out[i] = np.sum(p * np.diag(M)) / np.sum(H * (p[:, None] * (M + C * f) * p[None, :]))
     return out

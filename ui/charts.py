@@ -204,15 +204,19 @@ def chart_bytes(chart: alt.TopLevelMixin | dict, fmt: str, scale: float = 2.0,
     return vlc.vegalite_to_svg(spec, vl_version=vl_version).encode("utf-8")
 
 
-def surge_chart(table: pd.DataFrame, b_simple: float) -> alt.LayerChart:
+def surge_chart(table: pd.DataFrame, markers: dict[str, float]) -> alt.LayerChart:
     """Adam's greedy one-step learning rate vs batch size (log-log), one line per model, with a
-    rule at B_simple (`ui.explorer.surge`)."""
+    dashed rule at each finite marker inside the table's batch range, e.g. {"B_simple": 10.1,
+    "B_peak (law)": 1.44} (`ui.explorer.surge`)."""
     lines = alt.Chart(table).mark_line(point=True).encode(
         x=alt.X("batch_size:Q", scale=LOG2, title="batch size B"),
         y=alt.Y("learning_rate:Q", scale=LOG10, title="one-step optimal rate a*"),
         color=alt.Color("model:N", title="model", scale=series_colours(table["model"])),
         tooltip=["model", "batch_size", alt.Tooltip("learning_rate:Q", format=".4g")])
-    rule = alt.Chart(pd.DataFrame({"batch_size": [b_simple], "marker": ["B_simple"]})).mark_rule(
+    lo, hi = table["batch_size"].min(), table["batch_size"].max()
+    shown = {k: v for k, v in markers.items() if np.isfinite(v) and lo <= v <= hi}
+    rule = alt.Chart(pd.DataFrame({"batch_size": list(shown.values()),
+                                   "marker": list(shown.keys())})).mark_rule(
         color="grey", strokeDash=[4, 4]).encode(
         x=alt.X("batch_size:Q", scale=LOG2),
         tooltip=["marker", alt.Tooltip("batch_size:Q", format=".3g")])

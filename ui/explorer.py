@@ -85,8 +85,10 @@ PRESETS = {
         "size and then falls, with the peak near the noise scale. In this mean-field Adam the "
         "rate tuned for steps to target (the curves below) only rises. The fall appears only in "
         "the greedy one-step rate, when the Hessian is not diagonal in Adam's coordinates and "
-        "the gradient noise is independent per coordinate (the chart under this box; "
-        "docs/nqm_adam.md)."),
+        "the gradient noise is independent per coordinate (the chart under this box). There "
+        "Li et al.'s law holds in its small-signal form, with its peak at tr H / Q, where Q is "
+        "the Hessian's off-diagonal mass between the coordinates' signal-to-noise ratios: below "
+        "the noise scale when that mass is large, as here (docs/nqm_adam.md)."),
     DECAY_PRESET: (
         dict(optimizers=["momentum", "momentum_decay", "adam", "adam_decay"], powers=[0.0],
              target=0.01, dim=100, batch_range=(4, 16384)),
@@ -206,15 +208,20 @@ def noise_scale_along(config: NQMConfig, batch_size: int, learning_rate: float,
                          "loss": loss})
 
 
-def surge(config: NQMConfig, batch_sizes: tuple[int, ...], seed: int = 0) -> tuple[pd.DataFrame, float]:
+LAW_MODEL = "Li et al.'s law (small signal)"
+
+
+def surge(config: NQMConfig, batch_sizes: tuple[int, ...],
+          seed: int = 0) -> tuple[pd.DataFrame, float, adam_rotated.SurgeLaw]:
     """Adam's greedy one-step learning rate against B (`nqm.adam_rotated.greedy_learning_rate`):
     for the diagonal NQM and for the NQM turned by a random rotation R (`seed`) with gradient
     noise independent per Adam coordinate (Li et al. 2024's setting), from one start theta_0
-    (seed 1, scaled by the problem's E[theta_0^2]).
+    (seed 1, scaled by the problem's E[theta_0^2]); and Li et al.'s law, the rotated model's
+    small-signal form (`adam_rotated.surge_law`), where it has a peak.
 
     Returns:
       (table with columns batch_size, model, learning_rate; B_simple = tr(C) / |H theta_0|^2 at
-      that start, the same for both models).
+      that start, the same for both models; the law, whose peak_batch is inf when it has none).
     """
     problem = config.problem()
     if problem.dim > SURGE_MAX_DIM:
@@ -224,21 +231,26 @@ def surge(config: NQMConfig, batch_sizes: tuple[int, ...], seed: int = 0) -> tup
     d = problem.dim
     theta = np.random.default_rng(1).standard_normal(d) * np.sqrt(problem.init_second_moment_D)
     batch = np.asarray(batch_sizes, dtype=float)
+    rotation = adam_rotated.random_rotation(d, seed)
     diagonal = adam_rotated.greedy_learning_rate(problem, np.eye(d), theta, batch)
-    rotated = adam_rotated.greedy_learning_rate(problem, adam_rotated.random_rotation(d, seed),
-                                                theta, batch, independent_noise=True)
+    rotated = adam_rotated.greedy_learning_rate(problem, rotation, theta, batch,
+                                                independent_noise=True)
+    law = adam_rotated.surge_law(problem, rotation, theta)
     grad = problem.curvature_D * theta
     b_simple = float(problem.noise_D.sum() / (grad @ grad))
-    table = pd.concat([
+    frames = [
         pd.DataFrame({"batch_size": batch, "model": "diagonal H", "learning_rate": diagonal}),
         pd.DataFrame({"batch_size": batch, "model": "rotated H, independent noise",
-                      "learning_rate": rotated})], ignore_index=True)
-    return table, b_simple
+                      "learning_rate": rotated})]
+    if np.isfinite(law.peak_batch):
+        frames.append(pd.DataFrame({"batch_size": batch, "model": LAW_MODEL,
+                                    "learning_rate": law.rate(batch)}))
+    return pd.concat(frames, ignore_index=True), b_simple, law
 
 
-def surge_caption(table: pd.DataFrame, b_simple: float) -> str:
+def surge_caption(table: pd.DataFrame, b_simple: float, law: adam_rotated.SurgeLaw) -> str:
     """What the surge table shows, in numbers: the rotated model's rise to its peak and fall
-    after it, against the diagonal model's rise."""
+    after it, against the diagonal model's rise, and where Li et al.'s law puts the peak."""
     rot = table[table["model"] == "rotated H, independent noise"].reset_index(drop=True)
     diag = table[table["model"] == "diagonal H"].reset_index(drop=True)
     lr = rot["learning_rate"].to_numpy()
@@ -254,9 +266,18 @@ def surge_caption(table: pd.DataFrame, b_simple: float) -> str:
     else:
         text += (f"no surge over this range ({lr[0]:.3g} at B = {b[0]:g} to {lr[-1]:.3g} at "
                  f"B = {b[-1]:g}, largest at B = {b[peak]:g}); ")
-    text += (f"B_simple = {b_simple:.3g} at this start. The effect is small, it is a one-step "
-             "effect, and it needs d ~ 100 or more (at d = 8 it does not fall): the rate tuned "
-             "for steps to target (the tuned-rate chart) does not show it.")
+    text += f"B_simple = {b_simple:.3g} at this start. "
+    if np.isfinite(law.peak_batch):
+        ratio = law.peak_batch / b_simple
+        text += (f"Li et al.'s law (the small-signal form, docs/nqm_adam.md) puts the peak at "
+                 f"B = tr H / Q = {law.peak_batch:.3g}, {ratio:.2g} x B_simple: "
+                 "the more of the Hessian lies off the diagonal, the further below the noise scale "
+                 "the peak sits. ")
+    else:
+        text += "Li et al.'s law has no peak here (Q <= 0: the off-diagonal terms do not add up). "
+    text += ("The effect is small, it is a one-step effect, and it needs d ~ 100 or more (at d = 8 "
+             "it does not fall): the rate tuned for steps to target (the tuned-rate chart) does "
+             "not show it.")
     return text
 
 

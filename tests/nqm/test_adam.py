@@ -7,7 +7,7 @@ import pytest
 
 from nqm import adam, adam_rotated
 from nqm.adam_tuning import AdamSearch, tune_adam_curve
-from nqm.problem import NQMConfig
+from nqm.problem import NQMConfig, Problem
 from nqm.scaling import analyse_curve
 from nqm.tuning import OptimizerSpec, default_space, tune_curve
 
@@ -241,6 +241,110 @@ def test_fact_li_surge_needs_a_rotation_and_independent_noise():
     assert surge[-1] < 0.8 * surge[peak]
     along = adam_rotated.greedy_learning_rate(problem, R, theta, batch)
     assert np.all(np.diff(along) > 0)
+
+
+def _uniform_snr_problem(kappa=5.0, d=12, seed=3):
+    """An NQM turned by R whose gradient mu (Adam's coordinates) has signs along the top
+    eigenvector and C_ii = kappa mu_i^2 with independent noise: every beta_i is B / (B + kappa)."""
+    R = adam_rotated.random_rotation(d, seed)
+    h = NQMConfig(dim=d).problem().curvature_D
+    rng = np.random.default_rng(0)
+    mu = np.sign(R[:, 0]) * (1.0 + 0.1 * rng.random(d))
+    noise = np.linalg.solve(R * R, kappa * mu ** 2)          # diag(R diag(c) R^T) = kappa mu^2
+    assert np.all(noise > 0)                                 # the construction holds
+    problem = Problem(curvature_D=h, noise_D=noise, init_second_moment_D=np.ones(d), target=0.01)
+    theta = (R.T @ mu) / h                                   # mu = R diag(h) theta
+    return problem, R, theta, mu
+
+
+def test_greedy_rate_with_one_signal_to_noise_ratio_is_li_et_al_law_in_beta():
+    """docs/nqm_adam.md, session 50: with C_ii = kappa mu_i^2 the greedy rate is
+    sum|mu| sqrt(beta) / (A + D beta), beta = B / (B + kappa), A = tr H, D = s^T H s - tr H; it
+    peaks at B = kappa / (D / A - 1) with the shape a_max / (1/2 (sqrt(x) + 1 / sqrt(x)))."""
+    kappa = 5.0
+    problem, R, theta, mu = _uniform_snr_problem(kappa)
+    H = (R * problem.curvature_D) @ R.T
+    s = np.sign(mu)
+    A, D = np.trace(H), s @ H @ s - np.trace(H)
+    assert D > A                                             # signs along the top direction
+    batch = np.geomspace(1.0, 1e4, 400)
+    greedy = adam_rotated.greedy_learning_rate(problem, R, theta, batch, independent_noise=True)
+    beta = batch / (batch + kappa)
+    closed = np.abs(mu).sum() * np.sqrt(beta) / (A + D * beta)
+    np.testing.assert_allclose(greedy, closed, rtol=1e-10)
+    peak = kappa / (D / A - 1.0)
+    assert batch[np.argmax(greedy)] == pytest.approx(peak, rel=0.025)   # grid step 2.3%
+    x = beta / (A / D)
+    np.testing.assert_allclose(greedy, closed.max() / (0.5 * (np.sqrt(x) + 1.0 / np.sqrt(x))),
+                               rtol=1e-3)                    # the grid's max is 1e-4 below a_max
+    # theta halved: mu halves, C does not, so kappa and the peak grow 4 times
+    half = adam_rotated.greedy_learning_rate(problem, R, theta / 2, batch, independent_noise=True)
+    assert batch[np.argmax(half)] / batch[np.argmax(greedy)] == pytest.approx(4.0, rel=0.05)
+
+
+def test_surge_law_is_the_small_signal_limit_of_the_greedy_rate():
+    """Far below every C_ii / mu_i^2 the greedy rate is sqrt(B) signal / (tr H + B Q); with the
+    noise 1e6 times larger the two agree to 1e-5 relative at B = 1..16, not at the true scale."""
+    d = 100
+    base = NQMConfig(dim=d).problem()
+    theta = np.random.default_rng(1).standard_normal(d)
+    R = adam_rotated.random_rotation(d, 0)
+    batch = np.array([1.0, 4.0, 16.0])
+    law = adam_rotated.surge_law(base, R, theta)
+    assert 1.0 < law.peak_batch < 2.0                        # docs: 1.44, greedy peak at B = 2
+    exact = adam_rotated.greedy_learning_rate(base, R, theta, batch, independent_noise=True)
+    assert np.max(np.abs(law.rate(batch) / exact - 1.0)) > 0.01
+    loud = Problem(curvature_D=base.curvature_D, noise_D=base.noise_D * 1e6,
+                   init_second_moment_D=base.init_second_moment_D, target=base.target)
+    loud_law = adam_rotated.surge_law(loud, R, theta)
+    assert loud_law.peak_batch == pytest.approx(1e6 * law.peak_batch, rel=1e-9)
+    loud_exact = adam_rotated.greedy_learning_rate(loud, R, theta, batch, independent_noise=True)
+    np.testing.assert_allclose(loud_law.rate(batch), loud_exact, rtol=1e-5)
+    diagonal = adam_rotated.surge_law(base, np.eye(d), theta)   # Q = 0: no surge
+    assert diagonal.peak_batch == np.inf and np.all(diagonal.rate(batch) == np.inf)
+
+
+def test_independent_noise_in_the_multi_step_model_is_the_one_step_rate_first():
+    """The multi-step rotated model's first step with independent noise: its expected loss drop
+    from a deterministic start is the greedy model's quadratic in the rate."""
+    d = 12
+    problem, R, theta, _ = _uniform_snr_problem(d=d)
+    model = adam_rotated.RotatedMeanFieldAdam(problem, R, 8.0, 0.05, 0.0, 0.0,
+                                              independent_noise=True)
+    x = R @ theta
+    model.S[:, :d, :d] = np.outer(x, x)              # the point theta: S_xx = x x^T, b1 = b2 = 0
+    H = model.H
+    before = 0.5 * x @ H @ x
+    model.step()
+    mu = H @ x
+    C = np.diag(np.einsum("ij,j,ij->i", R, problem.noise_D, R)) / 8.0
+    p = 1.0 / np.sqrt(mu ** 2 + np.diag(C))
+    expected = before - 0.05 * (mu * p) @ mu + 0.5 * 0.05 ** 2 * np.sum(
+        H * (p[:, None] * (np.outer(mu, mu) + C) * p[None, :]))
+    assert model.loss()[0] == pytest.approx(expected, rel=1e-12)
+    a_star = adam_rotated.greedy_learning_rate(problem, R, theta, [8.0], independent_noise=True)[0]
+    assert (mu * p) @ mu / np.sum(H * (p[:, None] * (np.outer(mu, mu) + C) * p[None, :])) \
+        == pytest.approx(a_star, rel=1e-12)
+
+
+@pytest.mark.parametrize("independent", [True, False])
+def test_first_step_rate_minimises_the_multi_step_models_loss_after_one_step(independent):
+    """E[L] after one step of `RotatedMeanFieldAdam` from its ensemble is a parabola in the rate
+    (bias corrections cancel at step 1); its vertex, from three rates, is
+    `first_step_learning_rate`'s a*."""
+    problem = NQMConfig(dim=10, noise_scale=30.0).problem()
+    R = adam_rotated.random_rotation(10, 2)
+    batch = np.array([1.0, 16.0, 256.0])
+    a_star = adam_rotated.first_step_learning_rate(problem, R, batch, independent)
+    rates = np.array([0.1, 0.2, 0.4])
+    model = adam_rotated.RotatedMeanFieldAdam(problem, R, np.repeat(batch, 3), np.tile(rates, 3),
+                                              0.9, 0.999, independent_noise=independent)
+    model.step()
+    loss = model.loss().reshape(3, 3)
+    for i in range(3):
+        c2, c1, _ = np.polyfit(rates, loss[i], 2)
+        assert -c1 / (2 * c2) == pytest.approx(a_star[i], rel=1e-9)
+    assert a_star[1] != pytest.approx(a_star[0], rel=0.05)       # B matters
 
 
 @pytest.mark.parametrize("kwargs, name", [

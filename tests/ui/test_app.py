@@ -93,7 +93,8 @@ def test_adam_surge_preset_draws_the_one_step_rate_and_the_tuned_adam_curve():
     assert at.multiselect(key="optimizers").value == ["adam"]
     assert list(at.session_state["summary"]["optimizer"]) == ["Adam (mean field)"]
     surge = at.session_state["surge"]
-    assert set(surge["model"]) == {"diagonal H", "rotated H, independent noise"}
+    assert set(surge["model"]) == {"diagonal H", "rotated H, independent noise",
+                                   "Li et al.'s law (small signal)"}
     assert surge["batch_size"].min() == 4 and surge["batch_size"].max() == 16384
     assert any("does not show it" in c.value for c in at.caption)
     assert any("Li et al." in i.value for i in at.info)

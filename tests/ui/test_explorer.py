@@ -109,7 +109,7 @@ def test_surge_table_is_the_greedy_rate_of_both_models():
     (0.249) and falls to 0.175, and the caption says so in numbers."""
     config = NQMConfig(dim=100)
     batch = tuple(2 ** k for k in range(0, 17))
-    table, b_simple = explorer.surge(config, batch)
+    table, b_simple, law = explorer.surge(config, batch)
     diag = table[table["model"] == "diagonal H"]["learning_rate"].to_numpy()
     rot = table[table["model"] == "rotated H, independent noise"]["learning_rate"].to_numpy()
     assert np.all(np.diff(diag) > 0)
@@ -119,7 +119,13 @@ def test_surge_table_is_the_greedy_rate_of_both_models():
         problem, adam_rotated.random_rotation(100, 0), theta, batch, independent_noise=True))
     assert b_simple == pytest.approx(10.1, abs=0.05)
     assert int(np.argmax(rot)) == 1 and rot[1] == pytest.approx(0.249, abs=5e-4)
-    caption = explorer.surge_caption(table, b_simple)
-    assert "+4%" in caption and "-30%" in caption and "does not show it" in caption
+    # Li et al.'s law: peak at tr H / Q = 1.44 (docs/nqm_adam.md, session 50), its curve the
+    # rotated model's small-signal form, its peak rate within 1% of the model's (0.25, 0.249)
+    assert law.peak_batch == pytest.approx(1.44, abs=0.005)
+    line = table[table["model"] == explorer.LAW_MODEL]["learning_rate"].to_numpy()
+    assert law.peak_rate == pytest.approx(rot.max(), rel=0.01)
+    assert int(np.argmax(line)) in (0, 1) and np.all(np.diff(line[1:]) < 0)
+    caption = explorer.surge_caption(table, b_simple, law)
+    assert "+4%" in caption and "-30%" in caption and "B = tr H / Q = 1.44" in caption
     with pytest.raises(ValueError, match="d <= 1000"):
         explorer.surge(NQMConfig(dim=3000), batch)
