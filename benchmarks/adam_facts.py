@@ -1,7 +1,8 @@
 """The numbers of docs/nqm_adam.md, printed as its tables: mean-field Adam's measured errors and
 what it says about the two published facts.
 
-Run: `python benchmarks/adam_facts.py` (about 4 minutes on a busy 2-core machine); `--quick`
+Run: `python benchmarks/adam_facts.py` (about 4 minutes on a busy 2-core machine for sections
+1-4, 9 and 1.2 more alone for 5 and 6); `--quick`
 prints the same tables with fewer batch sizes and Monte-Carlo runs (about a minute; its numbers
 are not the doc's). Nothing here is asserted by the test suite; `tests/nqm/test_adam.py`
 re-checks the claims on smaller problems.
