@@ -390,17 +390,29 @@ def two_point_command(args, argv) -> str:
         seeds = default_seeds(config.seed)
     repeats = read_repeats(directory)
     two_point.check_inputs(config, records, repeats, args.batch_size)
+    record = stored_inits = None
+    if args.ends_from is not None:          # read and checked before any training
+        record, stored_inits = two_point.stored_ends(Path(args.ends_from), config, records,
+                                                     repeats, args.batch_size)
     start_distributed(args)         # every input checked: now the processes join (multi-host)
-    task = workloads.get(config.workload).build(text_file=config.text_file)
     say = _progress(args.no_progress)
     journal = directory / DESCENT_JOURNAL        # a killed run resumes its descents from it
-    record = two_point.estimate(task, config, records, repeats, args.batch_size,
-                                chunk_rows=args.chunk_rows, log=say, journal=journal)
+    task = None
+    if record is None or (seeds is not None and record["full_set"].get("steps") is not None
+                          and not two_point.usable_inits(stored_inits, seeds, record)):
+        task = workloads.get(config.workload).build(text_file=config.text_file)
+    if record is None:
+        record = two_point.estimate(task, config, records, repeats, args.batch_size,
+                                    chunk_rows=args.chunk_rows, log=say, journal=journal)
+    else:
+        say(f"two-point: the two ends as measured in {args.ends_from}")
     if seeds is not None:
-        if record["full_set"].get("steps") is not None:
+        if record["full_set"].get("steps") is not None \
+                and not two_point.usable_inits(stored_inits, seeds, record):
             say(f"two-point: the fastest full-batch descent from {len(seeds)} initialisations")
         record = two_point.with_median_end(task, config, record, seeds, args.chunk_rows,
-                                           journal=directory / INITS_JOURNAL, log=say)
+                                           journal=directory / INITS_JOURNAL, log=say,
+                                           stored_inits=stored_inits)
     if k < whole[0].trials:
         measured = two_point.measured_b_crit(whole[1], whole[0])
         record = with_measured_two_point(record, *whole, measured, k)

@@ -317,6 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="skip those descents (they add about 30%% to the training "
                             "examples): B_2pt' alone, with the best full-batch end, a "
                             "diagnostic")
+    p.add_argument("--ends-from", metavar="REPORT",
+                   help="a validation report of this sweep with two_ends.json (validate "
+                        "--rule-4, or two-ends): take its two measured ends, and its descents "
+                        "from other initialisations where they are the same seeds, instead of "
+                        "training again; refused, naming the part, where they differ")
     p.add_argument("--summary", default="reports/validation/summary.json",
                    help="the validated workloads' summary whose track record puts the error bar "
                         "on the estimate (python -m realnets track-record; default: "

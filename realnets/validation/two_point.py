@@ -143,6 +143,74 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
             "seconds": time.perf_counter() - t0}
 
 
+def stored_ends(report_dir: Path, config: SweepConfig, records: list[TrialRecord],
+                repeats: list[TrialRecord], batch_size: int | None = None,
+                seed: int = 0) -> tuple[dict, dict | None]:
+    """The two measured ends `estimate` would measure, read from a validation report's
+    two_ends.json (`two-ends`, `validate --rule-4`) instead of retraining the reference trial
+    and descending again: the same sweep goal, reference trial, trials at B_ref, reruns and
+    whole-set draw give the same descents, up to the float rounding of the retrained reference
+    (of the ten shipped two-point records, nine agree to the bit; on synthetic_clusters the
+    whole-set target differs in the 8th digit and one of 16 descents took a step fewer).
+
+    Args:
+      report_dir: the report directory (validation.json and two_ends.json).
+      config, records, repeats, batch_size, seed: as `estimate`'s.
+
+    Returns (the record `estimate` returns, its "seconds" those of this reading, with
+    "ends_from": the report directory; the report's stored "full_batch_inits" or None, for
+    `with_median_end`). ValueError naming the first part that differs, before anything is used.
+    """
+    from realnets import store
+    from realnets.sweeps.records import trial_order
+    from realnets.validation.files import TWO_ENDS_FILE, VALIDATION_FILE
+    from realnets.validation.reconciliation import rerun_percentiles
+
+    t0 = time.perf_counter()
+    report_dir = Path(report_dir)
+    where = f"ends-from {report_dir}"
+    for name in (VALIDATION_FILE, TWO_ENDS_FILE):
+        if not (report_dir / name).is_file():
+            raise ValueError(f"{where}: no {name} (run `python -m realnets validate ... --rule-4` "
+                             "or `two-ends` there first)")
+    doc = store.read_json(report_dir / VALIDATION_FILE, VALIDATION_FILE)
+    ends = store.read_json(report_dir / TWO_ENDS_FILE, TWO_ENDS_FILE)
+    trial, run, reruns = check_inputs(config, records, repeats, batch_size)
+    at_ref = sorted((r.trial_id for r in records if r.batch_size == trial.batch_size),
+                    key=trial_order)
+    stored_run = doc.get("calibration_run") or {}
+    checks = [
+        ("workload", ends.get("workload"), config.workload),
+        ("optimizer", ends.get("optimizer"), config.optimizer),
+        ("goal", (doc.get("sweep_config") or {}).get("goal"), config.goal),
+        ("reference trial", (stored_run.get("batch_size"), stored_run.get("trial_id")),
+         (int(trial.batch_size), trial.trial_id)),
+        ("reference steps", ends.get("s_ref"), int(trial.steps_to_goal)),
+        ("trials at B_ref", [t["trial_id"] for t in (ends.get("full_set") or {}).get("trials", [])],
+         at_ref),
+        ("reruns' percentiles", (ends.get("reruns") or {}).get("percentiles"),
+         rerun_percentiles(reruns)),
+        ("whole-set draw (seed)", (doc.get("settings") or {}).get("seed", 0), int(seed)),
+    ]
+    for name, stored, here in checks:
+        if stored != here:
+            raise ValueError(f"{where}: its {name} differs from the sweep's ({stored} there, "
+                             f"{here} here); run two-point without --ends-from")
+    value = ends["two_point"]["50"]
+    measured = measured_b_crit(records, config)
+    part = {k: ends[k] for k in ("b_ref", "s_ref", "reruns", "full_set", "two_point")}
+    record = {"workload": config.workload, "optimizer": config.optimizer, "goal": config.goal,
+              "trials": config.trials, "trial_id": trial.trial_id, "rows_seed": int(seed),
+              **part, "value": value, "lo": ends["two_point"]["16"],
+              "hi": ends["two_point"]["84"],
+              "condition": condition(ends["full_set"]["steps"], value),
+              "measured": measured,
+              "ratio": None if value is None or not measured else value / measured,
+              "examples": examples_processed(records, repeats, run, ends["full_set"]),
+              "seconds": time.perf_counter() - t0, "ends_from": str(report_dir)}
+    return record, ends.get("full_batch_inits")
+
+
 def stale(record: dict, goal: float, steps_at: dict[int, float]) -> str | None:
     """Why a two_point.json no longer describes its sweep (another goal, or other steps at its
     B_ref: the sweep was extended or rerun since), or None when it does. `steps_at` is the
@@ -238,16 +306,26 @@ def number(x: float | None) -> str:
     return "?" if x is None else f"{x:.4g}"
 
 
+def usable_inits(stored_inits: dict | None, seeds: list[int], record: dict) -> bool:
+    """Whether a report's stored descents from other initialisations are those `with_median_end`
+    would make for `record`: the same seeds, from the same fastest configuration."""
+    return (stored_inits is not None and stored_inits.get("seeds") == list(seeds)
+            and stored_inits.get("trial_id") == record["full_set"].get("trial_id"))
+
+
 def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[int],
                     chunk_rows: int | None = None, devices=None,
-                    journal: Path | None = None, log=None) -> dict:
+                    journal: Path | None = None, log=None,
+                    stored_inits: dict | None = None) -> dict:
     """The record with B_2pt'(med) (docs/prediction_rule.md, session 41): its fastest
     full-batch configuration descended again from the initialisations of `seeds` on the same
     whole set (`full_batch_inits.over_inits`, the rows the record's "rows_seed" drew in
     `estimate`), as "full_batch_inits", and "b_2pt_med" {"value", "lo", "hi"}: the two-point
     estimate at the reruns' median, 16th and 84th percentiles with their median full-batch end.
     A record whose whole-set descents all missed the target gets "b_2pt_med" with value None
-    and its "why", and no descents. `journal`, `log`: as `over_inits`'s."""
+    and its "why", and no descents. `stored_inits` (from `stored_ends`): descents already made
+    by `two-ends`, taken as they are when they are of the same configuration and `seeds`
+    (nothing is trained then, and `task` is not used). `journal`, `log`: as `over_inits`'s."""
     from realnets.validation.full_batch_inits import median_end, over_inits, why_no_value
 
     if record["full_set"].get("steps") is None:
@@ -255,8 +333,11 @@ def with_median_end(task: Task, config: SweepConfig, record: dict, seeds: list[i
             "value": None, "lo": None, "hi": None,
             "why": "not computed: no full-batch descent of the sweep's trials at B_ref reached "
                    "the target, so there is no fastest configuration to descend again"}}
-    inits = over_inits(task, config, record, seeds, int(record.get("rows_seed", 0)),
-                       chunk_rows, devices, journal, log)
+    if usable_inits(stored_inits, seeds, record):
+        inits = stored_inits
+    else:
+        inits = over_inits(task, config, record, seeds, int(record.get("rows_seed", 0)),
+                           chunk_rows, devices, journal, log)
     median = inits["percentiles"]["50"]
     by = median_end(record["b_ref"], record["reruns"]["percentiles"], median)
     # their cost: steps x rows (a descent not at the target ran to the step limit)

@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from realnets.cli import main
+from realnets.sweeps.records import load_sweep, read_repeats
+from realnets.validation.remeasure import first_sweep
 from realnets.validation import two_point, two_point_bar
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -389,6 +391,84 @@ def test_prediction_trials_estimate_from_the_first_trials_against_all(tmp_path, 
     assert got["s_ref"] == doc["calibration_run"]["sweep_steps_to_goal"]
     assert got["measured"] == pytest.approx(doc["measured"]["fit"]["b_crit"], rel=1e-12)
     assert got["ratio"] == pytest.approx(got["value"] / got["measured"])
+
+
+def _no_training(monkeypatch):
+    from realnets import workloads
+    from realnets.validation import full_batch_inits
+
+    def fail(*a, **k):
+        pytest.fail("trained, or built the workload, where the report's ends serve")
+
+    for module, name in ((two_point, "retrain"), (two_point, "both_ends"),
+                         (full_batch_inits, "over_inits"), (workloads, "get")):
+        monkeypatch.setattr(module, name, fail)
+
+
+def test_ends_from_a_report_give_the_shipped_record_without_training(tmp_path, monkeypatch,
+                                                                     capsys):
+    """`two-point --ends-from` on the RAND HIE sweep (its two_point.json and its report's
+    two_ends.json made by separate commands, session 49): the same record, nothing trained."""
+    monkeypatch.chdir(ROOT)
+    _no_training(monkeypatch)
+    sweep = tmp_path / "rand_hie"
+    shutil.copytree(ROOT / "sweeps" / "rand_hie", sweep)
+    (sweep / "two_point.json").unlink()
+    report = ROOT / "reports" / "validation" / "rand_hie"
+    assert main(["two-point", str(sweep), "--prediction-trials", "32", "--ends-from",
+                 str(report), "--no-progress"]) == 0
+    assert "B_2pt'(med) = B_ref (S~_ref / median end - 1) = 81 examples" in capsys.readouterr().out
+    got = json.loads((sweep / "two_point.json").read_text())
+    shipped = json.loads((ROOT / "sweeps" / "rand_hie" / "two_point.json").read_text())
+    assert got["ends_from"] == str(report)
+
+    def kept(record):
+        out = {k: v for k, v in record.items()
+               if k not in ("seconds", "command", "wall_seconds", "ends_from")}
+        for k in ("full_set", "full_batch_inits"):
+            out[k] = {kk: vv for kk, vv in out[k].items() if kk != "seconds"}
+        return out
+
+    assert kept(got) == kept(shipped)
+
+
+def test_ends_from_a_report_that_does_not_match_is_one_line_before_any_work(tmp_path,
+                                                                            monkeypatch, capsys):
+    monkeypatch.chdir(ROOT)
+    _no_training(monkeypatch)
+    sweep = tmp_path / "rand_hie"
+    shutil.copytree(ROOT / "sweeps" / "rand_hie", sweep)
+    (sweep / "two_point.json").unlink()
+    reports = ROOT / "reports" / "validation"
+
+    def refused(*extra, trials=("--prediction-trials", "32")):
+        assert main(["two-point", str(sweep), *trials, *extra]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("error: ends-from ") and "\n" not in err, err
+        return err
+
+    assert "its workload differs" in refused("--ends-from", str(reports / "fair_affairs"))
+    lone = tmp_path / "report"
+    lone.mkdir()
+    shutil.copy(reports / "rand_hie" / "validation.json", lone)
+    assert "no two_ends.json" in refused("--ends-from", str(lone))
+    # all 128 trials: the best at B_ref is another trial than the report's (from the first 32)
+    err = refused("--ends-from", str(reports / "rand_hie"), trials=())
+    assert "its reference trial differs from the sweep's ((8, 4) there, (8, 112) here)" in err
+    lines = (sweep / "repeats.jsonl").read_text().splitlines()
+    at_ref = [i for i, x in enumerate(lines) if json.loads(x)["batch_size"] == 8]
+    (sweep / "repeats.jsonl").write_text(      # every other rerun at B_ref dropped
+        "\n".join(x for i, x in enumerate(lines) if i not in at_ref[::2]) + "\n")
+    assert "its reruns' percentiles differ" in refused("--ends-from", str(reports / "rand_hie"))
+    assert not (sweep / "two_point.json").exists()
+    # the stored descents serve only the same seeds from the same configuration
+    shipped = ROOT / "sweeps" / "rand_hie"
+    config, records = first_sweep(*load_sweep(shipped), 32)
+    record, stored = two_point.stored_ends(reports / "rand_hie", config, records,
+                                           read_repeats(shipped))
+    assert two_point.usable_inits(stored, list(range(1, 17)), record)
+    assert not two_point.usable_inits(stored, [1, 2, 3], record)
+    assert not two_point.usable_inits(None, list(range(1, 17)), record)
 
 
 def test_the_distributed_flags_are_checked_in_one_line(tmp_path, monkeypatch, capsys):
