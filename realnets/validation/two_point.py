@@ -175,6 +175,10 @@ def stored_ends(report_dir: Path, config: SweepConfig, records: list[TrialRecord
                              "or `two-ends` there first)")
     doc = store.read_json(report_dir / VALIDATION_FILE, VALIDATION_FILE)
     ends = store.read_json(report_dir / TWO_ENDS_FILE, TWO_ENDS_FILE)
+    missing = [k for k in ("b_ref", "s_ref", "reruns", "full_set", "two_point")
+               if not isinstance(ends, dict) or k not in ends]
+    if missing:
+        raise ValueError(f"{where}: its {TWO_ENDS_FILE} lacks {', '.join(missing)}")
     trial, run, reruns = check_inputs(config, records, repeats, batch_size)
     at_ref = sorted((r.trial_id for r in records if r.batch_size == trial.batch_size),
                     key=trial_order)

@@ -452,6 +452,8 @@ def test_ends_from_a_report_that_does_not_match_is_one_line_before_any_work(tmp_
     lone.mkdir()
     shutil.copy(reports / "rand_hie" / "validation.json", lone)
     assert "no two_ends.json" in refused("--ends-from", str(lone))
+    (lone / "two_ends.json").write_text('{"workload": "x"}')
+    assert "two_ends.json lacks b_ref, s_ref" in refused("--ends-from", str(lone))
     # all 128 trials: the best at B_ref is another trial than the report's (from the first 32)
     err = refused("--ends-from", str(reports / "rand_hie"), trials=())
     assert "its reference trial differs from the sweep's ((8, 4) there, (8, 112) here)" in err
