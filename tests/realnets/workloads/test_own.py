@@ -584,6 +584,58 @@ def test_the_rand_hie_example_is_the_stated_data_and_network(monkeypatch):
     assert example.make_workload().optimizer == "momentum"
 
 
+def test_the_diamonds_example_is_the_stated_data_and_network(monkeypatch):
+    """examples/diamonds.py (held out in docs/prediction_rule.md, session 50): plotnine's
+    diamonds.csv read here with the csv module, the 20 rows with a zero length, width or depth
+    dropped, the grades ranked worst first, the 53,920 rows shuffled by default_rng(0), 40,000
+    training rows, features and log price standardised on them; the MLP written out in numpy
+    (ReLU), float64, and from it the workload's loss and validation metric, the squared error;
+    momentum."""
+    import csv
+    import jax
+
+    monkeypatch.chdir(ROOT)
+    example = _example_module("diamonds")
+    with open(example.diamonds_csv(), newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 53940
+    grades = {"cut": ["Fair", "Good", "Very Good", "Premium", "Ideal"],
+              "color": list("JIHGFED"),
+              "clarity": ["I1", "SI2", "SI1", "VS2", "VS1", "VVS2", "VVS1", "IF"]}
+    kept = [r for r in rows if min(float(r["x"]), float(r["y"]), float(r["z"])) > 0]
+    assert len(kept) == 53920
+    raw = np.array([[float(r["carat"]), grades["cut"].index(r["cut"]),
+                     grades["color"].index(r["color"]), grades["clarity"].index(r["clarity"]),
+                     float(r["depth"]), float(r["table"]), float(r["x"]), float(r["y"]),
+                     float(r["z"])] for r in kept])
+    price = np.log([float(r["price"]) for r in kept])
+    order = np.random.default_rng(0).permutation(53920)
+    raw, price = raw[order], price[order]
+    z = (raw - raw[:40000].mean(axis=0)) / raw[:40000].std(axis=0)
+    y = (price - price[:40000].mean()) / price[:40000].std()
+    task = workloads.get("examples/diamonds.py:make_workload").build()
+    np.testing.assert_allclose(np.asarray(task.train["x"]), z[:40000], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(task.val["x"]), z[40000:], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(task.train["y"]), y[:40000], atol=1e-5)
+    np.testing.assert_allclose(np.asarray(task.val["y"]), y[40000:], atol=1e-5)
+    assert task.metric == "loss"
+    params = task.init_params(jax.random.key(7))
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    h = z[40000:40032]
+    for name in ("Dense_0", "Dense_1"):
+        h = np.maximum(h @ p[name]["kernel"] + p[name]["bias"], 0.0)
+    out_np = (h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"])[:, 0]
+    _check_logits(example.PriceMLP(), params, task.val["x"][:32], out_np)
+    err = (out_np - y[40000:40032]) ** 2
+    batch = {"x": jnp.asarray(np.asarray(task.val["x"])[:32]),
+             "y": jnp.asarray(np.asarray(task.val["y"])[:32])}
+    np.testing.assert_allclose(float(task.loss_fn(params, batch)), err.mean(), rtol=1e-4)
+    out = task.eval_fn(params, {**batch, "mask": jnp.ones(32, jnp.float32)})
+    assert float(out["count"]) == 32
+    np.testing.assert_allclose(float(out["metric_sum"]), err.sum(), rtol=1e-4)
+    assert example.make_workload().optimizer == "momentum"
+
+
 def test_the_fair_example_is_the_stated_data_and_network(monkeypatch):
     """examples/fair_affairs.py (held out in docs/prediction_rule.md, session 49): the 6,366
     rows of statsmodels' fair.csv shuffled by default_rng(0), 5,000 training rows, the 8
