@@ -34,6 +34,14 @@ from nqm.adam import _one_minus_power, _rows, check_adam, check_rotation
 from nqm.problem import Problem
 
 
+def check_flag(name: str, value) -> bool:
+    """`value` if it is a bool; ValueError naming `name` otherwise (a string such as "no" is
+    not False)."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
 def random_rotation(dim: int, seed: int = 0) -> np.ndarray:
     """A Haar-random orthogonal (d, d) matrix (QR of a Gaussian matrix, signs fixed)."""
     dim = validation.check_whole("dim", dim, 1, 1000)
@@ -58,6 +66,7 @@ class RotatedMeanFieldAdam:
         if not isinstance(problem, Problem):
             raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
         check_adam(batch_size, learning_rate, beta1, beta2, epsilon)
+        check_flag("independent_noise", independent_noise)
         problem.check_batch_sizes(batch_size, "batch_size")
         d = problem.dim
         R = check_rotation(rotation_DD, d)
@@ -189,6 +198,7 @@ def greedy_learning_rate(problem: Problem, rotation_DD, theta_D, batch_sizes,
         raise ValueError(f"theta must have length d = {problem.dim}, got {theta.shape[0]}")
     b = validation.check_all_in_range("batch_sizes", batch_sizes, 1.0, np.inf).reshape(-1)
     problem.check_batch_sizes(b, "batch_sizes")
+    check_flag("independent_noise", independent_noise)
     H = (R * problem.curvature_D) @ R.T
     C = (R * problem.noise_D) @ R.T
     if independent_noise:
@@ -204,56 +214,72 @@ def greedy_learning_rate(problem: Problem, rotation_DD, theta_D, batch_sizes,
 
 @dataclass(frozen=True)
 class SurgeLaw:
-    """Li et al.'s law a(B) = peak_rate / (1/2 (sqrt(peak_batch / B) + sqrt(B / peak_batch))),
-    the small-signal form of `greedy_learning_rate` with independent noise (docs/nqm_adam.md,
-    'Fact 2').
+    """The small-signal form of `greedy_learning_rate` with independent noise (docs/nqm_adam.md,
+    'Fact 2'): a(B) = sqrt(B) signal / (trace + B q). Where q > 0 it is Li et al.'s law,
+    a(B) = peak_rate / (1/2 (sqrt(peak_batch / B) + sqrt(B / peak_batch))). It approximates the
+    greedy rate where B w_i^2 << 1 for every i (`small_signal_limit`), not beyond.
 
     Attributes:
-      peak_batch: B_peak = tr H / Q, Q = sum_{i != j} H_ij w_i w_j, w_i = mu_i / sqrt(C_ii)
-        (examples); inf where Q <= 0 (the rate only rises: no surge).
-      peak_rate: a_max = sum_i mu_i w_i / (2 sqrt(tr H Q)) (the learning rate's units); where
-        Q <= 0 the large-B limit is not reached by this form, and peak_rate is inf.
-      signal: sum_i mu_i w_i, the small-signal numerator's coefficient of sqrt(B).
+      trace: tr H in Adam's coordinates (the loss's units per squared parameter).
+      q: Q = sum_{i != j} H_ij w_i w_j, w_i = mu_i / sqrt(C_ii) (per example).
+      signal: sum_i mu_i w_i, the coefficient of sqrt(B).
+      peak_batch: B_peak = trace / q (examples); inf where q <= 0: the law has no peak (the
+        greedy rate itself may still have one where the signal is not small).
+      peak_rate: a_max = signal / (2 sqrt(trace q)); inf where q <= 0.
+      small_signal_limit: 1 / max_i w_i^2 (examples): the law holds for B well below it.
     """
 
-    peak_batch: float
-    peak_rate: float
+    trace: float
+    q: float
     signal: float
+    small_signal_limit: float
+
+    @property
+    def peak_batch(self) -> float:
+        return self.trace / self.q if self.q > 0 else np.inf
+
+    @property
+    def peak_rate(self) -> float:
+        return self.signal / (2.0 * np.sqrt(self.trace * self.q)) if self.q > 0 else np.inf
 
     def rate(self, batch_sizes) -> np.ndarray:
-        """The law's learning rate at each batch size, (n_B,)."""
+        """The law's learning rate at each batch size (> 0), (n_B,); NaN past its pole where
+        q < 0 (trace + B q <= 0)."""
         b = validation.check_all_in_range("batch_sizes", batch_sizes, 0.0, np.inf,
                                           closed_low=False).reshape(-1)
-        if not np.isfinite(self.peak_batch):
-            return np.full(b.size, np.inf)
-        x = b / self.peak_batch
-        return self.peak_rate / (0.5 * (np.sqrt(1.0 / x) + np.sqrt(x)))
+        denominator = self.trace + b * self.q
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(denominator > 0, np.sqrt(b) * self.signal / denominator, np.nan)
 
 
 def surge_law(problem: Problem, rotation_DD, theta_D) -> SurgeLaw:
     """The small-signal law of the greedy one-step rate with noise independent per Adam
-    coordinate, from a point theta (eigen-coordinates, (d,)).
+    coordinate, from a point theta (eigen-coordinates, (d,), not zero), for unlimited data
+    (f(B) = 1 / B: a problem with a train_size is refused).
 
     For B well below every C_ii / mu_i^2, beta_i = mu_i^2 / (mu_i^2 + C_ii / B) ~ B w_i^2 and
     `greedy_learning_rate` tends to sqrt(B) signal / (tr H + B Q), which peaks at B = tr H / Q.
-    Halving theta quarters Q: the peak moves to 4 times the batch size.
+    Scaling theta by s (its direction kept) scales Q by s^2: halving it moves the peak to 4
+    times the batch size.
     """
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+    if problem.train_size is not None:
+        raise ValueError("problem.train_size must be None: the law assumes unlimited data "
+                         f"(f(B) = 1 / B), got {problem.train_size:g}")
     R = check_rotation(rotation_DD, problem.dim)
     theta = validation.check_array("theta", theta_D, positive=False)
     if theta.shape != (problem.dim,):
         raise ValueError(f"theta must have length d = {problem.dim}, got {theta.shape[0]}")
+    if not np.any(theta):
+        raise ValueError("theta must not be zero (no gradient, no rate)")
     H = (R * problem.curvature_D) @ R.T
     noise = np.einsum("ij,j,ij->i", R, problem.noise_D, R)          # diag(R diag(c) R^T)
     mu = H @ (R @ theta)
     w = mu / np.sqrt(noise)
-    trace = float(np.trace(H))
-    q = float(w @ H @ w - np.sum(np.diag(H) * w * w))
-    signal = float(mu @ w)
-    if q <= 0.0:
-        return SurgeLaw(np.inf, np.inf, signal)
-    return SurgeLaw(trace / q, signal / (2.0 * np.sqrt(trace * q)), signal)
+    off_diagonal = H - np.diag(np.diag(H))       # exactly 0 for a diagonal H: q = 0, not +-eps
+    return SurgeLaw(trace=float(np.trace(H)), q=float(w @ off_diagonal @ w),
+                    signal=float(mu @ w), small_signal_limit=float(1.0 / np.max(w * w)))
 
 
 def first_step_learning_rate(problem: Problem, rotation_DD, batch_sizes,
@@ -264,8 +290,9 @@ def first_step_learning_rate(problem: Problem, rotation_DD, batch_sizes,
 
     At step 1 the bias corrections cancel and u = g / sqrt(E[g^2]) per coordinate, so with
     P = diag(1 / sqrt(M_ii + C_ii f(B))): a* = tr(P M) / tr(H P (M + C f(B)) P). b1, b2 and
-    epsilon = 0 drop out.
+    epsilon = 0 drop out. independent_noise keeps only the diagonal of C = R diag(c) R^T.
     """
+    check_flag("independent_noise", independent_noise)
     if not isinstance(problem, Problem):
         raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
     R = check_rotation(rotation_DD, problem.dim)

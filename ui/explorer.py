@@ -86,9 +86,10 @@ PRESETS = {
         "rate tuned for steps to target (the curves below) only rises. The fall appears only in "
         "the greedy one-step rate, when the Hessian is not diagonal in Adam's coordinates and "
         "the gradient noise is independent per coordinate (the chart under this box). There "
-        "Li et al.'s law holds in its small-signal form, with its peak at tr H / Q, where Q is "
-        "the Hessian's off-diagonal mass between the coordinates' signal-to-noise ratios: below "
-        "the noise scale when that mass is large, as here (docs/nqm_adam.md)."),
+        "Li et al.'s law, in its small-signal form, approximates the rate near its peak, which "
+        "it puts at tr H / Q, where Q is the Hessian's off-diagonal mass between the "
+        "coordinates' signal-to-noise ratios: below the noise scale when that mass is large, "
+        "as here (docs/nqm_adam.md)."),
     DECAY_PRESET: (
         dict(optimizers=["momentum", "momentum_decay", "adam", "adam_decay"], powers=[0.0],
              target=0.01, dim=100, batch_range=(4, 16384)),
@@ -216,8 +217,10 @@ def surge(config: NQMConfig, batch_sizes: tuple[int, ...],
     """Adam's greedy one-step learning rate against B (`nqm.adam_rotated.greedy_learning_rate`):
     for the diagonal NQM and for the NQM turned by a random rotation R (`seed`) with gradient
     noise independent per Adam coordinate (Li et al. 2024's setting), from one start theta_0
-    (seed 1, scaled by the problem's E[theta_0^2]); and Li et al.'s law, the rotated model's
-    small-signal form (`adam_rotated.surge_law`), where it has a peak.
+    (seed 1, scaled by the problem's E[theta_0^2]), at `batch_sizes` and every power of two
+    below them down to 1 (the peak sits at small B); and Li et al.'s law, the rotated model's
+    small-signal form (`adam_rotated.surge_law`), where it has a peak, drawn from a tenth of
+    its peak to three times it (it approximates the model there only).
 
     Returns:
       (table with columns batch_size, model, learning_rate; B_simple = tr(C) / |H theta_0|^2 at
@@ -230,7 +233,9 @@ def surge(config: NQMConfig, batch_sizes: tuple[int, ...],
         raise ValueError("the batch-size range is empty")
     d = problem.dim
     theta = np.random.default_rng(1).standard_normal(d) * np.sqrt(problem.init_second_moment_D)
-    batch = np.asarray(batch_sizes, dtype=float)
+    lowest = min(batch_sizes)
+    below = [2.0 ** k for k in range(int(np.ceil(np.log2(lowest)))) if 2.0 ** k < lowest]
+    batch = np.asarray(sorted({*below, *map(float, batch_sizes)}), dtype=float)
     rotation = adam_rotated.random_rotation(d, seed)
     diagonal = adam_rotated.greedy_learning_rate(problem, np.eye(d), theta, batch)
     rotated = adam_rotated.greedy_learning_rate(problem, rotation, theta, batch,
@@ -242,9 +247,10 @@ def surge(config: NQMConfig, batch_sizes: tuple[int, ...],
         pd.DataFrame({"batch_size": batch, "model": "diagonal H", "learning_rate": diagonal}),
         pd.DataFrame({"batch_size": batch, "model": "rotated H, independent noise",
                       "learning_rate": rotated})]
-    if np.isfinite(law.peak_batch):
-        frames.append(pd.DataFrame({"batch_size": batch, "model": LAW_MODEL,
-                                    "learning_rate": law.rate(batch)}))
+    near = batch[(batch >= law.peak_batch / 10) & (batch <= 3 * law.peak_batch)]
+    if np.isfinite(law.peak_batch) and near.size:
+        frames.append(pd.DataFrame({"batch_size": near, "model": LAW_MODEL,
+                                    "learning_rate": law.rate(near)}))
     return pd.concat(frames, ignore_index=True), b_simple, law
 
 
@@ -269,7 +275,8 @@ def surge_caption(table: pd.DataFrame, b_simple: float, law: adam_rotated.SurgeL
     text += f"B_simple = {b_simple:.3g} at this start. "
     if np.isfinite(law.peak_batch):
         ratio = law.peak_batch / b_simple
-        text += (f"Li et al.'s law (the small-signal form, docs/nqm_adam.md) puts the peak at "
+        text += (f"Li et al.'s law (the small-signal form, docs/nqm_adam.md; drawn near its "
+                 f"peak, where it approximates the rotated model) puts the peak at "
                  f"B = tr H / Q = {law.peak_batch:.3g}, {ratio:.2g} x B_simple: "
                  "the more of the Hessian lies off the diagonal, the further below the noise scale "
                  "the peak sits. ")

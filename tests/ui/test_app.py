@@ -95,7 +95,7 @@ def test_adam_surge_preset_draws_the_one_step_rate_and_the_tuned_adam_curve():
     surge = at.session_state["surge"]
     assert set(surge["model"]) == {"diagonal H", "rotated H, independent noise",
                                    "Li et al.'s law (small signal)"}
-    assert surge["batch_size"].min() == 4 and surge["batch_size"].max() == 16384
+    assert surge["batch_size"].min() == 1 and surge["batch_size"].max() == 16384   # down to 1
     assert any("does not show it" in c.value for c in at.caption)
     assert any("Li et al." in i.value for i in at.info)
 

@@ -122,9 +122,15 @@ def test_surge_table_is_the_greedy_rate_of_both_models():
     # Li et al.'s law: peak at tr H / Q = 1.44 (docs/nqm_adam.md, session 50), its curve the
     # rotated model's small-signal form, its peak rate within 1% of the model's (0.25, 0.249)
     assert law.peak_batch == pytest.approx(1.44, abs=0.005)
-    line = table[table["model"] == explorer.LAW_MODEL]["learning_rate"].to_numpy()
+    line = table[table["model"] == explorer.LAW_MODEL]
+    assert list(line["batch_size"]) == [1.0, 2.0, 4.0]        # a tenth of 1.44 to 3 times it
+    np.testing.assert_allclose(line["learning_rate"], law.rate([1.0, 2.0, 4.0]))
     assert law.peak_rate == pytest.approx(rot.max(), rel=0.01)
-    assert int(np.argmax(line)) in (0, 1) and np.all(np.diff(line[1:]) < 0)
+    # the preset's range, 4 .. 16384, is taken down to B = 1: the peak at B = 2 is shown
+    table4, _, _ = explorer.surge(config, tuple(2 ** k for k in range(2, 15)))
+    assert sorted(set(table4["batch_size"]))[:3] == [1.0, 2.0, 4.0]
+    caption4 = explorer.surge_caption(table4, b_simple, law)
+    assert "a peak of 0.249 at B = 2 (+4%)" in caption4
     caption = explorer.surge_caption(table, b_simple, law)
     assert "+4%" in caption and "-30%" in caption and "B = tr H / Q = 1.44" in caption
     with pytest.raises(ValueError, match="d <= 1000"):
