@@ -96,7 +96,9 @@ _RULE_4_HELD_OUT = {
     ("examples/rand_hie.py:make_workload", "momentum"),         # session 49
     ("examples/rand_hie.py:make_workload", "adam"),
     ("examples/fair_affairs.py:make_workload", "adam"),
-    ("examples/fair_affairs.py:make_workload", "momentum")}
+    ("examples/fair_affairs.py:make_workload", "momentum"),
+    ("examples/diamonds.py:make_workload", "momentum"),         # session 50
+    ("examples/diamonds.py:make_workload", "adam")}
 
 
 def test_the_shipped_summary_against_its_stored_ratios():
