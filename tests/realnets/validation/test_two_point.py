@@ -307,13 +307,14 @@ def test_the_error_bar_is_the_track_records_factor_held_out_from_the_workload(tm
     # a record whose own condition fails gets no bar: the count of entries where it held
     weak = {**best, "condition": {**best["condition"], "holds": False}}
     bar = two_point_bar.error_bar(weak, entries)
-    # four of the others miss it: the tabular example at both goals (S_fb^N 1), the diabetes
-    # MLP (2) and the RAND visits with Adam (2, session 49); mnist_cnn (33, session 46) and the
-    # text model (81, session 47) have whole-set descents now
-    assert not bar.condition_holds and bar.entries_condition_held == n - 4
+    # six of the others miss it: the tabular example at both goals (S_fb^N 1), the diabetes
+    # MLP (2), the RAND visits with Adam (2, session 49) and the diamond prices with momentum
+    # (3) and Adam (4, session 50); mnist_cnn (33, session 46) and the text model (81, session
+    # 47) have whole-set descents now
+    assert not bar.condition_holds and bar.entries_condition_held == n - 6
     line = two_point_bar.error_bar_line(bar, "S")
     assert f"no error bar from the track record of B_2pt' ({n} other validated entries, S): " \
-        f"its entries are mostly ones where S_fb^N >= 5 ({n - 4} of {n}), and here that " \
+        f"its entries are mostly ones where S_fb^N >= 5 ({n - 6} of {n}), and here that " \
         "condition does not hold" in line
     assert "68%" not in line
     # a B_2pt'(med) value without the descents it stands on does not read, in one line
