@@ -163,17 +163,27 @@ def _resolution_lines(doc: CurveDocument) -> list[str]:
             "two; a lower goal (--goal) gives a curve to fit"]
 
 
+# below this many trials at some batch size, a near-goal sweep is told to search more
+NEAR_GOAL_TRIALS = 128
+
+
 def _near_goal_lines(doc: CurveDocument) -> list[str]:
     """A warning when the goal is a few steps away at some batch size (`robustness.near_goal`):
     the two-point estimate's whole-set end will likely fail its condition."""
     near = near_goal(doc.points)
     if near is None:
         return []
-    return [f"near goal: S(B) = {near[1]} at B = {near[0]}, so a whole-set descent will likely "
+    text = (f"near goal: S(B) = {near[1]} at B = {near[0]}, so a whole-set descent will likely "
             f"reach the goal in under {TRUST_MIN_STEPS} steps, too few for the two-point estimate "
             f"(its condition S_fb^N >= {TRUST_MIN_STEPS}: python -m realnets two-point); a lower "
             "goal needs more steps at every batch size, --goal-min-steps floors them at the "
-            "smallest only (docs/own_workload.md)"]
+            "smallest only (docs/own_workload.md)")
+    if min((len(p.trials) for p in doc.points), default=0) < NEAR_GOAL_TRIALS:
+        text += ("; such a sweep's B_crit can also move far with more trials (on two near-goal "
+                 "sweeps, 3x from 32 trials to 128, outside the range given for a 128-trial "
+                 "search: docs/prediction_rule.md, session 50), so resume it with --trials "
+                 f"{NEAR_GOAL_TRIALS} before leaning on its B_crit")
+    return [text]
 
 
 def _luck_lines(doc: CurveDocument) -> list[str]:

@@ -188,13 +188,15 @@ def test_a_goal_a_few_steps_away_is_flagged_and_foretells_a_short_whole_set_desc
     estimate's whole-set end will likely be under 5 steps. On the shipped record (each report's
     measured curve against its two_ends.json) every report whose whole-set descent took under 5
     steps is flagged, and no flagged one took more than 5: the claim NEAR_GOAL_STEPS' comment
-    makes; the rand_hie sweep's report carries the line, digits_mlp's (5 steps) does not."""
+    makes; the rand_hie sweep's report carries the line, digits_mlp's (5 steps) does not; with
+    fewer than 128 trials the line also says to search more (session 50)."""
+    import dataclasses
     import json
     from pathlib import Path
     from types import SimpleNamespace as P
 
     from realnets.sweeps.curve import build_curve
-    from realnets.sweeps.records import load_sweep
+    from realnets.sweeps.records import load_sweep, trial_order
     from realnets.sweeps.report import render
     from realnets.sweeps.robustness import NEAR_GOAL_STEPS, TRUST_MIN_STEPS, near_goal
     from realnets.validation import two_point
@@ -224,4 +226,10 @@ def test_a_goal_a_few_steps_away_is_flagged_and_foretells_a_short_whole_set_desc
         text = render(build_curve(records, config), "table")
         assert ("near goal: S(B) = 3 at B = 1024" in text) is warned
         assert ("near goal" in text) is warned
+        assert "resume it with --trials 128" not in text       # both have 128 trials
+    # with its first 32 trials only, a near-goal sweep is told to search more
+    config, records = load_sweep(root / "sweeps" / "diamonds")
+    first = [r for r in records if trial_order(r.trial_id) < trial_order(32)]
+    text = render(build_curve(first, dataclasses.replace(config, trials=32)), "table")
+    assert "resume it with --trials 128 before leaning on its B_crit" in text
 
