@@ -180,8 +180,9 @@ def _near_goal_lines(doc: CurveDocument) -> list[str]:
             "smallest only (docs/own_workload.md)")
     if min((len(p.trials) for p in doc.points), default=0) < NEAR_GOAL_TRIALS:
         text += ("; such a sweep's B_crit can also move far with more trials (on two near-goal "
-                 "sweeps, 3x from 32 trials to 128, outside the range given for a 128-trial "
-                 "search: docs/prediction_rule.md, session 50), so resume it with --trials "
+                 "sweeps, 2.3-3.1x from 32 trials to 128, outside the range given for a "
+                 "128-trial search: docs/prediction_rule.md, session 50), so resume it with "
+                 "--trials "
                  f"{NEAR_GOAL_TRIALS} before leaning on its B_crit")
     return [text]
 
