@@ -246,7 +246,8 @@ def fact_li_horizon(quick: bool) -> str:
             edge = [f"B = {b:g}" for b, r in zip(bs, best) if r in (lrs[0], lrs[-1])]
             lines.append(f"{name}, T = {T}: rate {', '.join(f'{x:.3g}' for x in best)}; peak at "
                          f"B = {bs[k]:g}, {below:.0f} grid steps above B = {bs[-1]:g}: surge "
-                         f"{'holds' if surge else 'does not hold'}; edge: {', '.join(edge) or 'none'}")
+                         f"{'holds' if surge else 'does not hold'}; edge: "
+                         f"{', '.join(edge) or 'none'}")
         last = max((T for T, h in zip(horizons, held) if h), default=None)
         lines.append(f"{name}: T* (the largest T at which the surge holds) = {last} "
                      f"({time.perf_counter() - start:.0f} s)")

@@ -172,7 +172,8 @@ class HessianNoiseScale:
                                          "standard error over the rows' quadratic forms"),
                 "grad_h_grad": measured.finite_or_none(self.grad_h_grad),
                 "b_noise": measured.measured_value(
-                    self.b_noise, self.b_noise_se, "first-order standard error from tr(H Sigma) only",
+                    self.b_noise, self.b_noise_se,
+                    "first-order standard error from tr(H Sigma) only",
                     null_reason=self._b_noise_null_reason()),
                 "noise_rows": self.noise_rows, "num_examples": self.num_examples}
 

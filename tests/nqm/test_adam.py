@@ -294,8 +294,8 @@ def _strong_off_diagonal_problem(peak=30.0, d=40, weight=40.0):
     theta = R.T @ s
 
     def problem(c):
-        return Problem(curvature_D=curvature, noise_D=np.full(d, c), init_second_moment_D=np.ones(d),
-                       target=0.01)
+        return Problem(curvature_D=curvature, noise_D=np.full(d, c),
+                       init_second_moment_D=np.ones(d), target=0.01)
 
     c = peak / adam_rotated.surge_law(problem(1.0), R, theta).peak_batch
     return problem(c), R, theta
