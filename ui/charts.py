@@ -206,8 +206,8 @@ def chart_bytes(chart: alt.TopLevelMixin | dict, fmt: str, scale: float = 2.0,
 
 def surge_chart(table: pd.DataFrame, markers: dict[str, float]) -> alt.LayerChart:
     """Adam's greedy one-step learning rate vs batch size (log-log), one line per model, with a
-    dashed rule at each finite marker inside the table's batch range, e.g. {"B_simple": 10.1,
-    "B_peak (law)": 1.44} (`ui.explorer.surge`)."""
+    dashed rule, labelled at its top, at each finite marker inside the table's batch range, e.g.
+    {"B_simple": 10.1, "B_peak (law)": 1.44} (`ui.explorer.surge`)."""
     lines = alt.Chart(table).mark_line(point=True).encode(
         x=alt.X("batch_size:Q", scale=LOG2, title="batch size B"),
         y=alt.Y("learning_rate:Q", scale=LOG10, title="one-step optimal rate a*"),
@@ -215,9 +215,11 @@ def surge_chart(table: pd.DataFrame, markers: dict[str, float]) -> alt.LayerChar
         tooltip=["model", "batch_size", alt.Tooltip("learning_rate:Q", format=".4g")])
     lo, hi = table["batch_size"].min(), table["batch_size"].max()
     shown = {k: v for k, v in markers.items() if np.isfinite(v) and lo <= v <= hi}
-    rule = alt.Chart(pd.DataFrame({"batch_size": list(shown.values()),
-                                   "marker": list(shown.keys())})).mark_rule(
-        color="grey", strokeDash=[4, 4]).encode(
+    marks = alt.Chart(pd.DataFrame({"batch_size": list(shown.values()),
+                                    "marker": list(shown.keys())}))
+    rule = marks.mark_rule(color="grey", strokeDash=[4, 4]).encode(
         x=alt.X("batch_size:Q", scale=LOG2),
         tooltip=["marker", alt.Tooltip("batch_size:Q", format=".3g")])
-    return alt.layer(lines, rule).properties(height=260)
+    label = marks.mark_text(align="left", dx=3, baseline="top", color="grey").encode(
+        x=alt.X("batch_size:Q", scale=LOG2), y=alt.value(4), text="marker:N")
+    return alt.layer(lines, rule, label).properties(height=260)
