@@ -131,6 +131,14 @@ def test_surge_table_is_the_greedy_rate_of_both_models():
     assert sorted(set(table4["batch_size"]))[:3] == [1.0, 2.0, 4.0]
     caption4 = explorer.surge_caption(table4, b_simple, law)
     assert "a peak of 0.249 at B = 2 (+4%)" in caption4
+    # the chart marks B_simple and the law's peak, each labelled; an infinite peak is not drawn
+    from ui import charts
+
+    chart = charts.surge_chart(table4, {"B_simple": b_simple, "B_peak (law)": law.peak_batch})
+    for layer in chart.layer[1:]:
+        assert list(layer.data["marker"]) == ["B_simple", "B_peak (law)"]
+    chart = charts.surge_chart(table4, {"B_simple": b_simple, "B_peak (law)": float("inf")})
+    assert list(chart.layer[1].data["marker"]) == ["B_simple"]
     caption = explorer.surge_caption(table, b_simple, law)
     assert "+4%" in caption and "-30%" in caption and "B = tr H / Q = 1.44" in caption
     with pytest.raises(ValueError, match="d <= 1000"):
