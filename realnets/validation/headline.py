@@ -226,7 +226,6 @@ def table(h: dict) -> str:
         return "-" if x is None else f"{x:.3g}"
 
     lines, control = h["lines"], h["control"]
-    missing = lines["rule 4"]["no_number"]
     factors = ", ".join(f"{f} {n}" for f, n in h["rule_1_misses"]["largest_factor"].items())
     split = (f"largest factor of its misses' split: {factors} "
              f"(of {h['rule_1_misses']['with_split']} split, {h['rule_1_misses']['misses']} "
@@ -235,8 +234,7 @@ def table(h: dict) -> str:
     beside = {
         "rule 4": f"at least as close as B_simple on "
                   f"{of(h['rule_4_at_least_as_close_as_b_simple'])}; closer than B_2pt' (its "
-                  f"two ends without the NQM) on {of(h['rule_4_closer_than_b_2pt'])}"
-                  + (f"; no number on {', '.join(missing)}" if missing else ""),
+                  f"two ends without the NQM) on {of(h['rule_4_closer_than_b_2pt'])}",
         "rule 1": f"B_simple strictly closer on {of(h['b_simple_strictly_closer_than_rule_1'])}"
                   f"; {split}",
         "B_simple": "the baseline, tr(Sigma) / \\|G\\|^2",
@@ -247,7 +245,10 @@ def table(h: dict) -> str:
     rows = ["| estimate | within 2x of the measured B_crit | held out | control (nqm) "
             "| beside it |", "|---|---|---|---|---|"]
     for name, x in lines.items():
+        # the counts are over the entries with a number; those without one are named
+        missing = x["no_number"]
         rows.append(f"| {name} | {of(x['within_2x'])} | {of(x['held_out'])} | "
                     f"{number(control.get(name)) if name in control else '-'} | "
-                    f"{beside[name]} |")
+                    f"{beside[name]}"
+                    + (f"; no number on {', '.join(missing)}" if missing else "") + " |")
     return "\n".join(rows)

@@ -121,6 +121,12 @@ def test_the_shipped_summary_against_its_stored_ratios():
             assert h["lines"][name]["held_out"] == [sum(0.5 <= r <= 2 for r in held), len(held)]
     control = next(e for e in entries if e["workload"] == "nqm")
     assert h["control"]["rule 4"] == pytest.approx(control["rule_4"]["ratio"])
+    # the counts are over entries with a number; each row names those without one
+    rows = {r.split(" | ")[0].lstrip("| "): r for r in table(h).splitlines()}
+    assert rows["B_2pt'(med)"].endswith(
+        "; no number on examples/diamonds.py:make_workload (momentum) |")
+    assert "no number on examples/fair_affairs.py:make_workload (momentum)" in rows["B_simple"]
+    assert "no number" not in rows["B_2pt'"]
 
 
 def test_cli_json_and_bad_input(capsys, tmp_path):
