@@ -173,15 +173,20 @@ def fact_li(quick: bool) -> str:
     return "\n".join(lines)
 
 
+def li_setting(quick: bool):
+    """The NQM, rotation, batch sizes and rate grid of session 50's checks (docs/nqm_adam.md):
+    (problem, R, batch sizes (7,), rates, the grid's step factor)."""
+    problem = NQMConfig(dim=32, noise_scale=30.0, target=0.1).problem()
+    per_decade = 8 if quick else 24
+    lrs = np.geomspace(0.01, 3.0, int(round(np.log10(300.0) * per_decade)) + 1)
+    return (problem, adam_rotated.random_rotation(32, 0), 4.0 ** np.arange(0, 7), lrs,
+            lrs[1] / lrs[0])
+
+
 def fact_li_steps(quick: bool) -> str:
     """Session 50's check (docs/nqm_adam.md): does the tuned rate fall at large B in steps to
     target when the noise is independent per Adam coordinate?"""
-    problem = NQMConfig(dim=32, noise_scale=30.0, target=0.1).problem()
-    R = adam_rotated.random_rotation(32, 0)
-    bs = 4.0 ** np.arange(0, 7)
-    per_decade = 8 if quick else 24
-    lrs = np.geomspace(0.01, 3.0, int(round(np.log10(300.0) * per_decade)) + 1)
-    step = lrs[1] / lrs[0]
+    problem, R, bs, lrs, step = li_setting(quick)
     lines = [f"d = 32, noise_scale 30, target 0.1, b1 0.9, b2 0.999, {lrs.size} rates "
              f"{lrs[0]:g} .. {lrs[-1]:g} (grid step x{step:.3f}), at most 5,000 steps; initial "
              f"loss {problem.initial_loss():.3g}"]
@@ -216,12 +221,7 @@ def fact_li_steps(quick: bool) -> str:
 def fact_li_horizon(quick: bool) -> str:
     """Session 50's later check (docs/nqm_adam.md): the rate of the lowest E[L] after T steps,
     per batch size, for T = 1 .. 1000; at which T does the surge stop?"""
-    problem = NQMConfig(dim=32, noise_scale=30.0, target=0.1).problem()
-    R = adam_rotated.random_rotation(32, 0)
-    bs = 4.0 ** np.arange(0, 7)
-    per_decade = 8 if quick else 24
-    lrs = np.geomspace(0.01, 3.0, int(round(np.log10(300.0) * per_decade)) + 1)
-    step = lrs[1] / lrs[0]
+    problem, R, bs, lrs, step = li_setting(quick)
     horizons = [1, 3, 10, 30, 100, 300, 1000]
     lines = [f"d = 32, noise_scale 30, b1 0.9, b2 0.999, {lrs.size} rates {lrs[0]:g} .. "
              f"{lrs[-1]:g} (grid step x{step:.3f}); the rate of the lowest E[L] after T steps"]

@@ -42,6 +42,38 @@ def check_flag(name: str, value) -> bool:
     return bool(value)
 
 
+def turned(problem: Problem, rotation_DD, independent_noise: bool = False):
+    """(R, H, C): the checked rotation and, in Adam's coordinates, the Hessian R diag(h) R^T and
+    the per-example noise covariance R diag(c) R^T (only its diagonal with `independent_noise`),
+    each (d, d). ValueError naming the first bad input."""
+    if not isinstance(problem, Problem):
+        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+    check_flag("independent_noise", independent_noise)
+    R = check_rotation(rotation_DD, problem.dim)
+    C = (R * problem.noise_D) @ R.T
+    return R, (R * problem.curvature_D) @ R.T, np.diag(np.diag(C)) if independent_noise else C
+
+
+def _one_step_rate(H, M, C, f_B) -> np.ndarray:
+    """The rate of the largest expected one-step loss decrease of mean-field Adam's first step,
+    a* = tr(P M) / tr(H P (M + C f) P) with P = diag(1 / sqrt(M_ii + C_ii f)), for each noise
+    factor f (n_B,): M the gradient's signal second moment (mu mu^T from a point), H and C
+    (d, d) in Adam's coordinates. Returns (n_B,)."""
+    f = np.asarray(f_B, np.float64).reshape(-1, 1)
+    p_BD = 1.0 / np.sqrt(np.diag(M) + np.diag(C) * f)
+    signal = np.einsum("bi,ij,bj->b", p_BD, H * M, p_BD)
+    noise = np.einsum("bi,ij,bj->b", p_BD, H * C, p_BD)
+    return (p_BD @ np.diag(M)) / (signal + f[:, 0] * noise)
+
+
+def check_point(problem: Problem, theta_D) -> np.ndarray:
+    """theta (eigen-coordinates) as a float64 (d,) array; ValueError naming it otherwise."""
+    theta = validation.check_array("theta", theta_D, positive=False)
+    if theta.shape != (problem.dim,):
+        raise ValueError(f"theta must have length d = {problem.dim}, got {theta.shape[0]}")
+    return theta
+
+
 def random_rotation(dim: int, seed: int = 0) -> np.ndarray:
     """A Haar-random orthogonal (d, d) matrix (QR of a Gaussian matrix, signs fixed)."""
     dim = validation.check_whole("dim", dim, 1, 1000)
@@ -63,19 +95,12 @@ class RotatedMeanFieldAdam:
 
     def __init__(self, problem: Problem, rotation_DD, batch_size, learning_rate, beta1=0.9,
                  beta2=0.999, epsilon=0.0, independent_noise: bool = False):
-        if not isinstance(problem, Problem):
-            raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+        R, self.H, C = turned(problem, rotation_DD, independent_noise)
         check_adam(batch_size, learning_rate, beta1, beta2, epsilon)
-        check_flag("independent_noise", independent_noise)
         problem.check_batch_sizes(batch_size, "batch_size")
         d = problem.dim
-        R = check_rotation(rotation_DD, d)
         batch, self.lr_N, self.b1_N, self.b2_N, self.eps_N = _rows(
             batch_size, learning_rate, beta1, beta2, epsilon)
-        self.H = (R * problem.curvature_D) @ R.T
-        C = (R * problem.noise_D) @ R.T
-        if independent_noise:
-            C = np.diag(np.diag(C))
         self.C_NDD = C[None] * problem.noise_factor(batch)[:, None, None]
         n = self.lr_N.shape[0]
         S = np.zeros((n, 2 * d, 2 * d))
@@ -190,26 +215,12 @@ def greedy_learning_rate(problem: Problem, rotation_DD, theta_D, batch_sizes,
     eqs. 6-9, for sign updates). independent_noise keeps only the diagonal of C in Adam's
     coordinates (Li et al.'s assumption) instead of C = R diag(c) R^T. Returns (n_B,).
     """
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
-    R = check_rotation(rotation_DD, problem.dim)
-    theta = validation.check_array("theta", theta_D, positive=False)
-    if theta.shape != (problem.dim,):
-        raise ValueError(f"theta must have length d = {problem.dim}, got {theta.shape[0]}")
+    R, H, C = turned(problem, rotation_DD, independent_noise)
+    theta = check_point(problem, theta_D)
     b = validation.check_all_in_range("batch_sizes", batch_sizes, 1.0, np.inf).reshape(-1)
     problem.check_batch_sizes(b, "batch_sizes")
-    check_flag("independent_noise", independent_noise)
-    H = (R * problem.curvature_D) @ R.T
-    C = (R * problem.noise_D) @ R.T
-    if independent_noise:
-        C = np.diag(np.diag(C))
     mu = H @ (R @ theta)
-    out = np.empty(b.size)
-    for i, f in enumerate(problem.noise_factor(b)):
-        p = 1.0 / np.sqrt(mu * mu + np.diag(C) * f)
-        second = (p[:, None] * (np.outer(mu, mu) + C * f) * p[None, :])
-        out[i] = (mu * p) @ mu / np.sum(H * second)
-    return out
+    return _one_step_rate(H, np.outer(mu, mu), C, problem.noise_factor(b))
 
 
 @dataclass(frozen=True)
@@ -262,21 +273,15 @@ def surge_law(problem: Problem, rotation_DD, theta_D) -> SurgeLaw:
     Scaling theta by s (its direction kept) scales Q by s^2: halving it moves the peak to 4
     times the batch size.
     """
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
+    R, H, C = turned(problem, rotation_DD, independent_noise=True)
     if problem.train_size is not None:
         raise ValueError("problem.train_size must be None: the law assumes unlimited data "
                          f"(f(B) = 1 / B), got {problem.train_size:g}")
-    R = check_rotation(rotation_DD, problem.dim)
-    theta = validation.check_array("theta", theta_D, positive=False)
-    if theta.shape != (problem.dim,):
-        raise ValueError(f"theta must have length d = {problem.dim}, got {theta.shape[0]}")
+    theta = check_point(problem, theta_D)
     if not np.any(theta):
         raise ValueError("theta must not be zero (no gradient, no rate)")
-    H = (R * problem.curvature_D) @ R.T
-    noise = np.einsum("ij,j,ij->i", R, problem.noise_D, R)          # diag(R diag(c) R^T)
     mu = H @ (R @ theta)
-    w = mu / np.sqrt(noise)
+    w = mu / np.sqrt(np.diag(C))
     off_diagonal = H - np.diag(np.diag(H))       # exactly 0 for a diagonal H: q = 0, not +-eps
     return SurgeLaw(trace=float(np.trace(H)), q=float(w @ off_diagonal @ w),
                     signal=float(mu @ w), small_signal_limit=float(1.0 / np.max(w * w)))
@@ -292,19 +297,8 @@ def first_step_learning_rate(problem: Problem, rotation_DD, batch_sizes,
     P = diag(1 / sqrt(M_ii + C_ii f(B))): a* = tr(P M) / tr(H P (M + C f(B)) P). b1, b2 and
     epsilon = 0 drop out. independent_noise keeps only the diagonal of C = R diag(c) R^T.
     """
-    check_flag("independent_noise", independent_noise)
-    if not isinstance(problem, Problem):
-        raise ValueError(f"problem must be an nqm.problem.Problem, got {type(problem).__name__}")
-    R = check_rotation(rotation_DD, problem.dim)
+    R, H, C = turned(problem, rotation_DD, independent_noise)
     b = validation.check_all_in_range("batch_sizes", batch_sizes, 1.0, np.inf).reshape(-1)
     problem.check_batch_sizes(b, "batch_sizes")
-    H = (R * problem.curvature_D) @ R.T
     M = H @ ((R * problem.init_second_moment_D) @ R.T) @ H
-    C = (R * problem.noise_D) @ R.T
-    if independent_noise:
-        C = np.diag(np.diag(C))
-    out = np.empty(b.size)
-    for i, f in enumerate(problem.noise_factor(b)):
-        p = 1.0 / np.sqrt(np.diag(M) + np.diag(C) * f)
-        out[i] = np.sum(p * np.diag(M)) / np.sum(H * (p[:, None] * (M + C * f) * p[None, :]))
-    return out
+    return _one_step_rate(H, M, C, problem.noise_factor(b))

@@ -130,6 +130,13 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
     _, goal_params = retrain(task, config, trial, devices)
     ends = both_ends(task, config, records, run, goal_params, repeats, seed, chunk_rows,
                      devices, log, journal)
+    return _record(config, records, repeats, trial, run, seed, ends, time.perf_counter() - t0)
+
+
+def _record(config: SweepConfig, records: list[TrialRecord], repeats: list[TrialRecord],
+            trial: TrialRecord, run: dict, seed: int, ends: dict, seconds: float) -> dict:
+    """The two_point.json record from the two measured ends (`both_ends`'s fields): B_2pt' at
+    the reruns' percentiles, its condition, the sweep's own B_crit and the cost in examples."""
     value = ends["two_point"]["50"]
     measured = measured_b_crit(records, config)
     return {"workload": config.workload, "optimizer": config.optimizer, "goal": config.goal,
@@ -140,7 +147,11 @@ def estimate(task: Task, config: SweepConfig, records: list[TrialRecord],
             "measured": measured,
             "ratio": None if value is None or not measured else value / measured,
             "examples": examples_processed(records, repeats, run, ends["full_set"]),
-            "seconds": time.perf_counter() - t0}
+            "seconds": seconds}
+
+
+# the parts of `both_ends`'s record, stored in two_ends.json too
+_ENDS = ("b_ref", "s_ref", "reruns", "full_set", "two_point")
 
 
 def stored_ends(report_dir: Path, config: SweepConfig, records: list[TrialRecord],
@@ -175,8 +186,7 @@ def stored_ends(report_dir: Path, config: SweepConfig, records: list[TrialRecord
                              "or `two-ends` there first)")
     doc = store.read_json(report_dir / VALIDATION_FILE, VALIDATION_FILE)
     ends = store.read_json(report_dir / TWO_ENDS_FILE, TWO_ENDS_FILE)
-    missing = [k for k in ("b_ref", "s_ref", "reruns", "full_set", "two_point")
-               if not isinstance(ends, dict) or k not in ends]
+    missing = [k for k in _ENDS if not isinstance(ends, dict) or k not in ends]
     if missing:
         raise ValueError(f"{where}: its {TWO_ENDS_FILE} lacks {', '.join(missing)}")
     trial, run, reruns = check_inputs(config, records, repeats, batch_size)
@@ -200,19 +210,9 @@ def stored_ends(report_dir: Path, config: SweepConfig, records: list[TrialRecord
         if stored != here:
             raise ValueError(f"{where}: its {name} differs from the sweep's ({stored} there, "
                              f"{here} here); run two-point without --ends-from")
-    value = ends["two_point"]["50"]
-    measured = measured_b_crit(records, config)
-    part = {k: ends[k] for k in ("b_ref", "s_ref", "reruns", "full_set", "two_point")}
-    record = {"workload": config.workload, "optimizer": config.optimizer, "goal": config.goal,
-              "trials": config.trials, "trial_id": trial.trial_id, "rows_seed": int(seed),
-              **part, "value": value, "lo": ends["two_point"]["16"],
-              "hi": ends["two_point"]["84"],
-              "condition": condition(ends["full_set"]["steps"], value),
-              "measured": measured,
-              "ratio": None if value is None or not measured else value / measured,
-              "examples": examples_processed(records, repeats, run, ends["full_set"]),
-              "seconds": time.perf_counter() - t0, "ends_from": str(report_dir)}
-    return record, ends.get("full_batch_inits")
+    part = {k: ends[k] for k in _ENDS}
+    record = _record(config, records, repeats, trial, run, seed, part, time.perf_counter() - t0)
+    return {**record, "ends_from": str(report_dir)}, ends.get("full_batch_inits")
 
 
 def stale(record: dict, goal: float, steps_at: dict[int, float]) -> str | None:

@@ -544,6 +544,28 @@ def _statsmodels_csv(name: str) -> tuple[list[str], np.ndarray]:
     return header, np.loadtxt(path / f"{name}.csv", delimiter=",", skiprows=1)
 
 
+def _relu_mlp_output(params, x):
+    """A flax MLP Dense_0, Dense_1 (ReLU), Dense_2 with one output, written out in numpy on x
+    (n, inputs), float64: (n,)."""
+    import jax
+
+    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
+    h = x
+    for name in ("Dense_0", "Dense_1"):
+        h = np.maximum(h @ p[name]["kernel"] + p[name]["bias"], 0.0)
+    return (h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"])[:, 0]
+
+
+def _check_per_example_loss(task, params, batch, want):
+    """The workload's training loss (mean) and validation metric (sum, count) on `batch`
+    against `want`, the per-example loss (n,) computed independently."""
+    n = len(want)
+    np.testing.assert_allclose(float(task.loss_fn(params, batch)), want.mean(), rtol=1e-4)
+    out = task.eval_fn(params, {**batch, "mask": jnp.ones(n, jnp.float32)})
+    assert float(out["count"]) == n
+    np.testing.assert_allclose(float(out["metric_sum"]), want.sum(), rtol=1e-4)
+
+
 def test_the_rand_hie_example_is_the_stated_data_and_network(monkeypatch):
     """examples/rand_hie.py (held out in docs/prediction_rule.md, session 49): the 20,190 rows
     of statsmodels' randhie.csv shuffled by default_rng(0), 16,000 training rows, the 9
@@ -566,21 +588,14 @@ def test_the_rand_hie_example_is_the_stated_data_and_network(monkeypatch):
     assert np.array_equal(np.asarray(task.val["y"]), visits[16000:])
     assert task.metric == "loss" and visits.max() == 77
     params = task.init_params(jax.random.key(7))
-    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
-    h = z[16000:16032]
-    for name in ("Dense_0", "Dense_1"):
-        h = np.maximum(h @ p[name]["kernel"] + p[name]["bias"], 0.0)
-    log_rate = (h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"])[:, 0]
+    log_rate = _relu_mlp_output(params, z[16000:16032])
     example = _example_module("rand_hie")
     _check_logits(example.PoissonMLP(), params, task.val["x"][:32], log_rate)
     y = visits[16000:16032]
     nll = -poisson.logpmf(y, np.exp(log_rate))
     assert np.all(nll >= 0)
     rows = {"x": jnp.asarray(np.asarray(task.val["x"])[:32]), "y": jnp.asarray(y, jnp.float32)}
-    np.testing.assert_allclose(float(task.loss_fn(params, rows)), nll.mean(), rtol=1e-4)
-    out = task.eval_fn(params, {**rows, "mask": jnp.ones(32, jnp.float32)})
-    assert float(out["count"]) == 32
-    np.testing.assert_allclose(float(out["metric_sum"]), nll.sum(), rtol=1e-4)
+    _check_per_example_loss(task, params, rows, nll)
     assert example.make_workload().optimizer == "momentum"
 
 
@@ -620,19 +635,12 @@ def test_the_diamonds_example_is_the_stated_data_and_network(monkeypatch):
     np.testing.assert_allclose(np.asarray(task.val["y"]), y[40000:], atol=1e-5)
     assert task.metric == "loss"
     params = task.init_params(jax.random.key(7))
-    p = jax.tree_util.tree_map(lambda a: np.asarray(a, np.float64), params)["params"]
-    h = z[40000:40032]
-    for name in ("Dense_0", "Dense_1"):
-        h = np.maximum(h @ p[name]["kernel"] + p[name]["bias"], 0.0)
-    out_np = (h @ p["Dense_2"]["kernel"] + p["Dense_2"]["bias"])[:, 0]
+    out_np = _relu_mlp_output(params, z[40000:40032])
     _check_logits(example.PriceMLP(), params, task.val["x"][:32], out_np)
     err = (out_np - y[40000:40032]) ** 2
     batch = {"x": jnp.asarray(np.asarray(task.val["x"])[:32]),
              "y": jnp.asarray(np.asarray(task.val["y"])[:32])}
-    np.testing.assert_allclose(float(task.loss_fn(params, batch)), err.mean(), rtol=1e-4)
-    out = task.eval_fn(params, {**batch, "mask": jnp.ones(32, jnp.float32)})
-    assert float(out["count"]) == 32
-    np.testing.assert_allclose(float(out["metric_sum"]), err.sum(), rtol=1e-4)
+    _check_per_example_loss(task, params, batch, err)
     assert example.make_workload().optimizer == "momentum"
 
 
